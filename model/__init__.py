@@ -1,0 +1,1 @@
+"""The ELECTRA model: sizes, Keras encoder, heads, and the original checkpoint format."""

@@ -1,0 +1,84 @@
+"""Model sizes: one config object, with the original BertConfig field names.
+
+Field names match the original `BertConfig` (so its JSON files load as they are), plus
+the ELECTRA generator fields. Presets (small/base/large/debug) live in
+configs/model_sizes.json; as in the original, heads = max(1, H // 64) and intermediate =
+4H follow the hidden size unless a preset or override sets them.
+"""
+
+import dataclasses
+from typing import Any, Dict, Optional
+
+from util import hparams
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  vocab_size: int = 30522
+  hidden_size: int = 256
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 4
+  intermediate_size: int = 1024
+  embedding_size: Optional[int] = None  # None: same as hidden_size (no projection)
+  hidden_act: str = "gelu"  # exact erf GELU, as the original
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  # Generator, relative to this (the discriminator's) size.
+  generator_hidden_size: float = 0.25
+  generator_layers: float = 1.0
+  untied_generator_embeddings: bool = False  # True: generator has its own embeddings
+  untied_generator: bool = True  # False: generator and discriminator are one encoder
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_attention_heads:
+      raise hparams.HParamsError(
+          f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
+          f"{self.num_attention_heads}")
+    if self.hidden_act not in ("gelu", "relu"):
+      raise hparams.HParamsError(f"hidden_act {self.hidden_act!r}: expected 'gelu' "
+                                 "(exact erf form) or 'relu'")
+
+  @property
+  def embedding_width(self) -> int:
+    return self.embedding_size or self.hidden_size
+
+  @classmethod
+  def from_size(cls, size: str, **overrides) -> "ModelConfig":
+    """A preset from configs/model_sizes.json with the original's derived sizes."""
+    presets = hparams.load_preset("model_sizes")
+    if size not in presets:
+      raise hparams.HParamsError(hparams.unknown_name_message(size, presets,
+                                                              "model size"))
+    return cls.from_dict({**presets[size], **overrides}, source=f"model size {size!r}")
+
+  @classmethod
+  def from_dict(cls, values: Dict[str, Any], source: str = "model config"
+                ) -> "ModelConfig":
+    """Builds a config from BertConfig-style fields; heads and FFN follow H if unset."""
+    hidden = values.get("hidden_size", cls.hidden_size)
+    derived = {"num_attention_heads": max(1, hidden // 64),
+               "intermediate_size": 4 * hidden}
+    base = cls(hidden_size=hidden, **derived)
+    return hparams.update(base, dict(values), source=source)
+
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  def generator_config(self) -> "ModelConfig":
+    """The generator's size, derived as the original's get_generator_config does."""
+    if not self.untied_generator:
+      return self  # one encoder plays both roles
+    hidden = int(round(self.hidden_size * self.generator_hidden_size))
+    return dataclasses.replace(
+        self,
+        hidden_size=hidden,
+        num_hidden_layers=int(round(self.num_hidden_layers * self.generator_layers)),
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        # Shared embeddings keep the discriminator's width (the generator projects
+        # them); untied ones are the generator's own, at its hidden size.
+        embedding_size=None if self.untied_generator_embeddings else
+        self.embedding_width)

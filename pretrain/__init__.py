@@ -1,0 +1,1 @@
+"""Pre-training: input pipeline, masking, the ELECTRA objective and its training loop."""

@@ -1,0 +1,1 @@
+"""Small pieces every phase uses: hyperparameter objects, progress lines, atomic files."""
