@@ -1,0 +1,1 @@
+"""Pre-training data: corpus reading, WordPiece tokenization, vocabulary, TFRecords."""

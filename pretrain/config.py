@@ -1,0 +1,139 @@
+"""Pre-training hyperparameters: one object, the original's names and defaults.
+
+Defaults are the original's `PretrainingConfig`; presets in configs/pretraining/<name>.json
+override them per model size, and --hparams (JSON or a JSON file) overrides those. Paths
+follow the original data-dir layout: <data_dir>/pretrain_tfrecords, <data_dir>/vocab.txt,
+<data_dir>/models/<model_name>.
+"""
+
+import dataclasses
+import os
+from typing import Any, Dict, Optional
+
+from model.config import ModelConfig
+from pretrain import masking
+from util import hparams
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+  model_name: str = "electra_small"
+  data_dir: str = "data"
+  debug: bool = False  # tiny model and few steps, for quick checks
+  do_train: bool = True
+  do_eval: bool = False
+
+  # Objective: ELECTRA, Electric, or (both false) BERT-style masked LM only.
+  electra_objective: bool = True
+  electric_objective: bool = False
+  gen_weight: float = 1.0
+  disc_weight: float = 50.0
+  mask_prob: float = 0.15
+
+  # Optimization.
+  learning_rate: float = 5e-4
+  lr_decay_power: float = 1.0
+  weight_decay_rate: float = 0.01
+  num_warmup_steps: int = 10000
+
+  # Training loop.
+  save_checkpoints_steps: int = 1000
+  num_train_steps: int = 1000000
+  num_eval_steps: int = 100
+  keep_checkpoint_max: int = 5
+  log_every_steps: int = 10
+  seed: int = 0
+
+  # Model.
+  model_size: str = "small"
+  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  embedding_size: Optional[int] = None
+  vocab_size: int = 30522
+  do_lower_case: bool = True
+
+  # Generator.
+  uniform_generator: bool = False
+  two_tower_generator: bool = False
+  untied_generator_embeddings: bool = False
+  untied_generator: bool = True
+  generator_layers: float = 1.0
+  generator_hidden_size: float = 0.25
+  disallow_correct: bool = False
+  temperature: float = 1.0
+
+  # Batches.
+  max_seq_length: int = 128
+  train_batch_size: int = 128
+  eval_batch_size: int = 128
+
+  # Scale and precision (new: the original ran one device, fp32).
+  distribution_strategy: str = "default"  # default | mirrored | multi_worker | tpu
+  tpu_address: Optional[str] = None
+  mixed_precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
+  use_xla: bool = False
+  gradient_accumulation_steps: int = 1
+
+  # Locations; empty means the original layout under data_dir.
+  pretrain_tfrecords: str = ""
+  vocab_file: str = ""
+  model_dir: str = ""
+  init_checkpoint: str = ""
+  overwrite_model_dir: bool = False  # allow a model_dir holding a different config
+
+  def __post_init__(self):
+    layout = {
+        "pretrain_tfrecords": os.path.join(self.data_dir, "pretrain_tfrecords",
+                                           "pretrain_data.tfrecord*"),
+        "vocab_file": os.path.join(self.data_dir, "vocab.txt"),
+        "model_dir": os.path.join(self.data_dir, "models", self.model_name),
+    }
+    for name, default in layout.items():
+      if not getattr(self, name):
+        object.__setattr__(self, name, default)
+    if self.electric_objective and not self.two_tower_generator:
+      object.__setattr__(self, "two_tower_generator", True)  # Electric needs it
+
+  @property
+  def max_predictions_per_seq(self) -> int:
+    return masking.max_predictions_per_seq(self.mask_prob, self.max_seq_length)
+
+  @property
+  def results_txt(self) -> str:
+    return os.path.join(self.model_dir, "results", "unsup_results.txt")
+
+  def model_config(self) -> ModelConfig:
+    """The discriminator's sizes; the generator's follow via generator_config()."""
+    size = "debug" if self.debug else self.model_size
+    values = {"vocab_size": self.vocab_size,
+              "generator_hidden_size": self.generator_hidden_size,
+              "generator_layers": self.generator_layers,
+              "untied_generator_embeddings": self.untied_generator_embeddings,
+              # The MLM-only baseline trains one full-size encoder as the generator.
+              "untied_generator": self.untied_generator and (
+                  self.electra_objective or self.electric_objective)}
+    if self.embedding_size is not None:
+      values["embedding_size"] = self.embedding_size
+    values.update(self.model_hparam_overrides)
+    return ModelConfig.from_size(size, **values)
+
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def load_config(model_name: str, data_dir: str = "data",
+                overrides: Optional[Dict[str, Any]] = None) -> PretrainingConfig:
+  """Original defaults < size preset (configs/pretraining/<size>.json) < overrides.
+
+  The preset is chosen by `model_size` from the overrides, else from the model name
+  (electra_small/base/large), else "small". As in the original, `debug: true` shrinks
+  the run (batch 8, 20 steps) unless the overrides set those values themselves.
+  """
+  overrides = dict(overrides or {})
+  size = overrides.get("model_size") or next(
+      (s for s in ("small", "base", "large") if s in model_name), "small")
+  preset = hparams.load_preset("pretraining", size)
+  values = {**preset, "model_name": model_name, "data_dir": data_dir}
+  if overrides.get("debug"):
+    values.update(hparams.load_preset("pretraining", "debug"))
+  values.update(overrides)
+  return hparams.update(PretrainingConfig(), values)
