@@ -41,6 +41,11 @@ class ModelConfig:
       raise hparams.HParamsError(f"hidden_act {self.hidden_act!r}: expected 'gelu' "
                                  "(exact erf form) or 'relu'")
 
+  @classmethod
+  def coerce(cls, config) -> "ModelConfig":
+    """A ModelConfig from itself or its dict (as Keras get_config round-trips it)."""
+    return config if isinstance(config, cls) else cls(**config)
+
   @property
   def embedding_width(self) -> int:
     return self.embedding_size or self.hidden_size

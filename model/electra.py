@@ -1,0 +1,72 @@
+"""The ELECTRA generator/discriminator pair, with the original's weight sharing.
+
+By default the generator is a smaller encoder that reads the discriminator's embedding
+layer (one copy of word, position and token-type embeddings and their LayerNorm) and
+keeps its own embeddings_project. `untied_generator_embeddings` gives the generator its
+own embeddings at its hidden size; `untied_generator: false` makes generator and
+discriminator one encoder (the original's "tie all weights").
+"""
+
+import tensorflow as tf
+import tf_keras
+
+from model.config import ModelConfig
+from model.encoder import ElectraEncoder
+from model.heads import DiscriminatorHead, GeneratorHead
+
+
+class ElectraPair(tf_keras.Model):
+
+  def __init__(self, config: ModelConfig, **kwargs):
+    kwargs.setdefault("name", "electra")
+    super().__init__(**kwargs)
+    self.model_config = config
+    self.generator_model_config = config.generator_config()
+    self.discriminator = ElectraEncoder(config, name="discriminator")
+    if config.untied_generator:
+      shared = None if config.untied_generator_embeddings else \
+          self.discriminator.embeddings
+      self.generator = ElectraEncoder(self.generator_model_config, embeddings=shared,
+                                      name="generator")
+    else:
+      self.generator = self.discriminator
+    self.generator_head = GeneratorHead(self.generator_model_config)
+    self.discriminator_head = DiscriminatorHead(config)
+
+  def generator_hidden(self, inputs, training=None):
+    return self.generator(inputs, training=training)
+
+  def generator_logits(self, inputs, training=None, positions=None, hidden=None):
+    """MLM logits [B, N, V] at `positions` [B, N], or [B, S, V] at every position."""
+    if hidden is None:
+      hidden = self.generator(inputs, training=training)
+    if positions is not None:
+      hidden = tf.gather(hidden, positions, batch_dims=1)
+    return self.generator_head(hidden, self.generator.embedding_table)
+
+  def discriminator_logits(self, inputs, training=None, hidden=None):
+    if hidden is None:
+      hidden = self.discriminator(inputs, training=training)
+    return self.discriminator_head(hidden)
+
+  def call(self, inputs, training=None):
+    """Every output of both networks on the same (uncorrupted) inputs."""
+    disc_hidden = self.discriminator(inputs, training=training)
+    gen_hidden = (disc_hidden if self.generator is self.discriminator
+                  else self.generator(inputs, training=training))
+    return {
+        "discriminator_hidden": disc_hidden,
+        "discriminator_logits": self.discriminator_logits(inputs, hidden=disc_hidden),
+        "generator_hidden": gen_hidden,
+        "generator_logits": self.generator_logits(inputs, hidden=gen_hidden),
+    }
+
+  @staticmethod
+  def dummy_inputs(batch_size: int = 1, seq_length: int = 8):
+    ones = tf.ones([batch_size, seq_length], tf.int32)
+    return {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}
+
+  def build_variables(self):
+    """Creates every variable by running a tiny batch once."""
+    self(self.dummy_inputs(), training=False)
+    return self

@@ -1,0 +1,128 @@
+"""The ELECTRA (BERT) encoder in tf_keras: embeddings, optional projection, layers.
+
+Transformer layers are tf-models-official's TransformerEncoderBlock, which is BERT's
+post-LayerNorm block exactly, given two settings checked against the original: the
+activation must be tf_keras's exact erf GELU (tfm's own "gelu" name maps to the tanh
+approximation, which differs by up to 4.7e-4), and LayerNorm epsilon 1e-12.
+"""
+
+import tensorflow as tf
+import tf_keras
+from official.nlp.modeling import layers as tfm_layers
+
+from model.config import ModelConfig
+
+ATTENTION_DIRECTIONS = ("bidirectional", "ltr", "rtl")
+
+
+def activation(name: str):
+  """The original's activations: "gelu" is the exact erf form."""
+  if name == "gelu":
+    return tf_keras.activations.gelu  # approximate=False by default
+  return tf_keras.activations.get(name)
+
+
+def initializer(config: ModelConfig):
+  return tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def layer_norm(name: str):
+  # float32 even under mixed precision, as tfm does for its LayerNorms.
+  return tf_keras.layers.LayerNormalization(axis=-1, epsilon=1e-12, dtype=tf.float32,
+                                            name=name)
+
+
+class ElectraEmbeddings(tf_keras.layers.Layer):
+  """Word + position + token-type embeddings, LayerNorm, dropout (width E).
+
+  Generator and discriminator share one instance of this layer by default.
+  """
+
+  def __init__(self, config: ModelConfig, **kwargs):
+    kwargs.setdefault("name", "embeddings")
+    super().__init__(**kwargs)
+    self.model_config = config = ModelConfig.coerce(config)
+    self.embedding_width = config.embedding_width
+    self.word_embeddings = tfm_layers.OnDeviceEmbedding(
+        config.vocab_size, self.embedding_width, initializer=initializer(config),
+        name="word_embeddings")
+    self.position_embeddings = tfm_layers.PositionEmbedding(
+        config.max_position_embeddings, initializer=initializer(config),
+        name="position_embeddings")
+    self.token_type_embeddings = tfm_layers.OnDeviceEmbedding(
+        config.type_vocab_size, self.embedding_width, initializer=initializer(config),
+        use_one_hot=True, name="token_type_embeddings")
+    self.layer_norm = layer_norm("layer_norm")
+    self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+
+  @property
+  def embedding_table(self) -> tf.Variable:
+    return self.word_embeddings.embeddings
+
+  def call(self, input_ids, segment_ids, training=None):
+    words = self.word_embeddings(input_ids)
+    x = words + self.position_embeddings(words) + self.token_type_embeddings(segment_ids)
+    return self.dropout(self.layer_norm(x), training=training)
+
+  def get_config(self):
+    return {**super().get_config(), "config": self.model_config.to_dict()}
+
+
+class ElectraEncoder(tf_keras.Model):
+  """Embeddings -> embeddings_project (when E != H) -> post-LN transformer layers.
+
+  Inputs: a dict of int32 [B, S] tensors input_ids, input_mask, segment_ids.
+  Output: the final layer's hidden states [B, S, H].
+  `attention_direction` "ltr"/"rtl" adds a causal mask (Electric's two-tower generator).
+  """
+
+  def __init__(self, config: ModelConfig, embeddings: ElectraEmbeddings = None,
+               attention_direction: str = "bidirectional", **kwargs):
+    super().__init__(**kwargs)
+    if attention_direction not in ATTENTION_DIRECTIONS:
+      raise ValueError(f"attention_direction {attention_direction!r}: expected one of "
+                       f"{ATTENTION_DIRECTIONS}")
+    self.model_config = config
+    self.attention_direction = attention_direction
+    self.embeddings = embeddings if embeddings is not None else ElectraEmbeddings(config)
+    self.embeddings_project = None
+    if self.embeddings.embedding_width != config.hidden_size:
+      # The original's tf.layers.dense default: glorot-uniform kernel, zero bias.
+      self.embeddings_project = tf_keras.layers.Dense(config.hidden_size,
+                                                      name="embeddings_project")
+    self.transformer_layers = [
+        tfm_layers.TransformerEncoderBlock(
+            num_attention_heads=config.num_attention_heads,
+            inner_dim=config.intermediate_size,
+            inner_activation=activation(config.hidden_act),
+            output_dropout=config.hidden_dropout_prob,
+            attention_dropout=config.attention_probs_dropout_prob,
+            norm_first=False,
+            norm_epsilon=1e-12,
+            kernel_initializer=initializer(config),
+            name=f"layer_{i}")
+        for i in range(config.num_hidden_layers)]
+
+  @property
+  def embedding_table(self) -> tf.Variable:
+    return self.embeddings.embedding_table
+
+  def attention_mask(self, input_mask, seq_length):
+    """[B, S, S] float mask: padding columns off, plus causal band for ltr/rtl."""
+    mask = tf.cast(input_mask[:, None, :], tf.float32) * tf.ones([seq_length, 1])
+    if self.attention_direction != "bidirectional":
+      ones = tf.ones([seq_length, seq_length])
+      band = (tf.linalg.band_part(ones, -1, 0) if self.attention_direction == "ltr"
+              else tf.linalg.band_part(ones, 0, -1))
+      mask *= band[None]
+    return mask
+
+  def call(self, inputs, training=None):
+    input_ids = inputs["input_ids"]
+    x = self.embeddings(input_ids, inputs["segment_ids"], training=training)
+    if self.embeddings_project is not None:
+      x = self.embeddings_project(x)
+    mask = self.attention_mask(inputs["input_mask"], tf.shape(input_ids)[1])
+    for layer in self.transformer_layers:
+      x = layer([x, mask], training=training)
+    return x

@@ -1,0 +1,188 @@
+"""The optimizer and learning-rate schedule of the original ELECTRA (facts section 5).
+
+One Adam variant and one schedule serve pre-training and fine-tuning:
+- `AdamWeightDecay`: Adam WITHOUT bias correction, epsilon added outside the square root,
+  decoupled weight decay (`update += rate * param`) on every variable except LayerNorm
+  parameters and biases, per-variable learning-rate multipliers (fine-tuning's layer-wise
+  decay) and global-norm clipping at 1.0 of the gradients summed over replicas.
+- `WarmupPolynomialDecay`: polynomial decay to 0 over num_train_steps, multiplied by the
+  warmup factor min(1, step / num_warmup_steps).
+
+Why not tf-models-official: its AdamWeightDecay (official/modeling/optimization/
+legacy_adamw.py and the one official/nlp/optimization.py builds) subclasses Keras Adam,
+so it applies bias correction and clips each replica's gradients before the all-reduce;
+its PolynomialWarmUp and LinearWarmup replace the decayed rate during warmup (and give a
+non-zero rate at step 0) instead of multiplying it. None matches the original's numbers,
+so the update rule and the warmup are written here; the polynomial decay itself is
+tf_keras's PolynomialDecay, which equals tf.compat.v1.train.polynomial_decay(cycle=False).
+
+The optimizer is a tf_keras legacy OptimizerV2, so MirroredStrategy (gradients are
+summed across replicas, then clipped), LossScaleOptimizer and tf.train.Checkpoint work as
+for any Keras optimizer. Its slots are named "adam_m" and "adam_v" like the original's
+`<var>/adam_m` and `<var>/adam_v`: `optimizer.get_slot(var, "adam_m")`.
+"""
+
+import re
+from typing import Callable, Optional
+
+import tensorflow as tf
+import tf_keras
+from tf_keras.src.optimizers.legacy import optimizer_v2
+
+SLOT_NAMES = ("adam_m", "adam_v")
+GRADIENT_CLIP_NORM = 1.0
+
+
+class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+  """lr * (1 - min(step, T) / T) ** power * min(1, step / num_warmup_steps).
+
+  The warmup is the original's multiplicative factor on the decayed rate (rate 0 at step
+  0), not tf-models-official's LinearWarmup/PolynomialWarmUp, which ramp towards the rate
+  of step num_warmup_steps instead. `step` is the number of updates already applied.
+  """
+
+  def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+               power: float = 1.0, name: str = "WarmupPolynomialDecay"):
+    super().__init__()
+    if num_train_steps <= 0:
+      raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+    if num_warmup_steps < 0:
+      raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+    self.learning_rate = learning_rate
+    self.num_train_steps = num_train_steps
+    self.num_warmup_steps = num_warmup_steps
+    self.power = power
+    self.name = name
+    self._decay = tf_keras.optimizers.schedules.PolynomialDecay(
+        learning_rate, num_train_steps, end_learning_rate=0.0, power=power, cycle=False)
+
+  def __call__(self, step):
+    with tf.name_scope(self.name):
+      step = tf.cast(step, tf.float32)
+      rate = self._decay(step)
+      if self.num_warmup_steps:  # the original divides by zero here; 0 means no warmup
+        rate *= tf.minimum(1.0, step / float(self.num_warmup_steps))
+      return rate
+
+  def get_config(self):
+    return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps, "power": self.power,
+            "name": self.name}
+
+
+def _base_variable_name(name: str) -> str:
+  """'a/b/kernel/replica_1:0' -> 'a/b/kernel' (replica copies share a role)."""
+  name = re.sub(r":\d+$", "", name)
+  return re.sub(r"/replica_\d+$", "", name)
+
+
+def uses_weight_decay(variable) -> bool:
+  """False for LayerNorm parameters and biases, as the original's exclusion list.
+
+  The original matched "LayerNorm", "layer_norm" and "bias" anywhere in TF1 names. Keras
+  names differ ("self_attention_layer_norm/gamma:0", tfm EinsumDense "query/bias:0" of
+  shape [heads, head_size], "output_bias:0"), so the role is read from the last name
+  component (bias, or a normalization layer's gamma/beta) and from any component naming
+  a layer norm, whatever its rank.
+  """
+  parts = _base_variable_name(variable.name).lower().split("/")
+  if any("layernorm" in part or "layer_norm" in part for part in parts):
+    return False
+  leaf = parts[-1]
+  return not (leaf.endswith("bias") or leaf in ("gamma", "beta"))
+
+
+class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
+  """The original's AdamWeightDecayOptimizer, as a Keras optimizer (see module doc).
+
+  For each variable with gradient g (after global-norm clipping):
+    m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+    update = m / (sqrt(v) + eps) [+ weight_decay_rate * param if decayed]
+    param <- param - lr(step) * lr_multiplier(var) * update
+  """
+
+  def __init__(self, learning_rate, weight_decay_rate: float = 0.0,
+               beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
+               clip_norm: Optional[float] = GRADIENT_CLIP_NORM,
+               lr_multiplier: Optional[Callable[[tf.Variable], float]] = None,
+               name: str = "AdamWeightDecay"):
+    super().__init__(name, global_clipnorm=clip_norm)
+    self._set_hyper("learning_rate", learning_rate)
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.lr_multiplier = lr_multiplier
+    # Per-variable settings, decided once from the variables the caller passes (for a
+    # distributed variable, the mirrored container, never a replica's copy).
+    self._variable_settings = {}
+
+  @property
+  def learning_rate_schedule(self):
+    return self._get_hyper("learning_rate")
+
+  def learning_rate_at(self, step):
+    """The base learning rate for the update applied when `iterations` == step."""
+    rate = self.learning_rate_schedule
+    return rate(step) if callable(rate) else tf.constant(rate, tf.float32)
+
+  def _create_slots(self, var_list):
+    for var in var_list:
+      key = optimizer_v2._var_key(var)
+      if key not in self._variable_settings:
+        multiplier = 1.0 if self.lr_multiplier is None else float(self.lr_multiplier(var))
+        decay = self.weight_decay_rate if uses_weight_decay(var) else 0.0
+        self._variable_settings[key] = (multiplier, decay)
+      for slot in SLOT_NAMES:
+        self.add_slot(var, slot)
+
+  def variable_settings(self, var):
+    """(learning-rate multiplier, weight-decay rate) used for `var`."""
+    return self._variable_settings[optimizer_v2._var_key(var)]
+
+  def _resource_apply_dense(self, grad, var, apply_state=None):
+    dtype = var.dtype.base_dtype
+    multiplier, decay = self.variable_settings(var)
+    m = self.get_slot(var, "adam_m")
+    v = self.get_slot(var, "adam_v")
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    if decay:
+      update += decay * var
+    coefficients = ((apply_state or {}).get((var.device, dtype))
+                    or self._fallback_apply_state(var.device, dtype))
+    rate = coefficients["lr_t"] * multiplier
+    return tf.group(var.assign_sub(rate * update), m.assign(next_m), v.assign(next_v))
+
+  def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+    # The original densifies embedding gradients: rows without a gradient still see
+    # their moments decay and their weights decayed, so apply the dense rule.
+    dense = tf.math.unsorted_segment_sum(grad, indices, tf.shape(var)[0])
+    return self._resource_apply_dense(dense, var, apply_state)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "learning_rate": self._serialize_hyperparameter("learning_rate"),
+        "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
+        "beta_2": self.beta_2, "epsilon": self.epsilon,
+    })  # lr_multiplier is a Python callable: not serializable, pass it again
+    return config
+
+
+def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+                     weight_decay_rate: float = 0.01, lr_decay_power: float = 1.0,
+                     lr_multiplier: Optional[Callable[[tf.Variable], float]] = None
+                     ) -> AdamWeightDecay:
+  """The original's optimizer: AdamW (b1 0.9, b2 0.999, eps 1e-6), clipping at 1.0.
+
+  `lr_multiplier(variable) -> float` scales each variable's learning rate (layer-wise
+  decay in fine-tuning); it is called once per variable, with the variable as passed to
+  apply_gradients.
+  """
+  schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                   power=lr_decay_power)
+  return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate, beta_1=0.9,
+                         beta_2=0.999, epsilon=1e-6, clip_norm=GRADIENT_CLIP_NORM,
+                         lr_multiplier=lr_multiplier)

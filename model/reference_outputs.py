@@ -1,0 +1,93 @@
+"""Runs an original-format checkpoint on given inputs and saves every output.
+
+  python -m model.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
+      --inputs IN.npz --output OUT.npz
+
+CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks).
+IN.npz holds int32 input_ids, input_mask, segment_ids [batch, seq]. OUT.npz receives
+float32 discriminator_hidden [batch, seq, H], discriminator_logits [batch, seq],
+generator_hidden [batch, seq, h] and generator_logits [batch, seq, vocab], computed in
+inference mode (no dropout). CONFIG.json holds the original's BertConfig fields plus
+generator_hidden_size and generator_layers; without it the sizes come from the
+checkpoint's variable shapes.
+"""
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from model import checkpoint as ckpt
+from model.config import ModelConfig
+from util.files import atomic_write
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def read_inputs(path: str):
+  try:
+    data = np.load(path)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"{path}: cannot read as .npz ({e})") from None
+  missing = [n for n in INPUT_NAMES if n not in data]
+  if missing:
+    raise ValueError(f"{path}: missing array(s) {', '.join(missing)}; expected "
+                     f"{', '.join(INPUT_NAMES)} of shape [batch, seq]")
+  arrays = {n: data[n] for n in INPUT_NAMES}
+  shape = arrays["input_ids"].shape
+  for name, array in arrays.items():
+    if array.ndim != 2 or array.shape != shape:
+      raise ValueError(f"{path}: {name} has shape {list(array.shape)}, expected "
+                       f"[batch, seq] equal to input_ids {list(shape)}")
+    if not np.issubdtype(array.dtype, np.integer):
+      raise ValueError(f"{path}: {name} has dtype {array.dtype}, expected int32")
+  return {n: a.astype(np.int32) for n, a in arrays.items()}
+
+
+def read_config(path: str):
+  try:
+    with open(path, encoding="utf-8") as f:
+      values = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f"{path}: cannot read the config JSON ({e})") from None
+  return ModelConfig.from_dict(values, source=path)
+
+
+def compute(checkpoint: str, inputs, config=None):
+  pair = ckpt.load_pair(checkpoint, config)
+  vocab = pair.model_config.vocab_size
+  if inputs["input_ids"].size and (inputs["input_ids"].max() >= vocab or
+                                   inputs["input_ids"].min() < 0):
+    raise ValueError(f"input_ids outside [0, {vocab}) for this checkpoint's vocabulary")
+  seq = inputs["input_ids"].shape[1]
+  if seq > pair.model_config.max_position_embeddings:
+    raise ValueError(f"sequence length {seq} exceeds max_position_embeddings "
+                     f"{pair.model_config.max_position_embeddings}")
+  outputs = pair(inputs, training=False)
+  return {name: value.numpy().astype(np.float32) for name, value in outputs.items()}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", required=True)
+  parser.add_argument("--config", default=None)
+  parser.add_argument("--inputs", required=True)
+  parser.add_argument("--output", required=True)
+  args = parser.parse_args(argv)
+  try:
+    inputs = read_inputs(args.inputs)
+    config = read_config(args.config) if args.config else None
+    outputs = compute(args.checkpoint, inputs, config)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  with atomic_write(args.output, "wb") as f:
+    np.savez(f, **outputs)
+  shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
+  print(f"wrote {args.output}: {shapes}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
