@@ -215,8 +215,8 @@ def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
   return ModelConfig.from_dict(values)
 
 
-def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
-  """Loads `part` of the pair from an original-format checkpoint; returns its prefix.
+def load_mapping(mapping: Mapping, path: str, what: str) -> str:
+  """Assigns every variable of `mapping` from the checkpoint at `path`; returns its prefix.
 
   Every mapped variable must be present with its shape; names outside ELECTRA's scopes
   are refused; global_step, Adam slots and fine-tuning heads are ignored.
@@ -224,15 +224,12 @@ def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
   prefix = resolve_checkpoint(path)
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
-  if not pair.built:
-    pair.build_variables()
-  mapping = original_variables(pair, part)
   missing = [n for n, _, _ in mapping if n not in shapes]
   if missing:
     hint = ""
-    if part != "generator" and not any(n.startswith("electra/encoder/") for n in shapes):
+    if what != "generator" and not any(n.startswith("electra/encoder/") for n in shapes):
       hint = " (the file holds no discriminator encoder: a generator-only checkpoint?)"
-    raise CheckpointError(f"{prefix}: {len(missing)} variable(s) the {part} needs are "
+    raise CheckpointError(f"{prefix}: {len(missing)} variable(s) the {what} needs are "
                           f"missing: {_first(missing)}{hint}")
   wrong = [f"{n} has {list(shapes[n])}, expected {list(s)}" for n, _, s in mapping
            if shapes[n] != s]
@@ -243,6 +240,18 @@ def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
   for name, variable, _ in mapping:
     variable.assign(np.reshape(reader.get_tensor(name), variable.shape))
   return prefix
+
+
+def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
+  """Loads `part` of the pair from an original-format checkpoint; returns its prefix."""
+  if not pair.built:
+    pair.build_variables()
+  return load_mapping(original_variables(pair, part), path, part)
+
+
+def load_discriminator_encoder(encoder: ElectraEncoder, path: str) -> str:
+  """Loads a lone (built) encoder from the discriminator's variables, for fine-tuning."""
+  return load_mapping(encoder_variables(encoder, "electra"), path, "discriminator")
 
 
 def save_original(pair: ElectraPair, prefix: str, part: str = "pair",

@@ -28,9 +28,11 @@ class GeneratorHead(tf_keras.layers.Layer):
 
   def call(self, hidden, embedding_table):
     x = self.layer_norm(self.dense(hidden))
-    logits = tf.matmul(tf.cast(x, tf.float32), tf.cast(embedding_table, tf.float32),
-                       transpose_b=True)
-    return logits + self.output_bias
+    # The [*, V] matmul runs in the compute dtype (bf16/fp16 under mixed precision);
+    # logits are returned in float32 for the softmax.
+    logits = tf.matmul(tf.cast(x, self.compute_dtype),
+                       tf.cast(embedding_table, self.compute_dtype), transpose_b=True)
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
 
   def get_config(self):
     return {**super().get_config(), "config": self.model_config.to_dict()}

@@ -257,3 +257,26 @@ def test_layers_are_keras_serializable():
   for layer in (ElectraEmbeddings(config), GeneratorHead(config), DiscriminatorHead(config)):
     clone = type(layer).from_config(layer.get_config())
     assert clone.model_config == config and clone.name == layer.name
+
+
+def test_mixed_bfloat16_runs_close_to_float32(tmp_path):
+  import tf_keras
+  prefix, _ = make_checkpoint(tmp_path, TINY)
+  inputs = batch(TINY["vocab"])
+  want = reference_outputs.compute(prefix, inputs)
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    pair = ckpt.load_pair(prefix)
+    with tf.GradientTape() as tape:
+      got = pair(inputs, training=True)
+      loss = tf.reduce_mean(got["generator_logits"]) + tf.reduce_mean(
+          got["discriminator_logits"])
+    grads = tape.gradient(loss, pair.trainable_variables)
+    got = pair(inputs, training=False)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  assert all(v.dtype == tf.float32 for v in pair.trainable_variables)
+  assert all(g is not None for g in grads)
+  for name in ("discriminator_logits", "generator_logits"):
+    assert got[name].dtype == tf.float32
+    np.testing.assert_allclose(got[name].numpy(), want[name], atol=0.1, err_msg=name)

@@ -1,0 +1,84 @@
+"""The fine-tuning model: the discriminator's encoder with one head per task.
+
+Heads read the final [CLS] vector through dropout (the original's get_pooled_output is
+sequence_output[:, 0], no pooler layer) and one dense layer (glorot-uniform, as the
+original's tf.layers.dense): softmax over labels, or one regression output. Layer-wise
+learning rates follow the original's depths: embeddings (and embeddings_project) 0,
+layer i i+1, task heads L+2; a variable's rate is lr * decay ** (L + 2 - depth).
+"""
+
+import re
+from typing import Dict
+
+import tensorflow as tf
+import tf_keras
+
+from model import checkpoint as ckpt
+from model.config import ModelConfig
+from model.encoder import ElectraEncoder
+
+
+class SentenceHead(tf_keras.layers.Layer):
+  """Dropout + dense on the [CLS] vector: [B, num_labels] logits, or [B] for regression."""
+
+  def __init__(self, num_outputs: int, dropout_rate: float = 0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.dense = tf_keras.layers.Dense(num_outputs, name="dense")
+
+  def call(self, sequence_output, training=None):
+    x = self.dense(self.dropout(sequence_output[:, 0], training=training))
+    x = tf.cast(x, tf.float32)
+    return tf.squeeze(x, -1) if self.num_outputs == 1 else x
+
+  def get_config(self):
+    return {**super().get_config(), "num_outputs": self.num_outputs,
+            "dropout_rate": self.dropout.rate}
+
+
+class FinetuningModel(tf_keras.Model):
+  """`heads` maps a task name to a layer taking (sequence_output, training)."""
+
+  def __init__(self, config: ModelConfig, heads: Dict[str, tf_keras.layers.Layer],
+               **kwargs):
+    kwargs.setdefault("name", "finetuning")
+    super().__init__(**kwargs)
+    self.model_config = config
+    self.encoder = ElectraEncoder(config, name="discriminator")
+    self.heads = dict(heads)
+
+  def call(self, inputs, training=None):
+    """Every head's output on the batch (multi-task batches pick theirs by task_id)."""
+    hidden = self.encoder(inputs, training=training)
+    return {name: head(hidden, training=training) for name, head in self.heads.items()}
+
+  def build_variables(self, seq_length: int = 8):
+    ones = tf.ones([1, seq_length], tf.int32)
+    self({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}, training=False)
+    return self
+
+  def load_pretrained(self, path: str) -> str:
+    """Loads the encoder from an original-format (or our exported) checkpoint."""
+    if not self.built:
+      self.build_variables()
+    return ckpt.load_discriminator_encoder(self.encoder, path)
+
+  def layer_depths(self) -> Dict[int, int]:
+    """id(variable) -> depth, from the variables' names in the original layout."""
+    top = self.model_config.num_hidden_layers + 2
+    depths = {}
+    for name, variable, _ in ckpt.encoder_variables(self.encoder, "electra"):
+      layer = re.search(r"/layer_(\d+)/", name)
+      depths[id(variable)] = int(layer.group(1)) + 1 if layer else 0
+    for head in self.heads.values():
+      for variable in head.trainable_variables:
+        depths[id(variable)] = top
+    return depths
+
+  def lr_multiplier(self, layerwise_lr_decay: float):
+    """callable(variable) -> lr multiplier decay ** (L + 2 - depth); 1 when decay <= 0."""
+    depths, top = self.layer_depths(), self.model_config.num_hidden_layers + 2
+    if layerwise_lr_decay <= 0:
+      return lambda variable: 1.0
+    return lambda variable: layerwise_lr_decay ** (top - depths[id(variable)])

@@ -1,0 +1,49 @@
+"""Fine-tuning model: loading the pre-trained encoder and layer-wise learning rates."""
+
+import numpy as np
+import pytest
+
+from finetune.modeling import FinetuningModel, SentenceHead
+from model.config import ModelConfig
+from tests import numpy_electra
+from tests.test_model import TINY, batch, make_checkpoint
+
+
+def test_encoder_loads_and_heads_read_cls(tmp_path):
+  prefix, weights = make_checkpoint(tmp_path, TINY)
+  config = ModelConfig.from_dict(dict(vocab_size=97, hidden_size=32, num_hidden_layers=2,
+                                      embedding_size=24, max_position_embeddings=40))
+  model = FinetuningModel(config, {"glue/sst2": SentenceHead(2),
+                                   "glue/stsb": SentenceHead(1)})
+  model.load_pretrained(prefix)
+  inputs = batch(97)
+  out = model(inputs, training=False)
+  hidden = numpy_electra.forward(weights, **inputs, disc_heads=1,
+                                 gen_heads=1)["discriminator_hidden"][:, 0]
+  for name, shape in (("glue/sst2", (3, 2)), ("glue/stsb", (3,))):
+    head = model.heads[name].dense
+    want = hidden @ head.kernel.numpy() + head.bias.numpy()
+    assert out[name].shape == shape
+    np.testing.assert_allclose(out[name].numpy(), want.reshape(shape), atol=1e-5)
+
+
+@pytest.mark.parametrize("decay", [0.8, 0.9])
+def test_layerwise_learning_rate_of_every_variable(decay):
+  config = ModelConfig.from_size("debug", vocab_size=50, embedding_size=64)
+  model = FinetuningModel(config, {"cola": SentenceHead(2)}).build_variables()
+  multiplier = model.lr_multiplier(decay)
+  layers = config.num_hidden_layers
+  expected = {}
+  for v in model.encoder.embeddings.trainable_variables:
+    expected[id(v)] = decay ** (layers + 2)
+  for v in model.encoder.embeddings_project.trainable_variables:
+    expected[id(v)] = decay ** (layers + 2)
+  for i, block in enumerate(model.encoder.transformer_layers):
+    for v in block.trainable_variables:
+      expected[id(v)] = decay ** (layers + 2 - (i + 1))
+  for v in model.heads["cola"].trainable_variables:
+    expected[id(v)] = 1.0
+  assert len(expected) == len(model.trainable_variables)
+  for v in model.trainable_variables:
+    assert multiplier(v) == pytest.approx(expected[id(v)]), v.name
+  assert model.lr_multiplier(0)(model.trainable_variables[0]) == 1.0
