@@ -1,0 +1,457 @@
+"""Sentence and sentence-pair classification/regression tasks: GLUE and users' own data.
+
+Owns the task definitions (labels, metrics, the column layout of every split as the GLUE
+files lay them out), the readers for `<data_dir>/finetuning_data/<task>/<split>.tsv` in
+both the original ELECTRA folder names and GLUE's own (see finetune.layout), users'
+TSV/CSV tasks described by a small JSON file, TensorFlow Datasets as an alternative
+source when a task is already prepared there, and GLUE submission files of test
+predictions. Readers return `SentenceExample`s; tokenization happens elsewhere.
+"""
+
+import csv
+import dataclasses
+import json
+import logging
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from finetune import metrics, tfds_source
+from finetune.errors import DataError, at
+from finetune.layout import find_split_file
+from util.files import atomic_write
+from util.hparams import unknown_name_message
+
+Column = Union[int, str]  # a 0-based index, or a header name (users' tasks only)
+Label = Union[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceExample:
+  eid: int                 # row number among the split's examples (GLUE submission index)
+  text_a: str
+  text_b: Optional[str]
+  label: Optional[Label]   # None in unlabeled (test) splits
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitLayout:
+  """Where one split's file is and which columns hold what."""
+  file_names: Tuple[str, ...]      # accepted names inside the task folder, in order
+  text_a: Column
+  text_b: Optional[Column] = None
+  label: Optional[Column] = None   # None: the split has no labels (test sets)
+  header: bool = True
+  num_columns: Optional[int] = None  # exact column count; None: as many as used
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceTask:
+  """A classification (labels given) or regression (labels None) task."""
+  name: str                          # canonical name, e.g. "glue/sst2"
+  folders: Tuple[str, ...]           # accepted folder names under finetuning_data/
+  splits: Dict[str, SplitLayout]
+  labels: Optional[Tuple[str, ...]]  # None for regression
+  metrics: Tuple[str, ...]           # the first one selects models and is reported first
+  eval_splits: Tuple[str, ...] = ("dev",)
+  test_splits: Tuple[str, ...] = ("test",)
+  aliases: Tuple[str, ...] = ()
+  label_range: Optional[Tuple[float, float]] = None  # regression targets must lie here
+  symmetric: bool = False            # pair order carries no meaning: train on both orders
+  skip_malformed_rows: bool = False  # QQP's train file has broken rows the original skips
+  file_format: str = "tsv"           # "tsv" (no quoting, like GLUE) or "csv"
+  tfds_name: Optional[str] = None    # e.g. "glue/sst2"
+  tfds_features: Tuple[str, ...] = ()           # TFDS feature names of text_a [, text_b]
+  tfds_splits: Dict[str, str] = dataclasses.field(default_factory=dict)
+  submission_files: Dict[str, str] = dataclasses.field(default_factory=dict)  # GLUE's
+  train_split: str = "train"
+  files_dir: Optional[str] = None    # users' tasks: file names are relative to this
+
+  @property
+  def is_regression(self) -> bool:
+    return self.labels is None
+
+  def label_id(self, label: str) -> int:
+    return self.labels.index(label)
+
+
+def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
+              **kwargs) -> SentenceTask:
+  """A GLUE task whose files are train.tsv, dev.tsv (laid out like train) and test.tsv."""
+  # GLUE's folder names double as its submission file names (CoLA.tsv, SST-2.tsv, ...).
+  splits = {"train": dataclasses.replace(train, file_names=("train.tsv",)),
+            "dev": dataclasses.replace(train, file_names=("dev.tsv",)),
+            "test": dataclasses.replace(test, file_names=("test.tsv",))}
+  return SentenceTask(
+      name="glue/" + name, aliases=(original,),
+      folders=(original, glue_folder), splits=splits, labels=labels,
+      metrics=task_metrics, tfds_name="glue/" + name,
+      tfds_splits={"train": "train", "dev": "validation", "test": "test"},
+      submission_files={"test": glue_folder + ".tsv"}, **kwargs)
+
+
+_BINARY = ("0", "1")
+_ENTAILMENT = ("entailment", "not_entailment")
+_MNLI_LABELS = ("contradiction", "entailment", "neutral")  # the original's order
+# MNLI and the diagnostic set: index, ids, genre and parses, then sentence1, sentence2.
+_MNLI_LAYOUT = SplitLayout((), text_a=8, text_b=9)
+# RTE, QNLI and WNLI: index, sentence1, sentence2, label.
+_INDEX_PAIR = SplitLayout((), text_a=1, text_b=2, label=3, num_columns=4)
+_INDEX_PAIR_TEST = SplitLayout((), text_a=1, text_b=2, num_columns=3)
+
+GLUE_TASKS = (
+    _glue_tsv("cola", "cola", "CoLA", _BINARY, ("mcc",),
+              # train/dev: source, label, original annotation, sentence; no header.
+              train=SplitLayout((), text_a=3, label=1, header=False, num_columns=4),
+              test=SplitLayout((), text_a=1, num_columns=2),
+              tfds_features=("sentence",)),
+    _glue_tsv("sst2", "sst", "SST-2", _BINARY, ("accuracy",),
+              train=SplitLayout((), text_a=0, label=1, num_columns=2),
+              test=SplitLayout((), text_a=1, num_columns=2),
+              tfds_features=("sentence",)),
+    _glue_tsv("mrpc", "mrpc", "MRPC", _BINARY, ("accuracy", "f1"),
+              # Quality, #1 ID, #2 ID, #1 String, #2 String (test: index first).
+              train=SplitLayout((), text_a=3, text_b=4, label=0, num_columns=5),
+              test=SplitLayout((), text_a=3, text_b=4, num_columns=5),
+              symmetric=True, tfds_features=("sentence1", "sentence2")),
+    _glue_tsv("stsb", "sts", "STS-B", None, ("spearman", "pearson"),
+              # index, genre, filename, year, old_index, source1, source2, s1, s2, score.
+              train=SplitLayout((), text_a=7, text_b=8, label=9, num_columns=10),
+              test=SplitLayout((), text_a=7, text_b=8, num_columns=9),
+              label_range=(0.0, 5.0), symmetric=True,
+              tfds_features=("sentence1", "sentence2")),
+    _glue_tsv("qqp", "qqp", "QQP", _BINARY, ("accuracy", "f1"),
+              # id, qid1, qid2, question1, question2, is_duplicate (test: id, q1, q2).
+              train=SplitLayout((), text_a=3, text_b=4, label=5, num_columns=6),
+              test=SplitLayout((), text_a=1, text_b=2, num_columns=3),
+              skip_malformed_rows=True, tfds_features=("question1", "question2")),
+    SentenceTask(
+        name="glue/mnli", aliases=("mnli",), folders=("mnli", "MNLI"), labels=_MNLI_LABELS,
+        metrics=("accuracy",),
+        splits={
+            "train": dataclasses.replace(_MNLI_LAYOUT, file_names=("train.tsv",),
+                                         label=11, num_columns=12),
+            # Five annotators' labels, then the gold label.
+            "dev_matched": dataclasses.replace(
+                _MNLI_LAYOUT, file_names=("dev_matched.tsv",), label=15, num_columns=16),
+            "dev_mismatched": dataclasses.replace(
+                _MNLI_LAYOUT, file_names=("dev_mismatched.tsv",), label=15,
+                num_columns=16),
+            "test_matched": dataclasses.replace(
+                _MNLI_LAYOUT, file_names=("test_matched.tsv",), num_columns=10),
+            "test_mismatched": dataclasses.replace(
+                _MNLI_LAYOUT, file_names=("test_mismatched.tsv",), num_columns=10),
+        },
+        eval_splits=("dev_matched", "dev_mismatched"),
+        test_splits=("test_matched", "test_mismatched"),
+        tfds_name="glue/mnli", tfds_features=("premise", "hypothesis"),
+        tfds_splits={"train": "train", "dev_matched": "validation_matched",
+                     "dev_mismatched": "validation_mismatched",
+                     "test_matched": "test_matched", "test_mismatched": "test_mismatched"},
+        submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
+    _glue_tsv("qnli", "qnli", "QNLI", _ENTAILMENT, ("accuracy",),
+              train=_INDEX_PAIR, test=_INDEX_PAIR_TEST,
+              tfds_features=("question", "sentence")),
+    _glue_tsv("rte", "rte", "RTE", _ENTAILMENT, ("accuracy",),
+              train=_INDEX_PAIR, test=_INDEX_PAIR_TEST,
+              tfds_features=("sentence1", "sentence2")),
+    _glue_tsv("wnli", "wnli", "WNLI", _BINARY, ("accuracy",),
+              train=_INDEX_PAIR, test=_INDEX_PAIR_TEST,
+              tfds_features=("sentence1", "sentence2")),
+    # The diagnostic set: predictions of an MNLI model, no labels and no training data.
+    # GLUE ships it as diagnostic/diagnostic.tsv; the original read mnli/diagnostic.tsv.
+    SentenceTask(
+        name="glue/ax", aliases=("ax",), folders=("ax", "diagnostic", "mnli"),
+        labels=_MNLI_LABELS, metrics=(),
+        splits={"test": SplitLayout(("test.tsv", "diagnostic.tsv"), text_a=1, text_b=2,
+                                    num_columns=3)},
+        eval_splits=(), test_splits=("test",), train_split="",
+        tfds_name="glue/ax", tfds_features=("premise", "hypothesis"),
+        tfds_splits={"test": "test"}, submission_files={"test": "AX.tsv"}),
+)
+
+# TFDS stores labels as class ids; these are the task's label strings for ids 0, 1, ...
+# (GLUE's 0/1 tasks name their classes, e.g. not_equivalent/equivalent, in that order.)
+_TFDS_CLASS_LABELS = {
+    "glue/mnli": ("entailment", "neutral", "contradiction"),
+    "glue/ax": ("entailment", "neutral", "contradiction"),
+    "glue/qnli": _ENTAILMENT,
+    "glue/rte": _ENTAILMENT,
+}
+
+
+def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
+  """The examples followed by copies with the two texts swapped (MRPC/STS-B training)."""
+  if any(e.text_b is None for e in examples):
+    raise ValueError("both_orders needs sentence pairs; an example has no text_b")
+  offset = len(examples)
+  return list(examples) + [
+      dataclasses.replace(e, eid=e.eid + offset, text_a=e.text_b, text_b=e.text_a)
+      for e in examples]
+
+
+def write_glue_submission(task: SentenceTask, split: str,
+                          examples: Sequence[SentenceExample], predictions: Sequence,
+                          out_dir: str) -> str:
+  """Writes test predictions as GLUE's server takes them (index, prediction); its path.
+
+  `predictions` are label strings or label ids (classification) or scores (regression,
+  clipped to the task's range), in the order of `examples`.
+  """
+  if split not in task.submission_files:
+    raise DataError(f"task {task.name} has no GLUE submission file for split {split!r}")
+  if len(predictions) != len(examples):
+    raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+  path = os.path.join(out_dir, task.submission_files[split])
+  with atomic_write(path) as f:
+    f.write("index\tprediction\n")
+    for example, prediction in zip(examples, predictions):
+      if task.is_regression:
+        low, high = task.label_range or (float("-inf"), float("inf"))
+        prediction = f"{min(max(float(prediction), low), high):.3f}"
+      elif not isinstance(prediction, str):
+        prediction = task.labels[int(prediction)]
+      f.write(f"{example.eid}\t{prediction}\n")
+  return path
+
+
+# ------------------------------------------------------------------------ file reading
+
+
+def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
+  """The existing file of `split`, or a DataError naming every accepted location."""
+  layout = _layout(task, split)
+  if task.files_dir is not None:
+    path = os.path.join(task.files_dir, layout.file_names[0])
+    if not os.path.isfile(path):
+      raise DataError(f"{path}: the {split} file of task {task.name} does not exist")
+    return path
+  return find_split_file(data_dir, task.name, split, task.folders, layout.file_names,
+                         "GLUE TSV layout")
+
+
+def _layout(task: SentenceTask, split: str) -> SplitLayout:
+  if split not in task.splits:
+    raise DataError(f"task {task.name} has no split {split!r} (it has "
+                    f"{', '.join(task.splits)})")
+  return task.splits[split]
+
+
+def _rows(path: str, file_format: str) -> Iterator[Tuple[int, List[str]]]:
+  """(line number, fields) of each non-blank row; a UTF-8 byte-order mark is dropped."""
+  try:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+      if file_format == "csv":
+        reader = csv.reader(f)
+        line = 1
+        for fields in reader:
+          if fields:
+            yield line, fields
+          line = reader.line_num + 1
+      else:
+        # GLUE's TSVs are not quoted (sentences hold unbalanced quotes): split on tabs.
+        for line, text in enumerate(f, start=1):
+          text = text.rstrip("\r\n")
+          if text:
+            yield line, text.split("\t")
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+  except csv.Error as e:
+    raise DataError(f"{path}: malformed CSV: {e}") from None
+
+
+def _resolve_columns(layout: SplitLayout, header: Optional[List[str]], path: str,
+                     line: int, unlabeled_ok: bool) -> Dict[str, Optional[int]]:
+  """Column indices of text_a/text_b/label, looking names up in the header row."""
+  resolved = {}
+  for role in ("text_a", "text_b", "label"):
+    column = getattr(layout, role)
+    if role == "label" and unlabeled_ok and isinstance(column, str) and header \
+        and column not in header:
+      column = None  # a test file without the label column
+    if isinstance(column, str):
+      if header is None or column not in header:
+        raise at(path, line, f"no column named {column!r} for {role} (header: "
+                             f"{', '.join(header or [])})")
+      column = header.index(column)
+    resolved[role] = column
+  return resolved
+
+
+def read_split_file(task: SentenceTask, split: str, path: str,
+                    max_examples: Optional[int] = None) -> List[SentenceExample]:
+  """Examples of `split` from one TSV/CSV file laid out as the task defines."""
+  layout = _layout(task, split)
+  unlabeled_ok = split in task.test_splits
+  examples, skipped, columns = [], [], None
+  for line, fields in _rows(path, task.file_format):
+    if columns is None:  # the first row: the header, or the first example
+      header = fields if layout.header else None
+      columns = _resolve_columns(layout, header, path, line, unlabeled_ok)
+      needed = layout.num_columns or 1 + max(c for c in columns.values() if c is not None)
+      if header is not None:
+        if layout.num_columns and len(header) != needed:
+          raise at(path, line, f"header has {len(header)} columns, expected {needed} "
+                               f"({task.name} {split} layout)")
+        continue
+    if max_examples is not None and len(examples) >= max_examples:
+      break
+    wrong_count = (len(fields) != needed if layout.num_columns else len(fields) < needed)
+    if wrong_count:
+      problem = (f"expected {'' if layout.num_columns else 'at least '}{needed} "
+                 f"{'tab' if task.file_format == 'tsv' else 'comma'}-separated columns "
+                 f"({task.name} {split} layout), found {len(fields)}")
+      if task.skip_malformed_rows:
+        skipped.append(f"{path}:{line}: {problem}")
+        continue
+      raise at(path, line, problem)
+    label = None
+    if columns["label"] is not None:
+      label = _parse_label(task, fields[columns["label"]], path, line)
+    text_b = fields[columns["text_b"]] if columns["text_b"] is not None else None
+    examples.append(SentenceExample(eid=len(examples), text_a=fields[columns["text_a"]],
+                                    text_b=text_b, label=label))
+  if skipped:
+    # The original skips QQP's broken rows too; say how many and show the first.
+    logging.warning("%s: skipped %d malformed rows, first: %s", path, len(skipped),
+                    skipped[0])
+  if not examples:
+    raise DataError(f"{path}: the {split} split of {task.name} has no examples")
+  return examples
+
+
+def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
+  text = text.strip()
+  if not task.is_regression:
+    if text not in task.labels:
+      raise at(path, line, f"unknown label {text!r} for {task.name}; expected one of "
+                           f"{', '.join(task.labels)}")
+    return text
+  try:
+    value = float(text)
+  except ValueError:
+    raise at(path, line, f"regression target {text!r} is not a number") from None
+  if task.label_range and not task.label_range[0] <= value <= task.label_range[1]:
+    raise at(path, line, f"regression target {value} outside {task.name}'s range "
+                         f"[{task.label_range[0]}, {task.label_range[1]}]")
+  return value
+
+
+# ---------------------------------------------------------------- TensorFlow Datasets
+
+
+def read_tfds(task: SentenceTask, split: str, tfds_data_dir: Optional[str] = None,
+              max_examples: Optional[int] = None) -> List[SentenceExample]:
+  """Examples from a locally prepared TFDS dataset; never downloads."""
+  builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
+  if builder is None:
+    raise DataError(f"TensorFlow Datasets has no prepared {task.tfds_name} in "
+                    f"{tfds_data_dir or 'its default data_dir'}")
+  if split not in task.tfds_splits:
+    raise DataError(f"task {task.name} has no split {split!r} in TFDS")
+  labelled = split not in task.test_splits
+  class_labels = _TFDS_CLASS_LABELS.get(task.name, task.labels)
+  examples = []
+  for record in tfds_source.records(builder, task.tfds_splits[split], max_examples):
+    texts = [record[name].decode("utf-8") for name in task.tfds_features]
+    label = None
+    if labelled:
+      label = (float(record["label"]) if task.is_regression
+               else class_labels[int(record["label"])])
+    examples.append(SentenceExample(eid=len(examples), text_a=texts[0],
+                                    text_b=texts[1] if len(texts) > 1 else None,
+                                    label=label))
+  if not examples:
+    raise DataError(f"TFDS {task.tfds_name} split {task.tfds_splits[split]} is empty")
+  return examples
+
+
+def read_examples(task: SentenceTask, data_dir: str, split: str,
+                  max_examples: Optional[int] = None,
+                  tfds_data_dir: Optional[str] = None) -> List[SentenceExample]:
+  """Examples of a split from the task's files, or from TFDS when only it has the task."""
+  try:
+    path = split_file(task, data_dir, split)
+  except DataError:
+    if task.files_dir is None and tfds_source.prepared_builder(task.tfds_name,
+                                                               tfds_data_dir):
+      return read_tfds(task, split, tfds_data_dir, max_examples)
+    raise
+  return read_split_file(task, split, path, max_examples)
+
+
+# --------------------------------------------------------------------- users' tasks
+
+_CUSTOM_KEYS = ("name", "format", "header", "text_a", "text_b", "label", "labels",
+                "regression", "metrics", "metric", "train", "dev", "test", "symmetric")
+
+
+def load_custom_task(json_path: str) -> SentenceTask:
+  """A user's classification/regression task described by a JSON file, e.g.
+
+    {"name": "reviews", "format": "csv", "header": true, "text_a": "review",
+     "label": "stars", "labels": ["1", "2", "3"], "metric": "accuracy",
+     "train": "train.csv", "dev": "dev.csv", "test": "test.csv"}
+
+  Columns are header names or 0-based indices; "regression": true replaces "labels";
+  "metric" (or a "metrics" list) names finetune.metrics.SENTENCE_METRICS, where "f1"
+  takes the second label as the positive class; "symmetric": true trains on both orders
+  of text_a/text_b. File paths are relative to the JSON file; a test file may lack the
+  label column (with columns given by index it is always read without labels).
+  """
+  try:
+    with open(json_path, encoding="utf-8") as f:
+      spec = json.load(f)
+  except json.JSONDecodeError as e:
+    raise DataError(f"{json_path}:{e.lineno}: invalid JSON: {e.msg}") from None
+  except OSError as e:
+    raise DataError(f"{json_path}: cannot read the task description ({e.strerror})") \
+        from None
+
+  def problem(text):
+    return DataError(f"{json_path}: {text}")
+
+  if not isinstance(spec, dict):
+    raise problem("expected a JSON object describing the task")
+  for key in spec:
+    if key not in _CUSTOM_KEYS:
+      raise problem(unknown_name_message(key, _CUSTOM_KEYS, "task description key"))
+  for key in ("name", "text_a", "label", "train"):
+    if key not in spec:
+      raise problem(f"missing {key!r}")
+  regression = bool(spec.get("regression", False))
+  if regression == ("labels" in spec):
+    raise problem('give either "labels": [...] (classification) or "regression": true')
+  if not regression and (not isinstance(spec["labels"], list) or
+                         len(set(map(str, spec["labels"]))) < 2):
+    raise problem('"labels" must be a list of at least two distinct labels')
+  labels = None if regression else tuple(str(label) for label in spec["labels"])
+  file_format = spec.get("format", "tsv")
+  if file_format not in ("tsv", "csv"):
+    raise problem(f'"format" must be "tsv" or "csv", got {file_format!r}')
+  header = bool(spec.get("header", True))
+  columns = {role: spec.get(role) for role in ("text_a", "text_b", "label")}
+  for role, column in columns.items():
+    if column is not None and not isinstance(column, (int, str)):
+      raise problem(f'"{role}" must be a column name or a 0-based index')
+    if isinstance(column, str) and not header:
+      raise problem(f'"{role}" names column {column!r} but "header" is false; use an index')
+  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
+                          ["spearman", "pearson"] if regression else ["accuracy"])
+  if not isinstance(task_metrics, list) or not task_metrics:
+    raise problem('"metrics" must be a non-empty list of metric names')
+  for name in task_metrics:
+    if name not in metrics.SENTENCE_METRICS:
+      raise problem(unknown_name_message(name, metrics.SENTENCE_METRICS, "metric"))
+  splits = {}
+  for split in ("train", "dev", "test"):
+    if split in spec:
+      label = None if split == "test" and isinstance(columns["label"], int) \
+          else columns["label"]
+      splits[split] = SplitLayout((spec[split],), text_a=columns["text_a"],
+                                  text_b=columns["text_b"], label=label, header=header)
+  return SentenceTask(
+      name=str(spec["name"]), folders=(), splits=splits, labels=labels,
+      metrics=tuple(task_metrics), eval_splits=("dev",) if "dev" in splits else (),
+      test_splits=("test",) if "test" in splits else (),
+      symmetric=bool(spec.get("symmetric", False)), file_format=file_format,
+      files_dir=os.path.dirname(os.path.abspath(json_path)))

@@ -1,0 +1,136 @@
+"""Fine-tuning hyperparameters: one object, the original's names and defaults.
+
+Defaults are the original's `FinetuningConfig`; configs/finetuning/<size>.json overrides
+them per model size (the paper's learning rates and layer-wise decay), per-task defaults
+(configs/finetuning/task_defaults.json) follow for single-task runs, and --hparams
+overrides everything. Paths follow the original data-dir layout:
+<data_dir>/finetuning_data/<task>/, <data_dir>/models/<model_name>/ (pre-trained weights
+and vocab.txt), results in <data_dir>/models/<model_name>/results/<tasks>_results.txt.
+"""
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Optional
+
+from finetune import tasks as task_registry
+from model.config import ModelConfig
+from util import hparams
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningConfig:
+  model_name: str = "electra_small"
+  data_dir: str = "data"
+  task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
+  debug: bool = False  # tiny random model, for quick checks (no pre-trained weights)
+  num_trials: int = 1
+  do_train: bool = True
+  do_eval: bool = True
+  keep_all_models: bool = True
+  seed: int = 0
+
+  # Model.
+  model_size: str = "small"
+  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  embedding_size: Optional[int] = None
+  vocab_size: int = 30522
+  do_lower_case: bool = True
+
+  # Training.
+  learning_rate: float = 1e-4
+  weight_decay_rate: float = 0.01
+  layerwise_lr_decay: float = 0.8
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000000
+  log_every_steps: int = 50
+  write_test_outputs: bool = False
+  n_writes_test: int = 5
+
+  # Sizing.
+  max_seq_length: int = 128
+  train_batch_size: int = 32
+  eval_batch_size: int = 32
+  predict_batch_size: int = 32
+  double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
+
+  # Question answering.
+  max_query_length: int = 64
+  doc_stride: int = 128
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  answerable_classifier: bool = True
+  answerable_uses_start_logits: bool = True
+  answerable_weight: float = 0.5
+  joint_prediction: bool = True
+  beam_size: int = 20
+  qa_na_threshold: float = -2.75
+
+  # Scale and precision.
+  distribution_strategy: str = "default"
+  tpu_address: Optional[str] = None
+  mixed_precision: str = "float32"
+  use_xla: bool = False
+
+  # Locations; empty means the original layout under data_dir.
+  vocab_file: str = ""
+  init_checkpoint: str = ""  # a pre-trained checkpoint (ours or the original's)
+  model_dir: str = ""
+  results_dir: str = ""
+  tfds_data_dir: str = ""  # read tasks prepared by TensorFlow Datasets from here
+
+  def __post_init__(self):
+    pretrained = self.pretrained_model_dir
+    tasks = self.tasks_label
+    defaults = {
+        "model_dir": os.path.join(pretrained, "finetuning_models", f"{tasks}_model"),
+        "results_dir": os.path.join(pretrained, "results"),
+        "vocab_file": next((p for p in (os.path.join(pretrained, "vocab.txt"),
+                                        os.path.join(self.data_dir, "vocab.txt"))
+                            if os.path.exists(p)), os.path.join(self.data_dir, "vocab.txt")),
+    }
+    for name, default in defaults.items():
+      if not getattr(self, name):
+        object.__setattr__(self, name, default)
+
+  @property
+  def pretrained_model_dir(self) -> str:
+    return os.path.join(self.data_dir, "models", self.model_name)
+
+  @property
+  def tasks_label(self) -> str:
+    """The tasks' names joined, for file names (a user's task by its own name)."""
+    return ",".join(task_registry.get_task(n).name.replace("/", "_")
+                    for n in self.task_names)
+
+  def results_file(self, extension: str) -> str:
+    return os.path.join(self.results_dir, f"{self.tasks_label}_results.{extension}")
+
+  def model_config(self) -> ModelConfig:
+    values = {"vocab_size": self.vocab_size}
+    if self.embedding_size is not None:
+      values["embedding_size"] = self.embedding_size
+    values.update(self.model_hparam_overrides)
+    return ModelConfig.from_size("debug" if self.debug else self.model_size, **values)
+
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
+                overrides: Optional[Dict[str, Any]] = None) -> FinetuningConfig:
+  """Original defaults < size preset < single-task defaults < overrides."""
+  overrides = dict(overrides or {})
+  tasks = task_registry.get_tasks(task_names)
+  size = overrides.get("model_size") or next(
+      (s for s in ("small", "base", "large") if s in model_name), "small")
+  values = {**hparams.load_preset("finetuning", size), "model_name": model_name,
+            "data_dir": data_dir,
+            # Registered tasks by canonical name; users' tasks stay the path of their JSON.
+            "task_names": [n if n.strip().endswith(".json") else t.name
+                           for n, t in zip(task_names, tasks)]}
+  values.update(task_registry.task_defaults(tasks))
+  values.update(overrides)
+  for name in ("vocab_file", "model_dir", "results_dir"):
+    values.setdefault(name, "")
+  return hparams.update(FinetuningConfig(), values)

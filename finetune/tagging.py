@@ -1,0 +1,104 @@
+"""Sequence tagging data: CoNLL-2000 chunking files and the chunk label encodings.
+
+Owns the chunking task definition, the reader for `word POS tag` lines with a blank line
+between sentences (unknown tags and malformed lines are errors at file:line), and the
+conversion between the files' B-/I-/O tags and the B-/I-/E-/S-/O labels the original
+trains on. Span-level F1 lives in finetune.metrics.chunk_f1.
+"""
+
+import dataclasses
+from typing import List, Sequence, Tuple
+
+from finetune import layout
+from finetune.errors import DataError, at
+from finetune.metrics import chunk_spans
+
+CHUNK_TYPES = ("ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP",
+               "VP")
+CHUNK_TAGS = ("O",) + tuple(f"{p}-{t}" for t in CHUNK_TYPES for p in "BI")
+# The original trains on BIOES: a chunk's last word E-, a one-word chunk S-.
+BIOES_LABELS = ("O",) + tuple(f"{p}-{t}" for t in CHUNK_TYPES for p in "BIES")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingTask:
+  name: str
+  folders: Tuple[str, ...]
+  tags: Tuple[str, ...]
+  aliases: Tuple[str, ...] = ()
+  eval_splits: Tuple[str, ...] = ("dev",)
+  test_splits: Tuple[str, ...] = ("test",)
+  train_split: str = "train"
+  metrics: Tuple[str, ...] = ("f1",)
+
+
+CHUNKING = TaggingTask("chunk", folders=("chunk", "conll2000"), tags=CHUNK_TAGS)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingExample:
+  eid: int
+  words: Tuple[str, ...]
+  pos: Tuple[str, ...]
+  tags: Tuple[str, ...]
+
+
+def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExample]:
+  """Sentences of a CoNLL-2000 file: `word POS tag` per line, blank line between."""
+  known = frozenset(tags)
+  examples, sentence = [], []
+
+  def finish():
+    if sentence:
+      words, pos, sentence_tags = zip(*sentence)
+      examples.append(TaggingExample(len(examples), words, pos, sentence_tags))
+      sentence.clear()
+
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line_number, line in enumerate(f, start=1):
+        fields = line.split()
+        if not fields:
+          finish()
+          continue
+        if len(fields) != 3:
+          raise at(path, line_number, f"expected 'word POS chunk-tag', found "
+                                      f"{len(fields)} fields")
+        if fields[2] not in known:
+          raise at(path, line_number, f"unknown chunk tag {fields[2]!r}; expected O or "
+                                      f"B-/I- with one of {', '.join(CHUNK_TYPES)}")
+        sentence.append(tuple(fields))
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+  finish()
+  if not examples:
+    raise DataError(f"{path}: no sentences")
+  return examples
+
+
+def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
+  return layout.find_split_file(data_dir, task.name, split, task.folders,
+                                [split + ".txt"], "CoNLL-2000 format")
+
+
+def read_examples(task: TaggingTask, data_dir: str, split: str) -> List[TaggingExample]:
+  return read_conll(split_file(task, data_dir, split), task.tags)
+
+
+def to_bioes(tags: Sequence[str]) -> List[str]:
+  """B-/I-/O tags to B-/I-/E-/S-/O labels, chunk by chunk as conlleval reads them."""
+  labels = ["O"] * len(tags)
+  for chunk_type, first, last in chunk_spans(tags):
+    if first == last:
+      labels[first] = "S-" + chunk_type
+    else:
+      labels[first], labels[last] = "B-" + chunk_type, "E-" + chunk_type
+      labels[first + 1:last] = ["I-" + chunk_type] * (last - first - 1)
+  return labels
+
+
+def to_bio(labels: Sequence[str]) -> List[str]:
+  """B-/I-/E-/S-/O labels (e.g. predictions) back to B-/I-/O tags."""
+  renamed = {"S": "B", "E": "I"}
+  return [label if label == "O" else renamed.get(label[0], label[0]) + label[1:]
+          for label in labels]

@@ -1,0 +1,70 @@
+"""The task registry: every fine-tuning task by its TFDS-style name and its aliases.
+
+`get_task("glue/sst2")`, `get_task("sst")` (the original's name) and
+`get_task("my_task.json")` (a user's task description) return task definitions;
+`get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the original's
+multi-task runs take it; `read_examples(task, data_dir, split)` reads any task's split.
+Per-task hyperparameter defaults live in configs/finetuning/task_defaults.json.
+"""
+
+from typing import Dict, List, Optional, Union
+
+from finetune import classification, qa, tagging
+from finetune.errors import DataError
+from util.hparams import load_preset, unknown_name_message
+
+Task = Union[classification.SentenceTask, qa.QATask, tagging.TaggingTask]
+
+REGISTRY = {task.name: task for task in (*classification.GLUE_TASKS, *qa.QA_TASKS,
+                                         tagging.CHUNKING)}
+ALIASES = {alias: task.name for task in REGISTRY.values() for alias in task.aliases}
+
+
+def read_examples(task: Task, data_dir: str, split: str,
+                  max_examples: Optional[int] = None,
+                  tfds_data_dir: Optional[str] = None) -> list:
+  """The examples of one split of any task (the first `max_examples`, for debug runs).
+
+  Files under <data_dir>/finetuning_data come first; a task missing there is read from
+  TensorFlow Datasets when it is prepared in `tfds_data_dir` (GLUE and SQuAD).
+  """
+  if isinstance(task, classification.SentenceTask):
+    return classification.read_examples(task, data_dir, split, max_examples,
+                                        tfds_data_dir)
+  if isinstance(task, qa.QATask):
+    return qa.read_examples(task, data_dir, split, tfds_data_dir)[:max_examples]
+  return tagging.read_examples(task, data_dir, split)[:max_examples]
+
+
+def get_task(name: str) -> Task:
+  """A registered task by canonical name or alias, or a user's task from a .json path."""
+  name = name.strip()
+  if name.endswith(".json"):
+    return classification.load_custom_task(name)
+  name = ALIASES.get(name, name)
+  if name not in REGISTRY:
+    raise DataError(unknown_name_message(name, list(REGISTRY) + list(ALIASES), "task") +
+                    " (a user's task is given as the path of its .json description)")
+  return REGISTRY[name]
+
+
+def get_tasks(names: Union[str, List[str]]) -> List[Task]:
+  """Tasks from "a,b,c" or a list; the same task twice is an error."""
+  if isinstance(names, str):
+    names = [n for n in names.split(",") if n.strip()]
+  tasks = [get_task(n) for n in names]
+  seen = set()
+  for task in tasks:
+    if task.name in seen:
+      raise DataError(f"task {task.name} is listed twice")
+    seen.add(task.name)
+  if not tasks:
+    raise DataError("no task given")
+  return tasks
+
+
+def task_defaults(tasks: List[Task]) -> Dict[str, object]:
+  """Hyperparameter defaults of a single-task run (as the original, none for several)."""
+  if len(tasks) != 1:
+    return {}
+  return dict(load_preset("finetuning", "task_defaults").get(tasks[0].name, {}))

@@ -1,0 +1,352 @@
+"""Fine-tuning sentence(-pair) tasks: the original's recipe on the shared training loop.
+
+Several tasks train together as the original's multi-task runs do: their training
+examples are pooled and shuffled, every example carries its task id, and each task has
+its own head under one shared encoder. The loss is the SUM over the batch as in the
+original (its clipping at global norm 1.0 acts on that scale). After every epoch the dev
+splits are scored; trials repeat the run with other seeds and the median is reported.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+from data_prep.tokenizer import Tokenizer
+from data_prep.vocab import load_vocab
+from finetune import classification, metrics
+from finetune import tasks as task_registry
+from finetune.config import FinetuningConfig
+from finetune.modeling import FinetuningModel, SentenceHead
+from finetune.sentence_features import encode
+from model import checkpoint as ckpt
+from model.optimization import create_optimizer
+from util import training
+from util.files import atomic_write
+
+# The diagnostic set is predicted by the MNLI classifier.
+SHARED_HEADS = {"glue/ax": "glue/mnli"}
+
+
+def head_name(task) -> str:
+  return SHARED_HEADS.get(task.name, task.name)
+
+
+@dataclasses.dataclass
+class SplitData:
+  examples: list
+  features: Dict[str, np.ndarray]
+
+
+def label_values(task, examples) -> np.ndarray:
+  """float32 targets: label ids for classification, scores for regression."""
+  if any(e.label is None for e in examples):
+    return np.zeros(len(examples), np.float32)
+  if task.is_regression:
+    return np.array([float(e.label) for e in examples], np.float32)
+  return np.array([task.label_id(e.label) for e in examples], np.float32)
+
+
+class SentenceFinetuner:
+  """Reads, featurizes, trains and scores the config's tasks."""
+
+  def __init__(self, config: FinetuningConfig, log=print):
+    self.config, self.log = config, log
+    self.tasks = task_registry.get_tasks(config.task_names)
+    for task in self.tasks:
+      if not isinstance(task, classification.SentenceTask):
+        raise ValueError(f"task {task.name}: question answering and tagging are not "
+                         "supported by this trainer yet")
+      shared = SHARED_HEADS.get(task.name)
+      if shared and shared not in [t.name for t in self.tasks]:
+        raise ValueError(f"task {task.name} is predicted by the {shared} classifier: "
+                         f"run it together with {shared}, e.g. --task {shared},{task.name}")
+    vocab = load_vocab(config.vocab_file)
+    # Sizes come from the pre-trained checkpoint when there is one, else the config.
+    self.init = self.init_checkpoint()
+    self.model_config = (ckpt.config_from_checkpoint(self.init, "discriminator")
+                         if self.init else config.model_config())
+    if len(vocab) != self.model_config.vocab_size:
+      source = self.init or "the configured model"
+      raise ValueError(f"{config.vocab_file} has {len(vocab)} tokens but {source} has a "
+                       f"vocabulary of {self.model_config.vocab_size}; use the vocab.txt "
+                       "the model was pre-trained with")
+    self.tokenizer = Tokenizer(vocab, lower_case=config.do_lower_case,
+                               accents=config.do_lower_case)
+    self.data = {}  # (task name, split) -> SplitData
+    self._predict_fns = {}
+
+  # ---- data -------------------------------------------------------------------
+
+  def split(self, task, split: str) -> SplitData:
+    key = (task.name, split)
+    if key not in self.data:
+      examples = task_registry.read_examples(task, self.config.data_dir, split)
+      if self.config.debug:
+        examples = examples[:100]
+      if split == task.train_split and task.symmetric and self.config.double_unordered:
+        examples = classification.both_orders(examples)
+      features = encode(self.tokenizer, examples, self.config.max_seq_length)
+      features["label"] = label_values(task, examples)
+      features["task_id"] = np.full(len(examples), self.tasks.index(task), np.int32)
+      self.data[key] = SplitData(examples, features)
+      self.log(f"{task.name} {split}: {len(examples)} examples")
+    return self.data[key]
+
+  def train_features(self) -> Dict[str, np.ndarray]:
+    parts = [self.split(t, t.train_split).features for t in self.tasks if t.train_split]
+    if not parts:
+      raise ValueError("none of the tasks has a training split")
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+  # ---- model ------------------------------------------------------------------
+
+  def build_model(self) -> FinetuningModel:
+    heads = {}
+    for task in self.tasks:
+      name = head_name(task)
+      if name not in heads:
+        outputs = 1 if task.is_regression else len(task.labels)
+        heads[name] = SentenceHead(outputs, self.model_config.hidden_dropout_prob,
+                                   name=f"task_specific/{name.replace('/', '_')}")
+    return FinetuningModel(self.model_config, heads).build_variables(
+        self.config.max_seq_length)
+
+  def init_checkpoint(self) -> str:
+    """The pre-trained weights to start from, or "" (random, with a warning)."""
+    config = self.config
+    if config.debug:
+      return ""
+    candidates = [config.init_checkpoint] if config.init_checkpoint else [
+        os.path.join(config.pretrained_model_dir, "export"), config.pretrained_model_dir]
+    for path in candidates:
+      try:
+        return ckpt.resolve_checkpoint(path)
+      except ckpt.CheckpointError:
+        if config.init_checkpoint:
+          raise
+    return ""
+
+  def loss_fn(self, model, global_batch: int):
+    tasks = self.tasks
+
+    def compute(batch, step, replica_id, micro_step):
+      del step, replica_id, micro_step
+      outputs = model(batch, training=True)
+      task_id, label = batch["task_id"], batch["label"]
+      losses = tf.zeros_like(label)
+      for index, task in enumerate(tasks):
+        if not task.train_split:
+          continue
+        out, mine = outputs[head_name(task)], tf.equal(task_id, index)
+        if task.is_regression:
+          loss = tf.square(out - label)
+        else:
+          ids = tf.where(mine, tf.cast(label, tf.int32), 0)
+          loss = tf.nn.sparse_softmax_cross_entropy_with_logits(ids, out)
+        losses += tf.where(mine, loss, 0.0)
+      mean = tf.reduce_mean(losses)
+      # The loop averages replica losses; scaling the mean by the global batch makes
+      # its gradient that of the original's batch sum.
+      return mean * global_batch, {"mean_loss": mean}
+    return compute
+
+  # ---- evaluation -------------------------------------------------------------
+
+  def predict(self, model, features) -> Dict[str, np.ndarray]:
+    if id(model) not in self._predict_fns:
+      spec = tf.TensorSpec([None, self.config.max_seq_length], tf.int32)
+      self._predict_fns[id(model)] = tf.function(
+          lambda batch: model(batch, training=False),
+          input_signature=[{k: spec for k in ("input_ids", "input_mask", "segment_ids")}])
+    call = self._predict_fns[id(model)]
+    size, n = self.config.eval_batch_size, len(features["input_ids"])
+    chunks = []
+    for start in range(0, n, size):
+      batch = {k: features[k][start:start + size]
+               for k in ("input_ids", "input_mask", "segment_ids")}
+      chunks.append({k: v.numpy() for k, v in call(batch).items()})
+    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks \
+        else {}
+
+  def predictions(self, model, task, split: str) -> np.ndarray:
+    data = self.split(task, split)
+    out = self.predict(model, data.features)[head_name(task)]
+    return out if task.is_regression else out.argmax(-1)
+
+  def evaluate(self, model) -> Dict[str, Dict[str, float]]:
+    """{"task split": {metric: percent}} over every task's dev splits."""
+    results = {}
+    for task in self.tasks:
+      for split in task.eval_splits:
+        data = self.split(task, split)
+        if not task.metrics:
+          continue
+        results[f"{task.name} {split}"] = metrics.score(
+            task.metrics, data.features["label"], self.predictions(model, task, split))
+    return results
+
+  def write_test_predictions(self, model, trial: int):
+    out_dir = os.path.join(self.config.results_dir, "test_predictions",
+                           f"{self.config.tasks_label}_trial{trial}")
+    for task in self.tasks:
+      for split in task.test_splits:
+        if split in task.submission_files:
+          path = classification.write_glue_submission(
+              task, split, self.split(task, split).examples,
+              list(self.predictions(model, task, split)), out_dir)
+          self.log(f"wrote {path}")
+
+  # ---- training ---------------------------------------------------------------
+
+  def trial_dir(self, trial: int) -> str:
+    return f"{self.config.model_dir}_{trial}"
+
+  def run_trial(self, trial: int) -> Dict[str, object]:
+    """Trains (or, with do_train false, reloads) and scores one trial."""
+    config = self.config
+    seed = config.seed + trial - 1
+    model_dir = self.trial_dir(trial)
+    training.set_precision(config.mixed_precision)
+    training.use_checkpointed_dropout(seed)
+    strategy = training.make_strategy(config.distribution_strategy, config.tpu_address)
+    train = self.train_features() if config.do_train else None
+    n = len(train["input_ids"]) if train is not None else 0
+    batch = config.train_batch_size
+    num_steps = int(n // batch * config.num_train_epochs)
+    if config.do_train and num_steps < 1:
+      raise ValueError(f"{n} training examples make no full batch of "
+                       f"train_batch_size {batch}")
+    with strategy.scope():
+      model = self.build_model()
+      optimizer = create_optimizer(
+          config.learning_rate, max(1, num_steps),
+          int(num_steps * config.warmup_proportion), config.weight_decay_rate,
+          lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay))
+    history = []
+    if config.do_train:
+      init = self.init
+      if not init and not config.debug:  # debug runs are random by design
+        print("warning: no pre-trained checkpoint found; fine-tuning from random "
+              "weights", file=sys.stderr)
+      settings = training.LoopSettings(
+          model_dir=model_dir, num_train_steps=num_steps,
+          save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
+          log_every_steps=config.log_every_steps, use_xla=config.use_xla,
+          tokens_per_step=batch * config.max_seq_length,
+          learning_rate=optimizer.learning_rate_at, label=f"trial {trial} step")
+      loop = training.TrainLoop(strategy, model, optimizer,
+                                self.loss_fn(model, batch), settings)
+      os.makedirs(model_dir, exist_ok=True)
+      with atomic_write(os.path.join(model_dir, "finetuning_config.json")) as f:
+        json.dump({"finetuning": config.to_dict(),
+                   "model": self.model_config.to_dict()}, f, indent=2)
+      epochs = max(1, int(np.ceil(config.num_train_epochs)))
+      boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
+                           for e in range(epochs)})
+      order = self.example_order(n, num_steps * batch, seed)
+      dataset_fn = lambda context: self.dataset(train, order, batch, context)
+      for epoch, end in enumerate(boundaries, 1):
+        settings.num_train_steps = end
+        loop.run(dataset_fn, init_fn=(lambda: model.load_pretrained(init)) if init
+                 else None)
+        if config.do_eval:
+          scores = self.evaluate(model)
+          history.append({"epoch": epoch, "step": end, **{
+              f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
+          self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
+    else:
+      latest = tf.train.latest_checkpoint(model_dir)
+      if not latest:
+        raise ValueError(f"do_train is false but {model_dir} holds no fine-tuned model; "
+                         "train first (do_train true) or set model_dir")
+      tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+      self.log(f"loaded {latest}")
+    result = {"trial": trial, "scores": self.evaluate(model) if config.do_eval else {},
+              "history": history}
+    if config.write_test_outputs and trial <= config.n_writes_test:
+      self.write_test_predictions(model, trial)
+    return result
+
+  @staticmethod
+  def example_order(n: int, count: int, seed: int) -> np.ndarray:
+    """A fresh permutation per epoch, concatenated: the training stream's indices."""
+    rng = np.random.default_rng(seed)
+    epochs = -(-count // n)
+    return np.concatenate([rng.permutation(n) for _ in range(epochs)])[:count]
+
+  @staticmethod
+  def dataset(features, order, batch_size, context):
+    per_worker = batch_size // context.num_input_pipelines
+    tensors = {k: tf.constant(v) for k, v in features.items()}
+    return (tf.data.Dataset.from_tensor_slices(order)
+            .batch(per_worker, drop_remainder=True)
+            .shard(context.num_input_pipelines, context.input_pipeline_id)
+            .map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def format_scores(scores: Dict[str, Dict[str, float]]) -> str:
+  return "; ".join(f"{name}: " + ", ".join(f"{m} {v:.2f}" for m, v in s.items())
+                   for name, s in scores.items()) or "(no dev metrics)"
+
+
+def summarize(trials: List[Dict[str, object]]) -> Dict[str, object]:
+  """Each metric's value per trial and their median."""
+  values = {}
+  for trial in trials:
+    for name, scores in trial["scores"].items():
+      for metric, value in scores.items():
+        values.setdefault(f"{name} {metric}", []).append(value)
+  return {key: {"trials": v, "median": statistics.median(v)} for key, v in values.items()}
+
+
+def plot_history(trials, path: str):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  keys = sorted({k for t in trials for h in t["history"] for k in h
+                 if k not in ("epoch", "step")})
+  if not keys:
+    return None
+  fig, axes = plt.subplots(len(keys), 1, figsize=(6, 2.6 * len(keys)), squeeze=False)
+  for ax, key in zip(axes[:, 0], keys):
+    for t in trials:
+      points = [(h["epoch"], h[key]) for h in t["history"] if key in h]
+      ax.plot(*zip(*points), marker="o", label=f"trial {t['trial']}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(key)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = path + ".tmp.png"
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  os.replace(tmp, path)
+  return path
+
+
+def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
+  """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG."""
+  finetuner = SentenceFinetuner(config, log)
+  trials = []
+  for trial in range(1, config.num_trials + 1):
+    trials.append(finetuner.run_trial(trial))
+    if config.do_eval:
+      log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
+  summary = summarize(trials)
+  report = {"tasks": config.task_names, "summary": summary, "trials": trials}
+  with atomic_write(config.results_file("json")) as f:
+    json.dump(report, f, indent=2)
+  with atomic_write(config.results_file("txt")) as f:
+    for key, value in summary.items():
+      f.write(f"{key}: median {value['median']:.2f} over {len(value['trials'])} "
+              f"trial(s): {', '.join(f'{v:.2f}' for v in value['trials'])}\n")
+  report["plot"] = plot_history(trials, config.results_file("png"))
+  return report

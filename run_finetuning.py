@@ -1,0 +1,53 @@
+"""Fine-tunes a pre-trained ELECTRA discriminator on downstream tasks.
+
+  python run_finetuning.py --task glue/mnli [--model-name NAME | --init-checkpoint PATH]
+      [--data-dir DIR] [--hparams JSON-or-file]
+
+Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
+original did (sst, sts, ...); several tasks train together when separated by commas. A
+user's own TSV/CSV task is given as the path of its JSON description.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+from finetune import trainer  # pylint: disable=g-import-not-at-top
+from util import hparams  # pylint: disable=g-import-not-at-top
+from util import training  # pylint: disable=g-import-not-at-top
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--task", required=True,
+                      help="task name(s), comma separated, or a task .json file")
+  parser.add_argument("--model-name", default="electra_small")
+  parser.add_argument("--init-checkpoint", default="",
+                      help="pre-trained checkpoint (prefix or directory)")
+  parser.add_argument("--data-dir", default="data")
+  parser.add_argument("--hparams", default="", help="JSON object or JSON file")
+  args = parser.parse_args(argv)
+  try:
+    overrides = hparams.parse_hparams(args.hparams)
+    if args.init_checkpoint:
+      overrides["init_checkpoint"] = args.init_checkpoint
+    config = finetune_config.load_config(args.model_name, args.task.split(","),
+                                         args.data_dir, overrides)
+    report = trainer.run(config)
+  except training.TrainingInterrupted as e:
+    print(f"interrupted: {e}", file=sys.stderr)
+    return 130
+  except ValueError as e:  # bad flags, data, checkpoints: one line, no traceback
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(f"results: {config.results_file('txt')}")
+  if report.get("plot"):
+    print(f"dev curves: {report['plot']}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,204 @@
+"""End-to-end fine-tuning: every GLUE task from a tiny pre-trained checkpoint, eval-only
+reload, a user's own task through the script, and sentence-pair featurization."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data_prep.tokenizer import Tokenizer
+from data_prep.vocab import load_vocab
+from finetune import config as finetune_config
+from finetune import sentence_features, trainer
+from finetune.classification import SentenceExample
+from model import checkpoint as ckpt
+from model.config import ModelConfig
+from model.electra import ElectraPair
+from tests.conftest import ROOT, shared_path
+
+WORDS = "the a film movie good bad great dull plot actor scene fun long short".split()
+
+
+def sentence(rng, n=8):
+  return " ".join(rng.choice(WORDS, n))
+
+
+def write_tsv(path, rows):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.writelines("\t".join(map(str, r)) + "\n" for r in rows)
+
+
+def head_of(src, dst, lines):
+  """The first `lines` lines of a shared GLUE file (its header included)."""
+  os.makedirs(os.path.dirname(dst), exist_ok=True)
+  with open(src, "rb") as f_in, open(dst, "wb") as f_out:
+    for _, line in zip(range(lines), f_in):
+      f_out.write(line)
+
+
+def glue_data_dir(tmp_path):
+  """Shared GLUE tasks cut to their first rows; the rest written here in GLUE's format."""
+  data = tmp_path / "data"
+  root = data / "finetuning_data"
+  for folder in ("CoLA", "SST-2", "MRPC", "STS-B", "RTE"):
+    for split in ("train", "dev", "test"):
+      head_of(shared_path("glue", folder, f"{split}.tsv"), root / folder / f"{split}.tsv",
+              61)
+  rng = np.random.default_rng(0)
+  pairs = lambda n, labels: [(sentence(rng), sentence(rng), rng.choice(list(labels)))
+                             for _ in range(n)]
+  mnli = ["entailment", "neutral", "contradiction"]
+  parse = ["(x)", "(y)", "(X)", "(Y)"]
+  head = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p",
+          "sentence1", "sentence2"]
+  write_tsv(root / "MNLI" / "train.tsv", [head + ["label1", "gold_label"]] + [
+      [i, 1, 2, "fiction", *parse, a, b, l, l] for i, (a, b, l) in enumerate(pairs(60, mnli))])
+  for kind in ("matched", "mismatched"):
+    write_tsv(root / "MNLI" / f"dev_{kind}.tsv",
+              [head + ["label1", "label2", "label3", "label4", "label5", "gold_label"]] +
+              [[i, 1, 2, "fiction", *parse, a, b, l, l, l, l, l, l]
+               for i, (a, b, l) in enumerate(pairs(20, mnli))])
+    write_tsv(root / "MNLI" / f"test_{kind}.tsv", [head] + [
+        [i, 1, 2, "fiction", *parse, a, b] for i, (a, b, _) in enumerate(pairs(15, mnli))])
+  write_tsv(root / "diagnostic" / "diagnostic.tsv", [["index", "sentence1", "sentence2"]] +
+            [[i, a, b] for i, (a, b, _) in enumerate(pairs(12, mnli))])
+  write_tsv(root / "QQP" / "train.tsv",
+            [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]] +
+            [[i, 2 * i, 2 * i + 1, a, b, l] for i, (a, b, l) in enumerate(pairs(60, "01"))])
+  write_tsv(root / "QQP" / "dev.tsv",
+            [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]] +
+            [[i, 2 * i, 2 * i + 1, a, b, l] for i, (a, b, l) in enumerate(pairs(20, "01"))])
+  write_tsv(root / "QQP" / "test.tsv", [["id", "question1", "question2"]] +
+            [[i, a, b] for i, (a, b, _) in enumerate(pairs(15, "01"))])
+  for folder, labels, columns in (
+      ("QNLI", ["entailment", "not_entailment"], ["index", "question", "sentence"]),
+      ("WNLI", ["0", "1"], ["index", "sentence1", "sentence2"])):
+    for split, n in (("train", 60), ("dev", 20)):
+      write_tsv(root / folder / f"{split}.tsv", [columns + ["label"]] +
+                [[i, a, b, l] for i, (a, b, l) in enumerate(pairs(n, labels))])
+    write_tsv(root / folder / "test.tsv", [columns] +
+              [[i, a, b] for i, (a, b, _) in enumerate(pairs(15, labels))])
+  vocab = data / "vocab.txt"
+  vocab.write_bytes(open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
+  # A tiny "pre-trained" model where run_pretraining exports one.
+  config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
+                                      num_hidden_layers=2, embedding_size=16,
+                                      max_position_embeddings=64))
+  ckpt.save_original(ElectraPair(config).build_variables(),
+                     str(data / "models" / "tiny" / "export" / "model.ckpt"))
+  return data
+
+
+ALL_GLUE = ["glue/cola", "glue/sst2", "glue/mrpc", "glue/stsb", "glue/qqp", "glue/mnli",
+            "glue/qnli", "glue/rte", "glue/wnli", "glue/ax"]
+
+
+def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
+  data = glue_data_dir(tmp_path)
+  overrides = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
+               "num_train_epochs": 2.0, "write_test_outputs": True, "log_every_steps": 20}
+  config = finetune_config.load_config("tiny", ALL_GLUE, str(data), overrides)
+  logs = []
+  report = trainer.run(config, log=logs.append)
+  summary = report["summary"]
+  expected = {"glue/cola dev mcc", "glue/sst2 dev accuracy", "glue/mrpc dev accuracy",
+              "glue/mrpc dev f1", "glue/stsb dev spearman", "glue/stsb dev pearson",
+              "glue/qqp dev accuracy", "glue/qqp dev f1",
+              "glue/mnli dev_matched accuracy", "glue/mnli dev_mismatched accuracy",
+              "glue/qnli dev accuracy", "glue/rte dev accuracy", "glue/wnli dev accuracy"}
+  assert set(summary) == expected
+  for key, value in summary.items():
+    assert -100 <= value["median"] <= 100 and np.isfinite(value["median"]), key
+  # Scores were taken after each of the 2 epochs, and the curve was drawn.
+  assert [h["epoch"] for h in report["trials"][0]["history"]] == [1, 2]
+  assert os.path.getsize(report["plot"]) > 1000
+  results = json.loads(open(config.results_file("json")).read())
+  assert results["summary"] == json.loads(json.dumps(summary))
+  assert "glue/mnli dev_matched accuracy: median" in open(config.results_file("txt")).read()
+  # GLUE submission files: one row per test example, labels from each task's set.
+  out = os.path.join(config.results_dir, "test_predictions",
+                     f"{config.tasks_label}_trial1")
+  for name, rows, valid in (("CoLA.tsv", 60, {"0", "1"}), ("MNLI-m.tsv", 15, None),
+                            ("AX.tsv", 12, {"entailment", "neutral", "contradiction"}),
+                            ("STS-B.tsv", 60, None), ("QQP.tsv", 15, {"0", "1"})):
+    lines = open(os.path.join(out, name)).read().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == rows + 1, name
+    if valid:
+      assert {l.split("\t")[1] for l in lines[1:]} <= valid, name
+  # Eval-only: the saved fine-tuned model reproduces the scores.
+  reload = finetune_config.load_config("tiny", ALL_GLUE, str(data),
+                                       {**overrides, "do_train": False})
+  again = trainer.run(reload, log=logs.append)
+  for key, value in summary.items():
+    assert again["summary"][key]["median"] == pytest.approx(value["median"], abs=1e-6)
+
+
+def test_custom_task_through_the_script(tmp_path):
+  data = tmp_path / "data"
+  rng = np.random.default_rng(1)
+  rows = [("id", "review", "stars")] + [
+      (i, sentence(rng), "good" if i % 2 else "bad") for i in range(48)]
+  (tmp_path / "train.csv").write_text("\n".join(",".join(map(str, r)) for r in rows))
+  (tmp_path / "dev.csv").write_text("\n".join(",".join(map(str, r)) for r in rows[:17]))
+  spec = {"name": "reviews", "format": "csv", "text_a": "review", "label": "stars",
+          "labels": ["bad", "good"], "metric": "accuracy", "train": "train.csv",
+          "dev": "dev.csv"}
+  (tmp_path / "task.json").write_text(json.dumps(spec))
+  os.makedirs(data)
+  (data / "vocab.txt").write_bytes(
+      open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
+  run = subprocess.run(
+      [sys.executable, "run_finetuning.py", "--task", str(tmp_path / "task.json"),
+       "--data-dir", str(data), "--hparams",
+       json.dumps({"debug": True, "train_batch_size": 8, "max_seq_length": 16,
+                   "num_train_epochs": 1})],
+      cwd=ROOT, capture_output=True, text=True)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "no pre-trained checkpoint" not in run.stderr  # debug: random by design
+  results = data / "models" / "electra_small" / "results" / "reviews_results.json"
+  summary = json.loads(results.read_text())["summary"]
+  assert list(summary) == ["reviews dev accuracy"]
+
+  bad = subprocess.run(
+      [sys.executable, "run_finetuning.py", "--task", "glue/sst2", "--data-dir",
+       str(data), "--hparams", '{"debug": true}'], cwd=ROOT, capture_output=True, text=True)
+  assert bad.returncode == 2 and "Traceback" not in bad.stderr
+  assert bad.stderr.strip().splitlines()[-1].startswith("error: ")
+  assert "SST-2" in bad.stderr  # names the expected layout
+
+
+def test_pair_encoding_truncates_like_the_original():
+  tokenizer = Tokenizer(load_vocab(shared_path("vocab", "bert_uncased_vocab.txt")))
+  vocab = tokenizer.vocab.ids
+  a = SentenceExample(0, "one two three four five six", "seven eight", None)
+  single = SentenceExample(1, "one two three four five six", None, None)
+  out = sentence_features.encode(tokenizer, [a, single], max_seq_length=8)
+  ids = lambda words: [vocab[w] for w in words.split()]
+  # Pair: 5 tokens fit; the longer text loses tokens first, B when they tie.
+  assert out["input_ids"][0].tolist() == (
+      [vocab["[CLS]"]] + ids("one two three") + [vocab["[SEP]"]] + ids("seven eight") +
+      [vocab["[SEP]"]])
+  assert out["segment_ids"][0].tolist() == [0] * 5 + [1] * 3
+  assert out["input_ids"][1].tolist() == (
+      [vocab["[CLS]"]] + ids("one two three four five six") + [vocab["[SEP]"]])
+  assert out["input_mask"][1].tolist() == [1] * 8
+  a_list, b_list = [1, 2, 3], [4, 5, 6]
+  sentence_features.truncate_pair(a_list, b_list, 4)
+  assert (a_list, b_list) == ([1, 2], [4, 5])
+
+
+def test_vocab_size_mismatch_is_refused(tmp_path):
+  data = tmp_path / "data"
+  os.makedirs(data)
+  (data / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                            "a", "b"]) + "\n")
+  config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
+                                      num_hidden_layers=1, embedding_size=16))
+  ckpt.save_original(ElectraPair(config).build_variables(),
+                     str(data / "models" / "m" / "model.ckpt"))
+  with pytest.raises(ValueError, match="has 7 tokens but .* vocabulary of 30522"):
+    trainer.SentenceFinetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))

@@ -1,0 +1,232 @@
+"""SQuAD/MRQA readers and the CoNLL-2000 chunking reader, on shared and written files."""
+
+import gzip
+import json
+import logging
+import os
+
+import pytest
+import seqeval.metrics
+
+from finetune import metrics, qa, tagging, tasks
+from finetune.errors import DataError
+from tests.conftest import shared_path
+
+
+@pytest.fixture(scope="module")
+def squad_dev():
+  path = shared_path("squad", "dev-v1.1.json")
+  with open(path, encoding="utf-8") as f:
+    return path, json.load(f)
+
+
+def test_squad_v1_reader_locates_every_shared_answer(squad_dev):
+  path, document = squad_dev
+  examples = qa.read_file(tasks.get_task("squad/v1.1"), path)
+  questions = [(paragraph["context"], question) for article in document["data"]
+               for paragraph in article["paragraphs"] for question in paragraph["qas"]]
+  assert len(examples) == len(questions) == 10570
+  for example, (context, question) in zip(examples, questions):
+    assert (example.qid, example.question, example.context) == (
+        question["id"], question["question"], context)
+    assert example.gold_texts == tuple(a["text"] for a in question["answers"])
+    assert len(example.answers) == len(question["answers"]) and not example.is_impossible
+    assert example.doc_tokens == tuple(context.split())
+    for answer in example.answers:
+      assert context[answer.start:answer.start + len(answer.text)] == answer.text
+      # The words it maps to cover the answer (the original's training check).
+      covered = " ".join(example.doc_tokens[answer.start_word:answer.end_word + 1])
+      assert " ".join(answer.text.split()) in covered
+
+
+def test_split_words_maps_characters_to_words():
+  words, char_to_word = qa.split_words(" ab  c\u202fd ")
+  assert words == ("ab", "c", "d")
+  assert char_to_word == (-1, 0, 0, 0, 0, 1, 1, 2, 2)
+
+
+def _write_json(path, value):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(value), encoding="utf-8")
+  return path
+
+
+def _v2_document():
+  context = "The Normans gave their name to Normandy, a region in France."
+  return {"version": "v2.0", "data": [{"title": "Normans", "paragraphs": [{
+      "context": context,
+      "qas": [
+          {"id": "q1", "question": "Who gave their name to Normandy?",
+           "answers": [{"text": "The Normans", "answer_start": 0},
+                       {"text": "Normans", "answer_start": 4}], "is_impossible": False},
+          {"id": "q2", "question": "Who gave Normandy to France?", "answers": [],
+           "plausible_answers": [{"text": "Normans", "answer_start": 4}],
+           "is_impossible": True},
+          {"id": "q3", "question": "Where is Normandy?",
+           "answers": [{"text": "France", "answer_start": context.index("France")},
+                       {"text": "Spain", "answer_start": context.index("France")}],
+           "is_impossible": False},
+      ]}]}]}
+
+
+def test_squad_v2_reader_with_unanswerable_and_mismatched_answers(tmp_path, caplog):
+  path = _write_json(tmp_path / "finetuning_data" / "squad" / "train.json", _v2_document())
+  task = tasks.get_task("squad")
+  assert task.name == "squad/v2.0" and task.v2
+  with caplog.at_level(logging.WARNING):
+    examples = tasks.read_examples(task, str(tmp_path), "train")
+  assert [e.qid for e in examples] == ["q1", "q2", "q3"]
+  q1, q2, q3 = examples
+  assert [(a.text, a.start_word, a.end_word) for a in q1.answers] == [
+      ("The Normans", 0, 1), ("Normans", 1, 1)]
+  assert q2.is_impossible and q2.answers == () and q2.gold_texts == ()
+  # "Spain" is not at its offset: counted and reported, the question is kept.
+  assert [a.text for a in q3.answers] == ["France"] and q3.unmatched_answers == 1
+  assert q3.doc_tokens[q3.answers[0].start_word] == "France."
+  assert f"{path}: 1 gold answers do not match" in caplog.text and "q3" in caplog.text
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda d: d["data"][0]["paragraphs"][0].update(context="  "),
+     "article 0 paragraph 0: empty context"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(question=""),
+     "article 0 paragraph 0 question q1: empty question"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(
+        answer_start=70), "answer 'The Normans' at offset 70 runs outside the context"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("id"), "each question needs"),
+    (lambda d: d.pop("data"), 'expected a SQuAD JSON object with a "data" list'),
+])
+def test_squad_reader_errors(tmp_path, change, expected):
+  document = _v2_document()
+  change(document)
+  path = _write_json(tmp_path / "train.json", document)
+  with pytest.raises(DataError, match=expected):
+    qa.read_file(tasks.get_task("squad/v2.0"), str(path))
+
+
+def test_malformed_json_and_v1_without_answers(tmp_path):
+  path = tmp_path / "dev.json"
+  path.write_text('{"data": [\n  {"paragraphs": [}\n]}')
+  with pytest.raises(DataError, match=f"{path}:2:19: invalid JSON"):
+    qa.read_file(tasks.get_task("squadv1"), str(path))
+  _write_json(path, _v2_document())
+  with pytest.raises(DataError, match="question q2 has no answers"):
+    qa.read_file(tasks.get_task("squad/v1.1"), str(path))
+  with pytest.raises(DataError, match=r"finetuning_data/squadv1/train.json: missing train"):
+    tasks.read_examples(tasks.get_task("squadv1"), str(tmp_path), "train")
+
+
+def test_mrqa_jsonl_reader(tmp_path):
+  context = "[PAR] [TLE] Moon [SEP] The Moon orbits Earth every 27 days."
+  lines = [{"header": {"dataset": "NewsQA", "split": "train"}},
+           {"context": context, "qas": [
+               {"qid": "m1", "question": "What does the Moon orbit?", "answers": ["Earth"],
+                "detected_answers": [{"text": "Earth", "char_spans": [[39, 43]],
+                                      "token_spans": [[7, 7]]}]},
+               {"qid": "m2", "question": "How often?", "answers": ["27 days", "every 27"],
+                "detected_answers": [{"text": "27 days", "char_spans": [[51, 57]]}]}]}]
+  path = tmp_path / "finetuning_data" / "newsqa" / "train.jsonl"
+  path.parent.mkdir(parents=True)
+  path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+  examples = tasks.read_examples(tasks.get_task("newsqa"), str(tmp_path), "train")
+  assert [(e.qid, e.answers[0].text, e.doc_tokens[e.answers[0].start_word])
+          for e in examples] == [("m1", "Earth", "Earth"), ("m2", "27 days", "27")]
+  assert examples[1].gold_texts == ("27 days", "every 27")
+  gzipped = tmp_path / "gz" / "finetuning_data" / "newsqa" / "train.jsonl.gz"
+  gzipped.parent.mkdir(parents=True)
+  with gzip.open(gzipped, "wt", encoding="utf-8") as f:
+    f.write(path.read_text())
+  assert tasks.read_examples(tasks.get_task("newsqa"), str(tmp_path / "gz"),
+                             "train") == examples
+  with open(path, "a") as f:
+    f.write('{"context": "x", "qas": [\n')
+  with pytest.raises(DataError, match=rf"{path}:3:\d+: invalid JSON"):
+    tasks.read_examples(tasks.get_task("mrqa/news_qa"), str(tmp_path), "train")
+
+
+@pytest.fixture(scope="module")
+def conll_dir(tmp_path_factory):
+  data_dir = tmp_path_factory.mktemp("data")
+  (data_dir / "finetuning_data").mkdir()
+  os.symlink(os.path.dirname(shared_path("conll2000", "train.txt")),
+             data_dir / "finetuning_data" / "conll2000")
+  return str(data_dir)
+
+
+def test_conll2000_reader_on_shared_data(conll_dir):
+  task = tasks.get_task("chunk")
+  for split, count in (("train", 8936), ("test", 2012)):
+    examples = tasks.read_examples(task, conll_dir, split)
+    with open(shared_path("conll2000", split + ".txt"), encoding="utf-8") as f:
+      lines = [line.split() for line in f]
+    assert len(examples) == count
+    assert sum(len(e.words) for e in examples) == sum(1 for fields in lines if fields)
+    assert [t for e in examples for t in e.tags] == [l[2] for l in lines if l]
+    assert examples[0].words[0] == lines[0][0] and examples[0].pos[0] == lines[0][1]
+  # Chunk F1 of a perturbed tagging agrees with seqeval (conlleval's definition).
+  gold = [list(e.tags) for e in examples[:500]]
+  predicted = [[("B-" + t[2:] if t.startswith("I-") and i % 7 == 0 else t)
+                for i, t in enumerate(s)] for s in gold]
+  assert metrics.chunk_f1(gold, predicted)["f1"] == pytest.approx(
+      seqeval.metrics.f1_score(gold, predicted))
+  assert metrics.chunk_f1(gold, gold)["f1"] == 1.0
+
+
+def test_conll_reader_errors(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_text("He PRP B-NP\nran VBD B-XP\n")
+  with pytest.raises(DataError, match=f"{path}:2: unknown chunk tag 'B-XP'"):
+    tagging.read_conll(str(path))
+  path.write_text("He PRP B-NP\n\nran B-VP\n")
+  with pytest.raises(DataError, match=f"{path}:3: expected 'word POS chunk-tag', found 2"):
+    tagging.read_conll(str(path))
+  path.write_text("\n\n")
+  with pytest.raises(DataError, match="no sentences"):
+    tagging.read_conll(str(path))
+  with pytest.raises(DataError, match="missing dev file of chunk"):
+    tasks.read_examples(tasks.get_task("chunk"), str(tmp_path), "dev")
+
+
+def test_bioes_round_trip():
+  tags = ["B-NP", "I-NP", "I-NP", "B-VP", "O", "I-PP", "B-NP"]
+  labels = tagging.to_bioes(tags)
+  assert labels == ["B-NP", "I-NP", "E-NP", "S-VP", "O", "S-PP", "S-NP"]
+  assert set(labels) <= set(tagging.BIOES_LABELS)
+  assert metrics.chunk_spans(tagging.to_bio(labels)) == metrics.chunk_spans(tags)
+
+
+def test_squad_v2_from_prepared_tfds(tmp_path):
+  """TFDS records (one per question) become the same examples as the JSON file gives."""
+  # Imported here: the other tests of this file run without TensorFlow.
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  document = _v2_document()
+  paragraph = document["data"][0]["paragraphs"][0]
+
+  def records():
+    for question in paragraph["qas"]:
+      answers = question["answers"]
+      yield {"id": question["id"], "title": "Normans", "context": paragraph["context"],
+             "question": question["question"], "is_impossible": question["is_impossible"],
+             "answers": {"text": [a["text"] for a in answers],
+                         "answer_start": [a["answer_start"] for a in answers]}}
+
+  def as_dataset(self, split, **unused_kwargs):
+    del self, unused_kwargs
+    assert split == "validation"
+    text = tf.TensorSpec([], tf.string)
+    return tf.data.Dataset.from_generator(records, output_signature={
+        "id": text, "title": text, "context": text, "question": text,
+        "is_impossible": tf.TensorSpec([], tf.bool),
+        "answers": {"text": tf.TensorSpec([None], tf.string),
+                    "answer_start": tf.TensorSpec([None], tf.int32)}})
+
+  task = tasks.get_task("squad/v2.0")
+  builder = tfds.builder(task.tfds_name, data_dir=str(tmp_path))
+  os.makedirs(builder.data_path)
+  builder.info.write_to_directory(builder.data_path)  # marks it prepared
+  with tfds.testing.mock_data(data_dir=str(tmp_path), as_dataset_fn=as_dataset):
+    from_tfds = tasks.read_examples(task, str(tmp_path / "no_files"), "dev",
+                                    tfds_data_dir=str(tmp_path))
+  from_json = qa.read_file(task, str(_write_json(tmp_path / "dev.json", document)))
+  assert from_tfds == from_json and len(from_tfds) == 3
