@@ -1,9 +1,7 @@
 """The fine-tuning model: the discriminator's encoder with one head per task.
 
-Heads read the final [CLS] vector through dropout (the original's get_pooled_output is
-sequence_output[:, 0], no pooler layer) and one dense layer (glorot-uniform, as the
-original's tf.layers.dense): softmax over labels, or one regression output. Layer-wise
-learning rates follow the original's depths: embeddings (and embeddings_project) 0,
+Heads (finetune/task_runner.py and the QA/tagging runners) are layers called as
+head(sequence_output, batch, training=...). Layer-wise learning rates follow the original's depths: embeddings (and embeddings_project) 0,
 layer i i+1, task heads L+2; a variable's rate is lr * decay ** (L + 2 - depth).
 """
 
@@ -18,27 +16,8 @@ from model.config import ModelConfig
 from model.encoder import ElectraEncoder
 
 
-class SentenceHead(tf_keras.layers.Layer):
-  """Dropout + dense on the [CLS] vector: [B, num_labels] logits, or [B] for regression."""
-
-  def __init__(self, num_outputs: int, dropout_rate: float = 0.1, **kwargs):
-    super().__init__(**kwargs)
-    self.num_outputs = num_outputs
-    self.dropout = tf_keras.layers.Dropout(dropout_rate)
-    self.dense = tf_keras.layers.Dense(num_outputs, name="dense")
-
-  def call(self, sequence_output, training=None):
-    x = self.dense(self.dropout(sequence_output[:, 0], training=training))
-    x = tf.cast(x, tf.float32)
-    return tf.squeeze(x, -1) if self.num_outputs == 1 else x
-
-  def get_config(self):
-    return {**super().get_config(), "num_outputs": self.num_outputs,
-            "dropout_rate": self.dropout.rate}
-
-
 class FinetuningModel(tf_keras.Model):
-  """`heads` maps a task name to a layer taking (sequence_output, training)."""
+  """`heads` maps a head name to a layer called as head(sequence_output, batch)."""
 
   def __init__(self, config: ModelConfig, heads: Dict[str, tf_keras.layers.Layer],
                **kwargs):
@@ -51,11 +30,15 @@ class FinetuningModel(tf_keras.Model):
   def call(self, inputs, training=None):
     """Every head's output on the batch (multi-task batches pick theirs by task_id)."""
     hidden = self.encoder(inputs, training=training)
-    return {name: head(hidden, training=training) for name, head in self.heads.items()}
+    return {name: head(hidden, inputs, training=training)
+            for name, head in self.heads.items()}
 
-  def build_variables(self, seq_length: int = 8):
-    ones = tf.ones([1, seq_length], tf.int32)
-    self({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}, training=False)
+  def build_variables(self, example_batch=None, seq_length: int = 8):
+    """Creates every variable by running one batch (heads may need their features)."""
+    if example_batch is None:
+      ones = tf.ones([1, seq_length], tf.int32)
+      example_batch = {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}
+    self(example_batch, training=False)
     return self
 
   def load_pretrained(self, path: str) -> str:

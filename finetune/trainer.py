@@ -1,8 +1,9 @@
-"""Fine-tuning sentence(-pair) tasks: the original's recipe on the shared training loop.
+"""Fine-tuning: the original's recipe on the shared training loop, for any task runner.
 
 Several tasks train together as the original's multi-task runs do: their training
-examples are pooled and shuffled, every example carries its task id, and each task has
-its own head under one shared encoder. The loss is the SUM over the batch as in the
+features are pooled and shuffled, every feature carries its task id, and each task has
+its own head under one shared encoder (finetune/task_runner.py says what a task type
+provides). The loss is the SUM over the batch as in the
 original (its clipping at global norm 1.0 acts on that scale). After every epoch the dev
 splits are scored; trials repeat the run with other seeds and the median is reported.
 """
@@ -19,23 +20,14 @@ import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from finetune import classification, metrics
 from finetune import tasks as task_registry
 from finetune.config import FinetuningConfig
-from finetune.modeling import FinetuningModel, SentenceHead
-from finetune.sentence_features import encode
+from finetune.modeling import FinetuningModel
+from finetune.task_runner import runner_for
 from model import checkpoint as ckpt
 from model.optimization import create_optimizer
 from util import training
 from util.files import atomic_write
-
-# The diagnostic set is predicted by the MNLI classifier.
-SHARED_HEADS = {"glue/ax": "glue/mnli"}
-
-
-def head_name(task) -> str:
-  return SHARED_HEADS.get(task.name, task.name)
-
 
 @dataclasses.dataclass
 class SplitData:
@@ -43,29 +35,12 @@ class SplitData:
   features: Dict[str, np.ndarray]
 
 
-def label_values(task, examples) -> np.ndarray:
-  """float32 targets: label ids for classification, scores for regression."""
-  if any(e.label is None for e in examples):
-    return np.zeros(len(examples), np.float32)
-  if task.is_regression:
-    return np.array([float(e.label) for e in examples], np.float32)
-  return np.array([task.label_id(e.label) for e in examples], np.float32)
-
-
-class SentenceFinetuner:
+class Finetuner:
   """Reads, featurizes, trains and scores the config's tasks."""
 
   def __init__(self, config: FinetuningConfig, log=print):
     self.config, self.log = config, log
     self.tasks = task_registry.get_tasks(config.task_names)
-    for task in self.tasks:
-      if not isinstance(task, classification.SentenceTask):
-        raise ValueError(f"task {task.name}: question answering and tagging are not "
-                         "supported by this trainer yet")
-      shared = SHARED_HEADS.get(task.name)
-      if shared and shared not in [t.name for t in self.tasks]:
-        raise ValueError(f"task {task.name} is predicted by the {shared} classifier: "
-                         f"run it together with {shared}, e.g. --task {shared},{task.name}")
     vocab = load_vocab(config.vocab_file)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
     self.init = self.init_checkpoint()
@@ -78,44 +53,60 @@ class SentenceFinetuner:
                        "the model was pre-trained with")
     self.tokenizer = Tokenizer(vocab, lower_case=config.do_lower_case,
                                accents=config.do_lower_case)
+    self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
+    names = {task.name for task in self.tasks}
+    for runner in self.runners:
+      if runner.head_name not in names:
+        raise ValueError(f"task {runner.task.name} is predicted by the {runner.head_name}"
+                         f" head: run them together, e.g. --task {runner.head_name},"
+                         f"{runner.task.name}")
     self.data = {}  # (task name, split) -> SplitData
     self._predict_fns = {}
 
   # ---- data -------------------------------------------------------------------
 
-  def split(self, task, split: str) -> SplitData:
-    key = (task.name, split)
+  def split(self, index: int, split: str) -> SplitData:
+    """Examples and features of task `index`'s split, read and featurized once."""
+    task, key = self.tasks[index], (index, split)
     if key not in self.data:
       examples = task_registry.read_examples(task, self.config.data_dir, split)
       if self.config.debug:
         examples = examples[:100]
-      if split == task.train_split and task.symmetric and self.config.double_unordered:
-        examples = classification.both_orders(examples)
-      features = encode(self.tokenizer, examples, self.config.max_seq_length)
-      features["label"] = label_values(task, examples)
-      features["task_id"] = np.full(len(examples), self.tasks.index(task), np.int32)
+      examples = self.runners[index].prepare_examples(examples, split)
+      features = self.runners[index].features(examples, split)
+      features["task_id"] = np.full(len(features["input_ids"]), index, np.int32)
       self.data[key] = SplitData(examples, features)
-      self.log(f"{task.name} {split}: {len(examples)} examples")
+      self.log(f"{task.name} {split}: {len(examples)} examples, "
+               f"{len(features['input_ids'])} features")
     return self.data[key]
 
   def train_features(self) -> Dict[str, np.ndarray]:
-    parts = [self.split(t, t.train_split).features for t in self.tasks if t.train_split]
+    """Every task's training features pooled; a key one task lacks is zero for it."""
+    parts = [self.split(i, t.train_split).features for i, t in enumerate(self.tasks)
+             if t.train_split]
     if not parts:
       raise ValueError("none of the tasks has a training split")
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    keys = {k: p[k] for p in parts for k in p}
+    return {k: np.concatenate([p[k] if k in p else np.zeros(
+        (len(p["input_ids"]),) + v.shape[1:], v.dtype) for p in parts])
+            for k, v in keys.items()}
 
   # ---- model ------------------------------------------------------------------
 
   def build_model(self) -> FinetuningModel:
     heads = {}
-    for task in self.tasks:
-      name = head_name(task)
-      if name not in heads:
-        outputs = 1 if task.is_regression else len(task.labels)
-        heads[name] = SentenceHead(outputs, self.model_config.hidden_dropout_prob,
-                                   name=f"task_specific/{name.replace('/', '_')}")
+    for runner in self.runners:
+      if runner.head_name not in heads:
+        heads[runner.head_name] = runner.make_head(self.model_config)
+    if self.config.do_train:
+      features = self.train_features()
+    else:  # any split of the first task that has one: heads may need their features
+      task = self.tasks[0]
+      split = next(iter(task.eval_splits + task.test_splits))
+      features = self.split(0, split).features
+    example = {k: v[:1] for k, v in features.items()}
     return FinetuningModel(self.model_config, heads).build_variables(
-        self.config.max_seq_length)
+        example, self.config.max_seq_length)
 
   def init_checkpoint(self) -> str:
     """The pre-trained weights to start from, or "" (random, with a warning)."""
@@ -133,23 +124,16 @@ class SentenceFinetuner:
     return ""
 
   def loss_fn(self, model, global_batch: int):
-    tasks = self.tasks
+    runners = self.runners
 
     def compute(batch, step, replica_id, micro_step):
       del step, replica_id, micro_step
       outputs = model(batch, training=True)
-      task_id, label = batch["task_id"], batch["label"]
-      losses = tf.zeros_like(label)
-      for index, task in enumerate(tasks):
-        if not task.train_split:
-          continue
-        out, mine = outputs[head_name(task)], tf.equal(task_id, index)
-        if task.is_regression:
-          loss = tf.square(out - label)
-        else:
-          ids = tf.where(mine, tf.cast(label, tf.int32), 0)
-          loss = tf.nn.sparse_softmax_cross_entropy_with_logits(ids, out)
-        losses += tf.where(mine, loss, 0.0)
+      losses = tf.zeros(tf.shape(batch["task_id"]), tf.float32)
+      for index, runner in enumerate(runners):
+        if runner.task.train_split:
+          mine = tf.equal(batch["task_id"], index)
+          losses += tf.where(mine, runner.loss(outputs[runner.head_name], batch), 0.0)
       mean = tf.reduce_mean(losses)
       # The loop averages replica losses; scaling the mean by the global batch makes
       # its gradient that of the original's batch sum.
@@ -158,48 +142,42 @@ class SentenceFinetuner:
 
   # ---- evaluation -------------------------------------------------------------
 
-  def predict(self, model, features) -> Dict[str, np.ndarray]:
+  def predict(self, model, features) -> Dict[str, object]:
+    """Every head's outputs (arrays, or dicts of arrays) on the features, in order."""
     if id(model) not in self._predict_fns:
-      spec = tf.TensorSpec([None, self.config.max_seq_length], tf.int32)
       self._predict_fns[id(model)] = tf.function(
-          lambda batch: model(batch, training=False),
-          input_signature=[{k: spec for k in ("input_ids", "input_mask", "segment_ids")}])
+          lambda batch: model(batch, training=False), reduce_retracing=True)
     call = self._predict_fns[id(model)]
     size, n = self.config.eval_batch_size, len(features["input_ids"])
     chunks = []
     for start in range(0, n, size):
-      batch = {k: features[k][start:start + size]
-               for k in ("input_ids", "input_mask", "segment_ids")}
-      chunks.append({k: v.numpy() for k, v in call(batch).items()})
-    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks \
-        else {}
+      batch = {k: v[start:start + size] for k, v in features.items()}
+      chunks.append(tf.nest.map_structure(lambda t: t.numpy(), call(batch)))
+    return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *chunks)
 
-  def predictions(self, model, task, split: str) -> np.ndarray:
-    data = self.split(task, split)
-    out = self.predict(model, data.features)[head_name(task)]
-    return out if task.is_regression else out.argmax(-1)
+  def outputs(self, model, index: int, split: str):
+    data = self.split(index, split)
+    return data, self.predict(model, data.features)[self.runners[index].head_name]
 
   def evaluate(self, model) -> Dict[str, Dict[str, float]]:
     """{"task split": {metric: percent}} over every task's dev splits."""
     results = {}
-    for task in self.tasks:
+    for index, task in enumerate(self.tasks):
       for split in task.eval_splits:
-        data = self.split(task, split)
-        if not task.metrics:
-          continue
-        results[f"{task.name} {split}"] = metrics.score(
-            task.metrics, data.features["label"], self.predictions(model, task, split))
+        if task.metrics:
+          data, outputs = self.outputs(model, index, split)
+          results[f"{task.name} {split}"] = self.runners[index].score(
+              data.examples, data.features, outputs, split)
     return results
 
   def write_test_predictions(self, model, trial: int):
     out_dir = os.path.join(self.config.results_dir, "test_predictions",
                            f"{self.config.tasks_label}_trial{trial}")
-    for task in self.tasks:
+    for index, task in enumerate(self.tasks):
       for split in task.test_splits:
-        if split in task.submission_files:
-          path = classification.write_glue_submission(
-              task, split, self.split(task, split).examples,
-              list(self.predictions(model, task, split)), out_dir)
+        data, outputs = self.outputs(model, index, split)
+        for path in self.runners[index].write_predictions(
+            data.examples, data.features, outputs, split, out_dir):
           self.log(f"wrote {path}")
 
   # ---- training ---------------------------------------------------------------
@@ -334,7 +312,7 @@ def plot_history(trials, path: str):
 
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG."""
-  finetuner = SentenceFinetuner(config, log)
+  finetuner = Finetuner(config, log)
   trials = []
   for trial in range(1, config.num_trials + 1):
     trials.append(finetuner.run_trial(trial))

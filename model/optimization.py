@@ -9,12 +9,14 @@ One Adam variant and one schedule serve pre-training and fine-tuning:
   warmup factor min(1, step / num_warmup_steps).
 
 Why not tf-models-official: its AdamWeightDecay (official/modeling/optimization/
-legacy_adamw.py and the one official/nlp/optimization.py builds) subclasses Keras Adam,
-so it applies bias correction and clips each replica's gradients before the all-reduce;
-its PolynomialWarmUp and LinearWarmup replace the decayed rate during warmup (and give a
-non-zero rate at step 0) instead of multiplying it. None matches the original's numbers,
-so the update rule and the warmup are written here; the polynomial decay itself is
-tf_keras's PolynomialDecay, which equals tf.compat.v1.train.polynomial_decay(cycle=False).
+legacy_adamw.py, also what official/nlp/optimization.create_optimizer builds) subclasses
+Keras Adam, so it applies bias correction, and it clips each replica's gradients before
+the all-reduce. Its warmups replace the decayed rate during warmup instead of multiplying
+it: nlp WarmUp gives lr * step / W (the original: lr * (1 - step / T) ** power * step /
+W), PolynomialWarmUp and LinearWarmup ramp towards the rate of step W and give a non-zero
+rate at step 0. None matches the original's numbers, so the update rule and the warmup
+are written here; the polynomial decay itself is tf_keras's PolynomialDecay, which equals
+tf.compat.v1.train.polynomial_decay(cycle=False).
 
 The optimizer is a tf_keras legacy OptimizerV2, so MirroredStrategy (gradients are
 summed across replicas, then clipped), LossScaleOptimizer and tf.train.Checkpoint work as
@@ -27,6 +29,8 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 import tf_keras
+# For _var_key: the key OptimizerV2 itself files slots under, the same for a mirrored
+# variable and each replica's copy.
 from tf_keras.src.optimizers.legacy import optimizer_v2
 
 SLOT_NAMES = ("adam_m", "adam_v")

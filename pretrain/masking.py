@@ -31,13 +31,20 @@ def candidates_mask(input_ids, input_mask, special_ids):
 def scatter_tokens(input_ids, positions, tokens, weights):
   """input_ids with `tokens` written at `positions` where weights > 0.
 
-  Slots with weight 0 are left alone. Where a position appears twice, the last write
-  wins (the original averaged the two token ids, an artifact we do not keep).
+  Slots with weight 0 are left alone. Where a position appears in two written slots,
+  the first slot's token is written: scatter order for duplicate indices is unspecified
+  (it can vary on GPU), so duplicates are dropped to keep the result deterministic (the
+  original averaged the two token ids, an artifact we do not keep).
   """
   batch = tf.shape(input_ids)[0]
   n = tf.shape(positions)[1]
+  active = weights > 0
+  same = tf.equal(positions[:, :, None], positions[:, None, :]) & active[:, None, :]
+  earlier = tf.linalg.band_part(tf.ones([n, n], tf.bool), -1, 0) & ~tf.eye(n,
+                                                                            dtype=tf.bool)
+  repeated = tf.reduce_any(same & earlier[None], -1)  # an earlier active slot, same spot
+  keep = tf.reshape(active & ~repeated, [-1])
   rows = tf.tile(tf.range(batch)[:, None], [1, n])
-  keep = tf.reshape(weights > 0, [-1])
   indices = tf.boolean_mask(tf.reshape(tf.stack([rows, positions], -1), [-1, 2]), keep)
   updates = tf.boolean_mask(tf.reshape(tokens, [-1]), keep)
   return tf.tensor_scatter_nd_update(input_ids, indices, tf.cast(updates, input_ids.dtype))

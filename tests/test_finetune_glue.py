@@ -201,4 +201,4 @@ def test_vocab_size_mismatch_is_refused(tmp_path):
   ckpt.save_original(ElectraPair(config).build_variables(),
                      str(data / "models" / "m" / "model.ckpt"))
   with pytest.raises(ValueError, match="has 7 tokens but .* vocabulary of 30522"):
-    trainer.SentenceFinetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))
+    trainer.Finetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))

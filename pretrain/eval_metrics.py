@@ -1,0 +1,77 @@
+"""Pre-training eval metrics, with the original's definitions (its `metric_fn`).
+
+- masked_lm_accuracy / sampled_masked_lm_accuracy: argmax / sampled token == original
+  token, weighted by masked_lm_weights.
+- masked_lm_loss: per-position -log p(original), mean weighted by masked_lm_weights.
+- disc_loss: mean over examples of each example's mean loss over its real tokens.
+- disc_auc: ROC AUC over EVERY position, padding included as label 0 with probability 0
+  (the original multiplies labels and probabilities by input_mask), with 200 thresholds
+  and the trapezoidal rule, like tf.compat.v1.metrics.auc.
+- disc_accuracy / disc_precision / disc_recall: accuracy of the 0/1 predictions weighted
+  by input_mask, by preds * input_mask, and by labels * input_mask respectively.
+
+Metrics are tf_keras metric objects, so they accumulate over batches and, created under
+a strategy's scope and updated inside `strategy.run`, sum across replicas. The
+discriminator's metrics are updated only from outputs that carry discriminator keys and
+are left out of `result()` until they have seen data (the MLM-only objective).
+"""
+
+from typing import Dict
+
+import tensorflow as tf
+import tf_keras
+
+MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
+DISC_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
+                "disc_precision", "disc_recall")
+
+
+def _flat(x, dtype=tf.float32):
+  return tf.reshape(tf.cast(x, dtype), [-1])
+
+
+class PretrainingMetrics:
+  """Streaming eval metrics over `PretrainingModel.compute` outputs."""
+
+  def __init__(self):
+    # Weighted accuracies are weighted means of 0/1 "correct" values.
+    self._metrics = {name: tf_keras.metrics.Mean(name=name)
+                     for name in MLM_METRICS + DISC_METRICS if name != "disc_auc"}
+    self._metrics["disc_auc"] = tf_keras.metrics.AUC(num_thresholds=200, name="disc_auc")
+
+  def update(self, outputs: Dict[str, tf.Tensor]):
+    """Adds one batch; `outputs` as returned by PretrainingModel.compute."""
+    m = self._metrics
+    weights = _flat(outputs["masked_lm_weights"])
+    targets = _flat(outputs["masked_lm_ids"], tf.int32)
+
+    def accuracy(predictions):
+      return tf.cast(tf.equal(_flat(predictions, tf.int32), targets), tf.float32)
+
+    m["masked_lm_accuracy"].update_state(accuracy(outputs["masked_lm_preds"]), weights)
+    m["masked_lm_loss"].update_state(_flat(outputs["masked_lm_token_loss"]), weights)
+    if "disc_logits" not in outputs:
+      return
+    m["sampled_masked_lm_accuracy"].update_state(accuracy(outputs["sampled_ids"]),
+                                                 weights)
+    m["disc_loss"].update_state(_flat(outputs["disc_example_loss"]))
+    input_mask = _flat(outputs["input_mask"])
+    labels = _flat(outputs["disc_labels"])
+    preds = _flat(outputs["disc_preds"])
+    m["disc_auc"].update_state(labels * input_mask, _flat(outputs["disc_probs"]) *
+                               input_mask)
+    correct = tf.cast(tf.equal(labels, preds), tf.float32)
+    m["disc_accuracy"].update_state(correct, input_mask)
+    m["disc_precision"].update_state(correct, preds * input_mask)
+    m["disc_recall"].update_state(correct, labels * input_mask)
+
+  def result(self) -> Dict[str, float]:
+    """Current values, as Python floats (call outside tf.function)."""
+    names = MLM_METRICS
+    if self._metrics["disc_loss"].count > 0:  # discriminator outputs were seen
+      names += DISC_METRICS
+    return {name: float(self._metrics[name].result()) for name in names}
+
+  def reset(self):
+    for metric in self._metrics.values():
+      metric.reset_state()

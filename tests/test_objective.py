@@ -1,0 +1,300 @@
+"""pretrain/objective.py: losses against NumPy, sampling statistics, labels, masking
+statistics, every variant on a tiny model, and where gradients flow."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.special import log_softmax, softmax
+
+from pretrain import objective
+from pretrain.config import load_config
+from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
+from pretrain.objective import PretrainingModel, SpecialTokens
+
+SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)  # 0 is padding
+VOCAB = 50
+
+
+def tiny_config(**overrides):
+  values = {"debug": True, "vocab_size": VOCAB, "max_seq_length": 16,
+            "embedding_size": 24, "generator_hidden_size": 0.5,
+            "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
+                                       "num_attention_heads": 2,
+                                       "intermediate_size": 64,
+                                       "max_position_embeddings": 128}}
+  values.update(overrides)
+  return load_config("electra_small", "unused_data_dir", values)
+
+
+def make_batch(rng, batch=4, seq=16, min_length=6):
+  """[CLS] A [SEP] B [SEP] then padding, with random lengths."""
+  input_ids = rng.integers(5, VOCAB, (batch, seq)).astype(np.int32)
+  input_mask = np.zeros((batch, seq), np.int32)
+  segment_ids = np.zeros((batch, seq), np.int32)
+  for row in range(batch):
+    length = int(rng.integers(min_length, seq + 1))
+    middle = length // 2
+    input_ids[row, 0] = SPECIAL.cls_id
+    input_ids[row, middle] = input_ids[row, length - 1] = SPECIAL.sep_id
+    input_ids[row, length:] = 0
+    input_mask[row, :length] = 1
+    segment_ids[row, middle + 1:length] = 1
+  return {"input_ids": tf.constant(input_ids), "input_mask": tf.constant(input_mask),
+          "segment_ids": tf.constant(segment_ids)}
+
+
+def test_losses_match_numpy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(3, 5, 7)).astype(np.float32) * 3
+  targets = rng.integers(0, 7, (3, 5))
+  weights = (rng.random((3, 5)) < 0.6).astype(np.float32)
+  token_loss, loss = objective.masked_lm_loss(logits, targets, weights)
+  nll = -np.take_along_axis(log_softmax(logits.astype(np.float64), -1),
+                            targets[..., None], -1)[..., 0]
+  np.testing.assert_allclose(token_loss.numpy(), nll, rtol=1e-5)
+  np.testing.assert_allclose(float(loss), np.sum(weights * nll) / (weights.sum() + 1e-6),
+                             rtol=1e-5)
+
+  disc_logits = rng.normal(size=(3, 6)).astype(np.float32) * 4
+  labels = rng.integers(0, 2, (3, 6))
+  input_mask = (np.arange(6)[None] < np.array([[6], [4], [1]])).astype(np.int32)
+  example_loss, loss = objective.discriminator_loss(disc_logits, labels, input_mask)
+  x = disc_logits.astype(np.float64)
+  p = 1 / (1 + np.exp(-x))
+  ce = -(labels * np.log(p) + (1 - labels) * np.log(1 - p)) * input_mask
+  np.testing.assert_allclose(example_loss.numpy(),
+                             ce.sum(-1) / (input_mask.sum(-1) + 1e-6), rtol=1e-5)
+  np.testing.assert_allclose(float(loss), ce.sum() / (input_mask.sum() + 1e-6),
+                             rtol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_gumbel_sampling_follows_softmax(temperature):
+  logits = np.array([2.0, 1.0, 0.0, -1.0, 0.5], np.float32)
+  draws = 40000
+  samples = objective.gumbel_sample(np.tile(logits, (draws, 1)), [3, 4],
+                                    temperature=temperature).numpy()
+  frequencies = np.bincount(samples, minlength=5) / draws
+  # Standard error <= 0.0025 per class; 0.012 is about 5 of them.
+  np.testing.assert_allclose(frequencies, softmax(logits / temperature), atol=0.012)
+
+
+def test_disallow_correct_never_samples_the_original():
+  logits = np.tile(np.array([4.0, 0.0, 0.0, 1.0], np.float32), (20000, 1))
+  correct = np.zeros(20000, np.int32)  # the likeliest token is the correct one
+  samples = objective.gumbel_sample(logits, [1, 2], disallow_ids=correct).numpy()
+  assert not np.any(samples == 0)
+  frequencies = np.bincount(samples, minlength=4)[1:] / 20000
+  np.testing.assert_allclose(frequencies, softmax(logits[0, 1:]), atol=0.015)
+
+
+def test_corrupt_labels():
+  original = tf.constant([[2, 10, 11, 12, 3, 0]])
+  positions = tf.constant([[1, 2, 3, 0]])
+  sampled = tf.constant([[10, 20, 21, 30]])  # slot 0 samples the original token
+  weights = tf.constant([[1.0, 1.0, 0.0, 0.0]])  # slots 2, 3 unused
+  corrupted, labels = objective.corrupt(original, positions, sampled, weights, False)
+  np.testing.assert_array_equal(corrupted.numpy(), [[2, 10, 20, 12, 3, 0]])
+  np.testing.assert_array_equal(labels.numpy(), [[0, 0, 1, 0, 0, 0]])
+  _, electric_labels = objective.corrupt(original, positions, sampled, weights, True)
+  np.testing.assert_array_equal(electric_labels.numpy(), [[0, 1, 1, 0, 0, 0]])
+  # A position drawn twice takes its first slot's sample, whatever the device.
+  corrupted, labels = objective.corrupt(original, tf.constant([[2, 2, 3, 0]]),
+                                        sampled, tf.constant([[1.0, 1.0, 1.0, 0.0]]),
+                                        False)
+  np.testing.assert_array_equal(corrupted.numpy(), [[2, 10, 10, 21, 3, 0]])
+  np.testing.assert_array_equal(labels.numpy(), [[0, 0, 1, 1, 0, 0]])
+
+
+def test_masking_statistics():
+  config = tiny_config(max_seq_length=128)
+  model = PretrainingModel(config, SPECIAL)
+  n = config.max_predictions_per_seq
+  assert n == 19
+  rng = np.random.default_rng(1)
+  chosen = real = masked = 0
+  for step in range(20):
+    batch = make_batch(rng, batch=16, seq=128, min_length=20)
+    original, out = model.mask(batch, tf.constant([step, 7]))
+    ids = batch["input_ids"].numpy()
+    mask = batch["input_mask"].numpy()
+    positions = out.masked_lm_positions.numpy()
+    weights = out.masked_lm_weights.numpy()
+    masked_ids = out.input_ids.numpy()
+    np.testing.assert_array_equal(original.numpy(), ids)
+    assert positions.shape == (16, n)
+    for row in range(16):
+      used = positions[row][weights[row] > 0]
+      assert len(used) == max(1, min(n, round(mask[row].sum() * config.mask_prob)))
+      picked = ids[row, used]
+      assert np.all(mask[row, used] == 1)
+      assert not np.any(np.isin(picked, [0, SPECIAL.cls_id, SPECIAL.sep_id]))
+      np.testing.assert_array_equal(out.masked_lm_ids.numpy()[row][weights[row] > 0],
+                                    picked)
+      untouched = np.ones(128, bool)
+      untouched[used] = False
+      np.testing.assert_array_equal(masked_ids[row, untouched], ids[row, untouched])
+      masked += np.sum(masked_ids[row, used] == SPECIAL.mask_id)
+      chosen += len(used)
+      real += mask[row].sum()
+  # num_to_predict is 15% of the real tokens ([CLS]/[SEP] included), as the original.
+  assert abs(chosen / real - 0.15) < 0.01
+  assert abs(masked / chosen - 0.85) < 0.025
+
+
+def test_static_masks_are_used_as_they_are():
+  model = PretrainingModel(tiny_config(), SPECIAL)
+  batch = make_batch(np.random.default_rng(2), batch=2)
+  original_ids = batch["input_ids"].numpy()
+  masked_ids = original_ids.copy()
+  masked_ids[:, 1] = SPECIAL.mask_id
+  batch.update(input_ids=tf.constant(masked_ids),
+               masked_lm_positions=tf.constant([[1, 2], [1, 0]], tf.int64),
+               masked_lm_ids=tf.constant(
+                   [original_ids[0, [1, 2]], [original_ids[1, 1], 0]], tf.int64),
+               masked_lm_weights=tf.constant([[1.0, 1.0], [1.0, 0.0]]))
+  loss, outputs = model.compute(batch, tf.constant([0, 1]), training=False)
+  assert np.isfinite(float(loss))
+  np.testing.assert_array_equal(outputs["input_ids"].numpy(), masked_ids)
+  np.testing.assert_array_equal(outputs["masked_lm_positions"].numpy(), [[1, 2], [1, 0]])
+  # The discriminator sees the original tokens everywhere except at sampled slots.
+  corrupted = outputs["corrupted_ids"].numpy()
+  keep = np.ones_like(corrupted, bool)
+  keep[0, [1, 2]] = keep[1, 1] = False
+  np.testing.assert_array_equal(corrupted[keep], original_ids[keep])
+
+
+VARIANTS = {
+    "electra": {},
+    "mlm_only": {"electra_objective": False},
+    "uniform_generator": {"uniform_generator": True},
+    "tied_generator": {"untied_generator": False},
+    "untied_embeddings": {"untied_generator_embeddings": True},
+    "electric": {"electric_objective": True},
+    "disallow_correct_temperature": {"disallow_correct": True, "temperature": 0.5},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variant_builds_and_gives_finite_loss(variant):
+  config = tiny_config(**VARIANTS[variant])
+  model = PretrainingModel(config, SPECIAL)
+  batch = make_batch(np.random.default_rng(3))
+  loss, outputs = model.compute(batch, tf.constant([5, 6]), training=True)
+  assert np.isfinite(float(loss))
+  has_disc = variant != "mlm_only"
+  assert ("disc_loss" in outputs) == has_disc
+  expected = config.gen_weight * float(outputs.get("cloze_loss", outputs["mlm_loss"]))
+  if has_disc:
+    expected += config.disc_weight * float(outputs["disc_loss"])
+  assert float(loss) == pytest.approx(expected, rel=1e-5)
+  metrics = PretrainingMetrics()
+  metrics.update(outputs)
+  assert set(metrics.result()) == set(MLM_METRICS + (DISC_METRICS if has_disc else ()))
+
+  electra = model.electra
+  gen_table = electra.generator.embedding_table
+  if variant in ("mlm_only", "tied_generator"):
+    assert electra.generator is electra.discriminator
+  elif variant == "electric":
+    assert model.two_tower.ltr.embedding_table is electra.discriminator.embedding_table
+    # ElectraPair's own generator and its head stay unused (unbuilt).
+    assert not electra.generator.transformer_layers[0].weights
+    assert not electra.generator_head.weights
+  elif variant == "untied_embeddings":
+    assert gen_table is not electra.discriminator.embedding_table
+    assert gen_table.shape[-1] == 16  # the generator's hidden size
+  elif variant == "uniform_generator":
+    assert not electra.generator.transformer_layers[0].weights
+    np.testing.assert_allclose(float(outputs["mlm_loss"]), math.log(VOCAB), rtol=1e-5)
+  else:
+    assert gen_table is electra.discriminator.embedding_table
+  if variant == "disallow_correct_temperature":
+    weights = outputs["masked_lm_weights"].numpy() > 0
+    assert not np.any(outputs["sampled_ids"].numpy()[weights] ==
+                      outputs["masked_lm_ids"].numpy()[weights])
+  if has_disc:
+    labels = outputs["disc_labels"].numpy()
+    differs = outputs["corrupted_ids"].numpy() != batch["input_ids"].numpy()
+    if variant == "electric":
+      assert np.all(labels[differs] == 1)
+    else:
+      np.testing.assert_array_equal(labels, differs.astype(np.int32))
+
+
+def test_electric_energy_logits_and_cloze_context():
+  config = tiny_config(electric_objective=True, mask_prob=0.25)
+  model = PretrainingModel(config, SPECIAL)
+  batch = make_batch(np.random.default_rng(4), batch=2)
+  _, outputs = model.compute(batch, tf.constant([1, 1]), training=False)
+  corrupted = outputs["corrupted_ids"]
+  inputs = dict(batch)
+  cloze = model.two_tower(inputs, training=False).numpy()
+  log_q = np.take_along_axis(log_softmax(cloze.astype(np.float64), -1),
+                             corrupted.numpy()[..., None], -1)[..., 0]
+  plain = model.electra.discriminator_logits(dict(batch, input_ids=corrupted),
+                                             training=False).numpy()
+  np.testing.assert_allclose(outputs["disc_logits"].numpy(),
+                             plain + log_q + math.log(0.25 / 0.75), rtol=1e-4, atol=1e-4)
+  # Each inner position's cloze prediction ignores its own token.
+  changed = batch["input_ids"].numpy().copy()
+  changed[:, 5] = (changed[:, 5] + 1) % VOCAB
+  cloze_changed = model.two_tower(dict(batch, input_ids=tf.constant(changed)),
+                                  training=False).numpy()
+  np.testing.assert_allclose(cloze_changed[:, 5], cloze[:, 5], rtol=1e-5, atol=1e-5)
+  assert not np.allclose(cloze_changed[:, 4], cloze[:, 4], atol=1e-5)
+
+
+def test_gradients_reach_both_networks_but_not_through_samples():
+  model = PretrainingModel(tiny_config(), SPECIAL)
+  batch = make_batch(np.random.default_rng(5))
+  model.build_variables()
+  shared = {v.ref() for v in model.electra.discriminator.embeddings.weights}
+  generator_only = [v for v in model.electra.generator.trainable_variables +
+                    model.electra.generator_head.trainable_variables
+                    if v.ref() not in shared]
+  discriminator = model.electra.discriminator
+  discriminator_only = (model.electra.discriminator_head.trainable_variables +
+                        discriminator.transformer_layers[0].trainable_variables)
+
+  @tf.function
+  def grads(seed):
+    with tf.GradientTape(persistent=True) as tape:
+      loss, outputs = model.compute(batch, seed, training=True)
+    return (tape.gradient(loss, generator_only + discriminator_only),
+            tape.gradient(outputs["disc_loss"], generator_only),
+            tape.gradient(outputs["mlm_loss"], discriminator_only))
+
+  total, disc_to_gen, mlm_to_disc = grads(tf.constant([8, 9]))
+  assert all(g is not None and float(tf.norm(tf.convert_to_tensor(g))) > 0
+             for g in total)
+  assert all(g is None for g in disc_to_gen)
+  assert all(g is None for g in mlm_to_disc)
+
+
+def test_same_seed_same_outputs():
+  model = PretrainingModel(tiny_config(), SPECIAL)
+  batch = make_batch(np.random.default_rng(6))
+  first = model.compute(batch, tf.constant([3, 4]), training=False)[1]
+  again = model.compute(batch, tf.constant([3, 4]), training=False)[1]
+  other = model.compute(batch, tf.constant([3, 5]), training=False)[1]
+  for key in ("masked_lm_positions", "sampled_ids", "disc_logits"):
+    np.testing.assert_array_equal(first[key].numpy(), again[key].numpy())
+  assert not np.array_equal(first["masked_lm_positions"].numpy(),
+                            other["masked_lm_positions"].numpy())
+
+
+def test_missing_vocab_and_bad_variant_are_clear_errors(tmp_path):
+  with pytest.raises(objective.VocabError, match="vocabulary file not found"):
+    PretrainingModel(tiny_config(vocab_file=str(tmp_path / "none.txt")))
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+  with pytest.raises(objective.VocabError, match=r"no \[MASK\]"):
+    objective.special_tokens_from_vocab(str(vocab))
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+  assert objective.special_tokens_from_vocab(str(vocab)) == SpecialTokens(2, 3, 4)
+  with pytest.raises(ValueError, match="untied_generator"):
+    PretrainingModel(tiny_config(electric_objective=True, untied_generator=False),
+                     SPECIAL)

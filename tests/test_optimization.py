@@ -1,0 +1,245 @@
+"""model/optimization.py against a NumPy transcription of the original's update rule."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from model import optimization
+from tests.conftest import ROOT
+
+
+def reference_learning_rate(step, lr, total, warmup, power):
+  decayed = lr * (1.0 - min(step, total) / total) ** power
+  return decayed * (min(1.0, step / warmup) if warmup else 1.0)
+
+
+def reference_adamw(params, grads_per_step, *, lr, total, warmup, power, decay_rate,
+                    decayed_names, multipliers):
+  """Original AdamWeightDecayOptimizer + clip_by_global_norm(1.0), step by step."""
+  params = {k: v.astype(np.float64) for k, v in params.items()}
+  m = {k: np.zeros_like(v) for k, v in params.items()}
+  v = {k: np.zeros_like(p) for k, p in params.items()}
+  for step, grads in enumerate(grads_per_step):
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads.values()))
+    scale = 1.0 / max(norm, 1.0)
+    rate = reference_learning_rate(step, lr, total, warmup, power)
+    for name, g in grads.items():
+      g = g * scale
+      m[name] = 0.9 * m[name] + 0.1 * g
+      v[name] = 0.999 * v[name] + 0.001 * g * g
+      update = m[name] / (np.sqrt(v[name]) + 1e-6)
+      if name in decayed_names:
+        update = update + decay_rate * params[name]
+      params[name] = params[name] - rate * multipliers.get(name, 1.0) * update
+  return params, m, v
+
+
+def test_schedule_matches_formula():
+  for power in (1.0, 0.5, 2.0):
+    schedule = optimization.WarmupPolynomialDecay(2e-4, 1000, 100, power=power)
+    for step in (0, 1, 50, 99, 100, 101, 500, 999, 1000, 1500):
+      np.testing.assert_allclose(
+          float(schedule(step)), reference_learning_rate(step, 2e-4, 1000, 100, power),
+          rtol=1e-5, atol=1e-12)
+  no_warmup = optimization.WarmupPolynomialDecay(1e-3, 10, 0)
+  assert float(no_warmup(0)) == pytest.approx(1e-3)
+  assert float(no_warmup(5)) == pytest.approx(5e-4)
+
+
+def test_schedule_rejects_no_steps():
+  with pytest.raises(ValueError, match="num_train_steps"):
+    optimization.WarmupPolynomialDecay(1e-3, 0, 0)
+
+
+@pytest.mark.parametrize("name,decayed", [
+    ("electra/discriminator/layer_0/self_attention/query/kernel:0", True),
+    ("electra/discriminator/layer_0/self_attention/query/bias:0", False),
+    ("layer_0/self_attention_layer_norm/gamma:0", False),
+    ("layer_0/output_layer_norm/beta:0", False),
+    ("embeddings/layer_norm/gamma/replica_1:0", False),
+    ("electra/embeddings/LayerNorm/beta", False),
+    ("generator_predictions/output_bias:0", False),
+    ("embeddings/word_embeddings/embeddings:0", True),
+    ("embeddings_project/kernel/replica_3:0", True),
+])
+def test_weight_decay_exclusion_by_name(name, decayed):
+  variable = type("Var", (), {"name": name})()
+  assert optimization.uses_weight_decay(variable) == decayed
+
+
+def test_weight_decay_skips_layer_norm_and_biases_of_a_real_block():
+  """Zero gradients: only the decay term moves weights, and only non-LN, non-bias ones."""
+  from official.nlp.modeling import layers as tfm_layers
+  block = tfm_layers.TransformerEncoderBlock(num_attention_heads=2, inner_dim=16,
+                                             inner_activation="relu")
+  block(tf.ones([1, 3, 8]))
+  variables = block.trainable_variables
+  assert any(len(v.shape) == 2 and v.name.endswith("bias:0") for v in variables)
+  rng = np.random.default_rng(0)
+  for var in variables:  # non-zero everywhere, so a decayed bias would move
+    var.assign(rng.normal(size=var.shape).astype(np.float32))
+  before = [v.numpy().copy() for v in variables]
+  optimizer = optimization.create_optimizer(0.1, 10, 0, weight_decay_rate=0.5)
+  optimizer.apply_gradients([(tf.zeros_like(v), v) for v in variables])
+  decayed = 0
+  for var, old in zip(variables, before):
+    if "bias" in var.name or "layer_norm" in var.name:
+      np.testing.assert_array_equal(var.numpy(), old, err_msg=var.name)
+    else:
+      np.testing.assert_allclose(var.numpy(), old * (1 - 0.1 * 0.5), rtol=1e-6)
+      decayed += 1
+  assert decayed == 6  # q, k, v, attention output, intermediate and output kernels
+
+
+def make_problem(seed=0):
+  rng = np.random.default_rng(seed)
+  params = {
+      "dense/kernel": rng.normal(size=(4, 3)).astype(np.float32),
+      "dense/bias": rng.normal(size=(3,)).astype(np.float32),
+      "attention/query/bias": rng.normal(size=(2, 2)).astype(np.float32),
+      "layer_norm/gamma": rng.normal(size=(3,)).astype(np.float32),
+      "embeddings": rng.normal(size=(6, 2)).astype(np.float32),
+  }
+  # Step 0 has a large global norm (clipped), later steps small ones (not clipped).
+  grads = [{k: (5.0 if step == 0 else 0.1) * rng.normal(size=v.shape).astype(np.float32)
+            for k, v in params.items()} for step in range(6)]
+  return params, grads
+
+
+@pytest.mark.parametrize("power,multiplied", [(1.0, False), (2.0, True)])
+def test_steps_match_numpy_reference(power, multiplied):
+  params, grads = make_problem()
+  multipliers = {"dense/kernel": 0.5, "embeddings": 2.0} if multiplied else {}
+  variables = {k: tf.Variable(v, name=k) for k, v in params.items()}
+  optimizer = optimization.create_optimizer(
+      0.05, num_train_steps=8, num_warmup_steps=3, weight_decay_rate=0.1,
+      lr_decay_power=power,
+      lr_multiplier=(lambda var: multipliers.get(var.name[:-2], 1.0)) if multiplied
+      else None)
+
+  @tf.function
+  def step(step_grads):
+    pairs = []
+    for name, var in variables.items():
+      grad = tf.convert_to_tensor(step_grads[name])
+      if name == "embeddings":  # embedding lookups give sparse gradients
+        grad = tf.IndexedSlices(grad, tf.range(6))
+      pairs.append((grad, var))
+    optimizer.apply_gradients(pairs)
+
+  for step_grads in grads:
+    step(step_grads)
+  expected, m, v = reference_adamw(
+      params, grads, lr=0.05, total=8, warmup=3, power=power, decay_rate=0.1,
+      decayed_names={"dense/kernel", "embeddings"}, multipliers=multipliers)
+  assert int(optimizer.iterations) == len(grads)
+  for name, var in variables.items():
+    np.testing.assert_allclose(var.numpy(), expected[name], rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(optimizer.get_slot(var, "adam_m").numpy(), m[name],
+                               rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(optimizer.get_slot(var, "adam_v").numpy(), v[name],
+                               rtol=2e-5, atol=1e-9)
+
+
+def test_clipping_uses_the_global_norm():
+  a = tf.Variable(tf.zeros([2]))
+  b = tf.Variable(tf.zeros([2]))
+  optimizer = optimization.create_optimizer(1e-3, 10, 0)
+  optimizer.apply_gradients([(tf.constant([3.0, 0.0]), a), (tf.constant([0.0, 4.0]), b)])
+  # Global norm 5 -> gradients scaled by 1/5 before m = 0.1 * g.
+  np.testing.assert_allclose(optimizer.get_slot(a, "adam_m").numpy(), [0.06, 0.0],
+                             rtol=1e-6)
+  np.testing.assert_allclose(optimizer.get_slot(b, "adam_m").numpy(), [0.0, 0.08],
+                             rtol=1e-6)
+  optimizer.apply_gradients([(tf.constant([0.3, 0.0]), a), (tf.constant([0.0, 0.4]), b)])
+  # Norm 0.5 < 1: left as is.
+  np.testing.assert_allclose(optimizer.get_slot(a, "adam_m").numpy(),
+                             [0.9 * 0.06 + 0.1 * 0.3, 0.0], rtol=1e-6)
+
+
+def test_checkpoint_round_trip(tmp_path):
+  var = tf.Variable(tf.ones([3]), name="w")
+  optimizer = optimization.create_optimizer(1e-2, 10, 2)
+  optimizer.apply_gradients([(tf.constant([1.0, 2.0, 3.0]), var)])
+  optimizer.apply_gradients([(tf.constant([1.0, -2.0, 0.5]), var)])
+  path = tf.train.Checkpoint(var=var, optimizer=optimizer).save(str(tmp_path / "ckpt"))
+
+  restored_var = tf.Variable(tf.zeros([3]), name="w")
+  restored = optimization.create_optimizer(1e-2, 10, 2)
+  tf.train.Checkpoint(var=restored_var, optimizer=restored).restore(path)
+  assert int(restored.iterations) == 2
+  restored.apply_gradients([(tf.zeros([3]), restored_var)])  # creates slots, restored
+  optimizer.apply_gradients([(tf.zeros([3]), var)])
+  for slot in optimization.SLOT_NAMES:
+    np.testing.assert_allclose(restored.get_slot(restored_var, slot).numpy(),
+                               optimizer.get_slot(var, slot).numpy())
+  np.testing.assert_allclose(restored_var.numpy(), var.numpy())
+
+
+def test_learning_rate_at_and_loss_scale_optimizer():
+  optimizer = optimization.create_optimizer(1e-3, 100, 10)
+  assert float(optimizer.learning_rate_at(5)) == pytest.approx(
+      reference_learning_rate(5, 1e-3, 100, 10, 1.0))
+  wrapped = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+  var = tf.Variable([1.0, -1.0])
+  scaled = tf.constant([2.0, 2.0]) * wrapped.loss_scale
+  wrapped.apply_gradients([(wrapped.get_unscaled_gradients([scaled])[0], var)])
+  assert int(optimizer.iterations) == 1
+  np.testing.assert_allclose(optimizer.get_slot(var, "adam_m").numpy(),
+                             [0.1 * 2 / np.sqrt(8)] * 2, rtol=1e-5)
+
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from model import optimization
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    # Each replica's gradient has norm < 1, their sum 1.13: clipped only after the sum.
+    grads = [np.array([[0.6, 0.3]], np.float32), np.array([[0.2, 0.5]], np.float32)]
+    with strategy.scope():
+      var = tf.Variable([[1.0, 2.0]], name="layer/kernel")
+      bias = tf.Variable([0.5], name="layer/bias")
+      optimizer = optimization.create_optimizer(
+          0.1, 10, 0, weight_decay_rate=0.5,
+          lr_multiplier=lambda v: 0.5 if v.name == "layer/kernel:0" else 1.0)
+
+    @tf.function
+    def step():
+      def replica_fn():
+        ctx = tf.distribute.get_replica_context()
+        g = tf.gather(tf.constant(np.stack(grads)), ctx.replica_id_in_sync_group)
+        optimizer.apply_gradients([(g, var), (tf.constant([0.0]), bias)])
+      strategy.run(replica_fn)
+    step()
+    g = grads[0] + grads[1]
+    g = g / np.sqrt(np.sum(g ** 2))
+    m = 0.1 * g
+    v = 0.001 * g * g
+    expected = np.array([[1.0, 2.0]]) - 0.1 * 0.5 * (
+        m / (np.sqrt(v) + 1e-6) + 0.5 * np.array([[1.0, 2.0]]))
+    for copy in var.values:
+      np.testing.assert_allclose(copy.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(optimizer.get_slot(var, "adam_m").numpy(), m, rtol=1e-5)
+    np.testing.assert_allclose(bias.numpy(), [0.5])
+    print("MIRRORED_OK")
+""")
+
+
+def test_mirrored_strategy_sums_then_clips_then_updates():
+  """Two CPU replicas: gradients summed over replicas, clipped, then applied once."""
+  # A fresh process: logical devices must be configured before TensorFlow starts.
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert "MIRRORED_OK" in result.stdout, result.stderr[-3000:]
