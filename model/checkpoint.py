@@ -17,6 +17,7 @@ import tensorflow as tf
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
+from util.files import atomic_write
 
 PARTS = ("pair", "discriminator", "generator")
 PRETRAINING_SCOPES = ("electra/", "generator/", "generator_predictions/",
@@ -271,7 +272,10 @@ def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
                       shape_and_slices=[""] * len(names), tensors=tensors)
     for f in sorted(os.listdir(tmp), key=lambda f: f.endswith(".index")):  # index last
       os.replace(os.path.join(tmp, f), os.path.join(folder, f))
-  tf.compat.v1.train.update_checkpoint_state(folder, os.path.basename(prefix))
+  # The state file that tf.train.latest_checkpoint reads (a text proto).
+  with atomic_write(os.path.join(folder, "checkpoint")) as f:
+    name = os.path.basename(prefix)
+    f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
   return prefix
 
 

@@ -136,4 +136,8 @@ def load_config(model_name: str, data_dir: str = "data",
   if overrides.get("debug"):
     values.update(hparams.load_preset("pretraining", "debug"))
   values.update(overrides)
+  # Unset paths stay empty so __post_init__ derives them from this data_dir and name
+  # (dataclasses.replace would otherwise copy the defaults' "data/..." paths).
+  for name in ("pretrain_tfrecords", "vocab_file", "model_dir"):
+    values.setdefault(name, "")
   return hparams.update(PretrainingConfig(), values)

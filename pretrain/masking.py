@@ -71,6 +71,8 @@ def mask_inputs(input_ids, input_mask, *, mask_prob: float, max_predictions: int
   # which carry weight 0).
   logits = tf.where(candidates, 0.0, float("-inf"))
   logits = tf.where(has_candidate[:, None], logits, tf.zeros_like(logits))
+  # XLA compiles stateless_categorical only with an int32 seed.
+  seed_positions = tf.cast(tf.math.floormod(seed_positions, 2**31), tf.int32)
   positions = tf.random.stateless_categorical(logits, max_predictions, seed_positions,
                                               dtype=tf.int32)
   positions *= tf.cast(weights, tf.int32)

@@ -1,0 +1,125 @@
+"""The pre-training input pipeline: TFRecord shards -> batches of int32 features.
+
+Shards are read in parallel (interleaved in a fixed order, so a run is reproducible and
+its iterator can be checkpointed), shuffled, repeated and prefetched. Files are checked
+before training: none found (says which command builds them), a file that is not a
+TFRecord file, a sequence length other than max_seq_length. Records written with static
+masks keep them (the objective uses them as they are).
+"""
+
+import glob
+import os
+from typing import List, Optional
+
+import tensorflow as tf
+
+from data_prep import feature_spec
+from pretrain.config import PretrainingConfig
+
+SHUFFLE_BUFFER = 1000  # examples; kept small because checkpoints hold the buffer
+DEFAULT_DATA_DIR = PretrainingConfig.data_dir
+
+
+class InputError(ValueError):
+  """Pre-training data that is missing or does not fit the config."""
+
+
+def build_command(config: PretrainingConfig) -> str:
+  """The command that writes the data this config expects."""
+  command = "python build_pretraining_dataset.py"
+  if os.path.normpath(config.data_dir) != os.path.normpath(DEFAULT_DATA_DIR):
+    command += f" --data-dir {config.data_dir}"
+  return command
+
+
+def input_files(config: PretrainingConfig) -> List[str]:
+  """The shards matching config.pretrain_tfrecords (comma-separated patterns)."""
+  files = []
+  for pattern in config.pretrain_tfrecords.split(","):
+    files += sorted(glob.glob(pattern.strip()))
+  if not files:
+    raise InputError(f"no pre-training data: nothing matches {config.pretrain_tfrecords}"
+                     f"; run `{build_command(config)}` first (or set pretrain_tfrecords)")
+  return files
+
+
+def _first_example(path: str) -> tf.train.Example:
+  try:
+    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise InputError(f"{path}: not a readable TFRecord file ({e.message.splitlines()[0]})"
+                     f"; rebuild it") from None
+  if record is None:
+    raise InputError(f"{path}: holds no records; rebuild the data")
+  try:
+    return tf.train.Example.FromString(record.numpy())
+  except Exception:  # pylint: disable=broad-except
+    raise InputError(f"{path}: the first record is not a tf.train.Example; rebuild the "
+                     "data") from None
+
+
+def check_files(files: List[str], max_seq_length: int) -> Optional[int]:
+  """Checks each shard's first record; returns the static-mask length, or None."""
+  static_length = None
+  for path in files:
+    features = _first_example(path).features.feature
+    missing = [n for n in feature_spec.SEQUENCE_FEATURES if n not in features]
+    if missing:
+      raise InputError(f"{path}: records lack the feature(s) {', '.join(missing)}; "
+                       "expected pre-training records from build_pretraining_dataset.py")
+    length = len(features["input_ids"].int64_list.value)
+    if length != max_seq_length:
+      raise InputError(f"{path}: records hold sequences of length {length} but "
+                       f"max_seq_length is {max_seq_length}; set \"max_seq_length\": "
+                       f"{length} or rebuild the data with --max-seq-length "
+                       f"{max_seq_length}")
+    if "masked_lm_positions" in features:
+      static_length = len(features["masked_lm_positions"].int64_list.value)
+  return static_length
+
+
+def locate_corrupt_file(files: List[str]) -> Optional[str]:
+  """The first shard that cannot be read to its end, with the reason (slow: reads all)."""
+  for path in files:
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        pass
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      return f"{path}: corrupt TFRecord file ({e.message.splitlines()[0]}); rebuild it"
+  return None
+
+
+def make_dataset(files: List[str], batch_size: int, max_seq_length: int, *,
+                 training: bool, seed: int = 0, static_mask_length: Optional[int] = None,
+                 input_context: Optional[tf.distribute.InputContext] = None
+                 ) -> tf.data.Dataset:
+  """Batches of {name: int32/float32 [batch_size, ...]} for one worker.
+
+  With an input_context, each worker reads its own share of the shards (or of the
+  records, when there are fewer shards than workers).
+  """
+  spec = feature_spec.feature_spec(max_seq_length, static_mask_length)
+  workers = input_context.num_input_pipelines if input_context else 1
+  worker = input_context.input_pipeline_id if input_context else 0
+  shard_files = workers > 1 and len(files) >= workers
+  d = tf.data.Dataset.from_tensor_slices(files)
+  if shard_files:
+    d = d.shard(workers, worker)
+  if training:
+    d = d.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+  d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if workers > 1 and not shard_files:
+    d = d.shard(workers, worker)
+  if training:
+    d = d.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+  else:
+    d = d.repeat()  # eval runs a fixed number of batches, whatever the data size
+  d = d.batch(batch_size, drop_remainder=True)
+
+  def parse(records):
+    example = tf.io.parse_example(records, spec)
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+            for k, v in example.items()}
+  return d.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+               deterministic=True).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,271 @@
+"""Pre-training: build the objective and optimizer, train, evaluate, export.
+
+The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
+util/training.py's; this module adds what is specific to pre-training: the model dir's
+config check, stateless per-step seeds for masking and sampling, the eval metrics
+written to <model_dir>/results/unsup_results.{txt,json}, and the export of the trained
+generator and discriminator in the original release's format (<model_dir>/export:
+model.ckpt-<step>, config.json in BertConfig form and vocab.txt), which is also what
+fine-tuning loads.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import Dict, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from model import checkpoint as original_checkpoint
+from model.optimization import create_optimizer
+from pretrain import input_pipeline
+from pretrain.config import PretrainingConfig
+from pretrain.eval_metrics import PretrainingMetrics
+from pretrain.input_pipeline import InputError
+from pretrain.objective import PretrainingModel
+from util import files, training
+
+RUN_CONFIG = "pretrain_config.json"
+EXPORT_DIR = "export"
+EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
+# What fixes the model and the objective; the rest (steps, batch, paths) may change
+# between runs on one model dir.
+OBJECTIVE_FIELDS = ("electra_objective", "electric_objective", "two_tower_generator",
+                    "uniform_generator", "vocab_size")
+
+
+def vocab_size_of(vocab_file: str) -> int:
+  with open(vocab_file, encoding="utf-8") as f:
+    return sum(1 for _ in f)
+
+
+def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
+  """Fails early, naming the file, when the data or vocabulary cannot serve this config.
+
+  Left at its default, vocab_size follows the vocabulary file (a built dataset may
+  carry a learned vocabulary); set explicitly, it must match.
+  """
+  if not os.path.isfile(config.vocab_file):
+    raise InputError(f"{config.vocab_file}: vocabulary not found; run "
+                     f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
+  size = vocab_size_of(config.vocab_file)
+  if size != config.vocab_size:
+    if config.vocab_size != PretrainingConfig.vocab_size:
+      raise InputError(f"{config.vocab_file} holds {size} tokens but vocab_size is "
+                       f"{config.vocab_size}; set \"vocab_size\": {size}")
+    print(f"vocab_size {size}, from {config.vocab_file}", flush=True)
+    config = dataclasses.replace(config, vocab_size=size)
+  if config.init_checkpoint:
+    checkpoint_vocab = original_checkpoint.config_from_checkpoint(
+        config.init_checkpoint).vocab_size
+    if checkpoint_vocab != config.vocab_size:
+      raise InputError(f"init_checkpoint {config.init_checkpoint} has a vocabulary of "
+                       f"{checkpoint_vocab} tokens but vocab_size is {config.vocab_size} "
+                       f"({config.vocab_file}); use the checkpoint's vocab.txt")
+  return config
+
+
+def run_signature(config: PretrainingConfig) -> Dict:
+  return {"model": config.model_config().to_dict(),
+          **{name: getattr(config, name) for name in OBJECTIVE_FIELDS}}
+
+
+def check_model_dir(config: PretrainingConfig):
+  """Refuses a model dir that holds another model's run, unless overwrite_model_dir."""
+  path = os.path.join(config.model_dir, RUN_CONFIG)
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    previous = json.load(f)
+  old, new = previous.get("signature", {}), run_signature(config)
+  flat = lambda d: {**{k: v for k, v in d.items() if k != "model"}, **d.get("model", {})}
+  old, new = flat(old), flat(new)
+  changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+             if old.get(k) != new.get(k)]
+  if not changed:
+    return
+  if not config.overwrite_model_dir:
+    raise InputError(f"{config.model_dir} holds a run with a different config "
+                     f"({'; '.join(changed[:4])}); use another model_dir, or set "
+                     "\"overwrite_model_dir\": true to delete that run and start over")
+  print(f"overwrite_model_dir: deleting the previous run in {config.model_dir}",
+        flush=True)
+  shutil.rmtree(config.model_dir)
+
+
+def write_run_config(config: PretrainingConfig):
+  with files.atomic_write(os.path.join(config.model_dir, RUN_CONFIG)) as f:
+    json.dump({"signature": run_signature(config), "config": config.to_dict()}, f,
+              indent=2, sort_keys=True)
+
+
+class Pretrainer:
+  """One pre-training run: the strategy, model, optimizer and loop for a config."""
+
+  def __init__(self, config: PretrainingConfig):
+    self.files = input_pipeline.input_files(config)
+    self.config = config = check_inputs(config)
+    self.static_mask_length = input_pipeline.check_files(self.files,
+                                                         config.max_seq_length)
+    check_model_dir(config)
+    self.strategy = training.make_strategy(config.distribution_strategy,
+                                           config.tpu_address)
+    training.set_precision(config.mixed_precision)
+    training.use_checkpointed_dropout(config.seed)
+    with self.strategy.scope():
+      self.model = PretrainingModel(config).build_variables(config.max_seq_length)
+      self.optimizer = create_optimizer(
+          config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+          weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power)
+      if config.mixed_precision == "mixed_float16":
+        # Dynamic loss scaling; float16 gradients would underflow without it.
+        self.optimizer = tf_keras.mixed_precision.LossScaleOptimizer(self.optimizer)
+    schedule = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+    settings = training.LoopSettings(
+        model_dir=config.model_dir, num_train_steps=config.num_train_steps,
+        save_checkpoints_steps=config.save_checkpoints_steps,
+        keep_checkpoint_max=config.keep_checkpoint_max,
+        log_every_steps=config.log_every_steps,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        use_xla=config.use_xla,
+        tokens_per_step=config.train_batch_size * config.max_seq_length,
+        learning_rate=lambda step: float(schedule.learning_rate_at(step - 1)))
+    self.loop = training.TrainLoop(self.strategy, self.model, self.optimizer,
+                                   self._loss, settings)
+
+  def _loss(self, batch, step, replica_id, micro_step):
+    seed = training.stateless_seed(self.config.seed, step, replica_id, micro_step)
+    loss, outputs = self.model.compute(batch, seed, training=True)
+    scalars = {k: outputs[k] for k in ("mlm_loss", "cloze_loss", "disc_loss")
+               if k in outputs}
+    weights = outputs["masked_lm_weights"]
+    scalars["masked_lm_accuracy"] = _weighted_mean(
+        tf.equal(outputs["masked_lm_preds"], outputs["masked_lm_ids"]), weights)
+    if "disc_preds" in outputs:
+      scalars["disc_accuracy"] = _weighted_mean(
+          tf.equal(outputs["disc_preds"], tf.cast(outputs["disc_labels"], tf.int32)),
+          outputs["input_mask"])
+    return loss, scalars
+
+  def _dataset_fn(self, batch_size: int, training_data: bool):
+    def dataset_fn(context: tf.distribute.InputContext):
+      per_replica = context.get_per_replica_batch_size(batch_size)
+      local_replicas = context.num_replicas_in_sync // context.num_input_pipelines
+      return input_pipeline.make_dataset(
+          self.files, per_replica * local_replicas, self.config.max_seq_length,
+          training=training_data, seed=self.config.seed,
+          static_mask_length=self.static_mask_length, input_context=context)
+    return dataset_fn
+
+  def _init_from_checkpoint(self):
+    if self.config.init_checkpoint:
+      path = original_checkpoint.load_original(self.model.electra,
+                                               self.config.init_checkpoint)
+      print(f"initialized the generator and discriminator from {path}", flush=True)
+
+  def _reading_data(self, action):
+    """Runs `action`, turning a corrupt-record error into one naming the file."""
+    try:
+      return action()
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      located = input_pipeline.locate_corrupt_file(self.files)
+      if located:
+        raise InputError(located) from None
+      raise e
+
+  def train(self) -> Dict[str, float]:
+    if self.loop.chief:
+      write_run_config(self.config)
+    batch = self.config.train_batch_size
+    if batch % (self.strategy.num_replicas_in_sync *
+                self.config.gradient_accumulation_steps):
+      raise InputError(f"train_batch_size {batch} does not split evenly over "
+                       f"{self.strategy.num_replicas_in_sync} replica(s) x "
+                       f"{self.config.gradient_accumulation_steps} accumulation steps")
+    return self._reading_data(lambda: self.loop.run(
+        self._dataset_fn(batch, training_data=True), init_fn=self._init_from_checkpoint))
+
+  def evaluate(self) -> Dict[str, float]:
+    """Metrics over num_eval_steps batches, written to <model_dir>/results/."""
+    restored = self.loop.restore()
+    if not restored:
+      if not self.config.init_checkpoint:
+        raise InputError(f"{self.config.model_dir}: no checkpoint to evaluate; train "
+                         "first (\"do_train\": true) or set init_checkpoint")
+      self._init_from_checkpoint()
+    with self.strategy.scope():
+      metrics = PretrainingMetrics()
+
+    def replica_fn(batch, index):
+      replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
+      seed = training.stateless_seed(self.config.seed, EVAL_SEED_OFFSET + index,
+                                     replica_id)
+      _, outputs = self.model.compute(batch, seed, training=False)
+      metrics.update(outputs)
+
+    self._reading_data(lambda: self.loop.evaluate(
+        self._dataset_fn(self.config.eval_batch_size, training_data=False), replica_fn,
+        self.config.num_eval_steps))
+    results = {**metrics.result(), "global_step": int(self.loop.step.numpy())}
+    if self.loop.chief:
+      write_results(self.config, results)
+    return results
+
+  def export(self) -> Optional[str]:
+    """The trained pair in the original format, with config.json and vocab.txt."""
+    if not self.loop.chief:
+      return None
+    step = int(self.loop.step.numpy())
+    folder = os.path.join(self.config.model_dir, EXPORT_DIR)
+    # Electric's generator is its two-tower model, which the original format lacks;
+    # the MLM-only baseline has no discriminator (its encoder is saved as "electra").
+    part = ("discriminator" if self.model.two_tower is not None else
+            "pair" if self.model.has_discriminator else "generator")
+    prefix = original_checkpoint.save_original(
+        self.model.electra, os.path.join(folder, f"model.ckpt-{step}"), part=part,
+        global_step=step)
+    with files.atomic_write(os.path.join(folder, "config.json")) as f:
+      json.dump(self.model.model_config.to_dict(), f, indent=2, sort_keys=True)
+    shutil.copyfile(self.config.vocab_file, os.path.join(folder, "vocab.txt"))
+    return prefix
+
+
+def _weighted_mean(correct, weights):
+  weights = tf.cast(weights, tf.float32)
+  return tf.reduce_sum(tf.cast(correct, tf.float32) * weights) / (
+      tf.reduce_sum(weights) + 1e-6)
+
+
+def write_results(config: PretrainingConfig, results: Dict[str, float]):
+  """unsup_results.txt ("name = value" lines, as the original) and a JSON beside it."""
+  with files.atomic_write(config.results_txt) as f:
+    for name in sorted(results):
+      f.write(f"{name} = {results[name]}\n")
+  with files.atomic_write(os.path.splitext(config.results_txt)[0] + ".json") as f:
+    json.dump(results, f, indent=2, sort_keys=True)
+
+
+def run(config: PretrainingConfig) -> Dict[str, float]:
+  """do_train, then export, then do_eval, as the config asks; returns eval results."""
+  if not (config.do_train or config.do_eval):
+    raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  trainer = Pretrainer(config)
+  results = {}
+  if config.do_train:
+    trainer.train()
+    prefix = trainer.export()
+    if prefix:
+      print(f"exported the generator and discriminator to {prefix} (original format; "
+            f"fine-tuning loads {os.path.dirname(prefix)})", flush=True)
+      print(f"training curves: {os.path.join(config.model_dir, training.CURVES_NAME)}; "
+            f"TensorBoard: tensorboard --logdir {config.model_dir}", flush=True)
+  if config.do_eval:
+    results = trainer.evaluate()
+    if trainer.loop.chief:
+      print(f"eval results ({config.results_txt}):", flush=True)
+      for name in sorted(results):
+        print(f"  {name} = {results[name]:.4f}" if isinstance(results[name], float)
+              else f"  {name} = {results[name]}", flush=True)
+  return results

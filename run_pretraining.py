@@ -1,0 +1,45 @@
+"""Pre-trains an ELECTRA model: `python run_pretraining.py --model-name electra_small`.
+
+Flags as the original (--data-dir, --model-name, --hparams JSON or a JSON file); the
+data-dir layout is the original's: <data-dir>/pretrain_tfrecords, <data-dir>/vocab.txt,
+<data-dir>/models/<model-name>. Re-running the same command resumes from the last
+checkpoint. The work is done by pretrain/trainer.py.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--data-dir", default="data",
+                      help="holds pretrain_tfrecords/, vocab.txt and models/ (default: "
+                      "data)")
+  parser.add_argument("--model-name", required=True,
+                      help="name of the run; checkpoints go to <data-dir>/models/<name>")
+  parser.add_argument("--hparams", default="",
+                      help="JSON object (or a JSON file) of hyperparameters to override")
+  args = parser.parse_args(argv)
+
+  # TensorFlow loads after flag parsing, so --help and flag errors are instant.
+  from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
+  from pretrain import trainer  # pylint: disable=g-import-not-at-top
+  from util import hparams, training  # pylint: disable=g-import-not-at-top
+  try:
+    config = pretrain_config.load_config(args.model_name, args.data_dir,
+                                         hparams.parse_hparams(args.hparams))
+    trainer.run(config)
+  except training.TrainingInterrupted as e:
+    print(f"interrupted: {e}", file=sys.stderr)
+    return 130
+  except ValueError as e:  # bad input: one line, no traceback
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

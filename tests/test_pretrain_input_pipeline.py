@@ -1,0 +1,173 @@
+"""The pre-training input pipeline: batches, sharding, and errors that name the file.
+
+Also holds the helpers other pre-training tests use to write small real data sets.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import feature_spec
+from data_prep.tokenizer import Tokenizer
+from data_prep.vocab import load_vocab
+from pretrain import input_pipeline
+from pretrain.config import load_config
+from tests.conftest import shared_path
+
+
+def int_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def write_records(path, sequences, seq_length, static_masks=None):
+  """One TFRecord file of [CLS]-to-[SEP] id lists, padded to seq_length."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with tf.io.TFRecordWriter(path) as writer:
+    for i, ids in enumerate(sequences):
+      pad = seq_length - len(ids)
+      features = {"input_ids": int_feature(list(ids) + [0] * pad),
+                  "input_mask": int_feature([1] * len(ids) + [0] * pad),
+                  "segment_ids": int_feature([0] * seq_length)}
+      if static_masks is not None:
+        positions, labels, weights = static_masks[i]
+        features["masked_lm_positions"] = int_feature(positions)
+        features["masked_lm_ids"] = int_feature(labels)
+        features["masked_lm_weights"] = tf.train.Feature(
+            float_list=tf.train.FloatList(value=weights))
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=features)).SerializeToString())
+
+
+def corpus_sequences(seq_length, num_lines):
+  """[CLS] tokens [SEP] sequences of the shared English corpus (BERT uncased vocab),
+  packed greedily from consecutive lines, as build_pretraining_dataset.py packs."""
+  vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
+  tokenizer = Tokenizer(vocab)
+  cls, sep = vocab.tokens.index("[CLS]"), vocab.tokens.index("[SEP]")
+  sequences, current = [], []
+  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
+    for _, line in zip(range(num_lines), f):
+      current += tokenizer.ids(line)
+      while len(current) >= seq_length - 2:
+        sequences.append([cls] + current[:seq_length - 2] + [sep])
+        current = current[seq_length - 2:]
+  return sequences
+
+
+def make_data_dir(root, seq_length=64, num_lines=1500, shards=2):
+  """<root>/pretrain_tfrecords/pretrain_data.tfrecord-i-of-n and <root>/vocab.txt.
+
+  The vocabulary keeps only the BERT tokens these lines use (ids remapped), so a small
+  model trains quickly; the specials stay at BERT's ids 0-103 order.
+  """
+  sequences = corpus_sequences(seq_length, num_lines)
+  bert = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt")).tokens
+  used = sorted(set(range(104)) | {i for seq in sequences for i in seq})
+  new_id = {old: new for new, old in enumerate(used)}
+  sequences = [[new_id[i] for i in seq] for seq in sequences]
+  for i in range(shards):
+    write_records(os.path.join(root, "pretrain_tfrecords",
+                               feature_spec.FILE_PATTERN.format(index=i, count=shards)),
+                  sequences[i::shards], seq_length)
+  with open(os.path.join(root, "vocab.txt"), "w", encoding="utf-8") as f:
+    f.write("".join(bert[i] + "\n" for i in used))
+  return str(root), len(used)
+
+
+def small_config(data_dir, **overrides):
+  return load_config("electra_small", data_dir, {"debug": True, "max_seq_length": 16,
+                                                 **overrides})
+
+
+@pytest.fixture
+def tiny_data(tmp_path):
+  seqs = [[101] + [1000 + 10 * i + j for j in range(14)] + [102] for i in range(10)]
+  for shard in range(2):
+    write_records(str(tmp_path / "pretrain_tfrecords" /
+                      f"pretrain_data.tfrecord-{shard}-of-2"), seqs[shard::2], 16)
+  return tmp_path, seqs
+
+
+def test_batches_cover_every_record_in_order_for_eval(tiny_data):
+  root, seqs = tiny_data
+  config = small_config(str(root))
+  files = input_pipeline.input_files(config)
+  assert [os.path.basename(f) for f in files] == [
+      "pretrain_data.tfrecord-0-of-2", "pretrain_data.tfrecord-1-of-2"]
+  assert input_pipeline.check_files(files, 16) is None
+  batches = list(input_pipeline.make_dataset(files, 5, 16, training=False).take(2))
+  ids = np.concatenate([b["input_ids"].numpy() for b in batches])
+  assert batches[0]["input_ids"].dtype == tf.int32 and ids.shape == (10, 16)
+  # Interleaved shards hold every record once.
+  assert sorted(map(tuple, ids.tolist())) == sorted(map(tuple, seqs))
+
+
+def test_training_batches_are_shuffled_repeated_and_reproducible(tiny_data):
+  root, _ = tiny_data
+  files = input_pipeline.input_files(small_config(str(root)))
+  take = lambda: [b["input_ids"].numpy()[:, 1].tolist() for b in
+                  input_pipeline.make_dataset(files, 4, 16, training=True, seed=3).take(6)]
+  first = take()
+  assert first == take()  # same seed, same order (resume depends on it)
+  flat = sum(first, [])
+  # 24 draws from 10 records: repeated; shuffled across shards and epochs.
+  assert len(flat) == 24 and set(flat) <= {1000 + 10 * i for i in range(10)}
+  assert len(set(flat)) >= 6 and flat != sorted(flat)
+
+
+def test_workers_read_disjoint_shares(tiny_data):
+  root, _ = tiny_data
+  files = input_pipeline.input_files(small_config(str(root)))
+  seen = []
+  for worker in range(2):
+    context = tf.distribute.InputContext(2, worker, 2)
+    batch = next(iter(input_pipeline.make_dataset(files, 5, 16, training=False,
+                                                  input_context=context)))
+    seen.append(set(batch["input_ids"].numpy()[:, 1].tolist()))
+  assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 10
+
+
+def test_static_masks_are_read(tmp_path):
+  path = str(tmp_path / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1")
+  write_records(path, [[101, 5, 6, 102]] * 4, 8,
+                static_masks=[([1, 2, 0], [5, 6, 0], [1.0, 1.0, 0.0])] * 4)
+  assert input_pipeline.check_files([path], 8) == 3
+  batch = next(iter(input_pipeline.make_dataset([path], 2, 8, training=False,
+                                                static_mask_length=3)))
+  assert batch["masked_lm_ids"].numpy().tolist() == [[5, 6, 0]] * 2
+  assert batch["masked_lm_weights"].dtype == tf.float32
+
+
+def test_missing_data_names_the_command(tmp_path):
+  with pytest.raises(input_pipeline.InputError, match=(
+      r"nothing matches .*pretrain_tfrecords.*run `python build_pretraining_dataset.py "
+      r"--data-dir .*`")):
+    input_pipeline.input_files(small_config(str(tmp_path)))
+
+
+def test_corrupt_file_is_named(tiny_data):
+  root, _ = tiny_data
+  bad = root / "pretrain_tfrecords" / "pretrain_data.tfrecord-1-of-2"
+  bad.write_bytes(b"this is not a tfrecord file at all, just text" * 3)
+  files = input_pipeline.input_files(small_config(str(root)))
+  with pytest.raises(input_pipeline.InputError, match=f"{bad}: not a readable TFRecord"):
+    input_pipeline.check_files(files, 16)
+
+
+def test_truncated_file_is_located(tiny_data):
+  root, _ = tiny_data
+  path = root / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
+  path.write_bytes(path.read_bytes()[:-30])  # the first record stays readable
+  files = input_pipeline.input_files(small_config(str(root)))
+  assert input_pipeline.check_files(files, 16) is None
+  assert input_pipeline.locate_corrupt_file(files).startswith(f"{path}: corrupt")
+
+
+def test_sequence_length_mismatch_is_named(tiny_data):
+  root, _ = tiny_data
+  files = input_pipeline.input_files(small_config(str(root)))
+  with pytest.raises(input_pipeline.InputError, match=(
+      r"tfrecord-0-of-2: records hold sequences of length 16 but max_seq_length is 128")):
+    input_pipeline.check_files(files, 128)

@@ -1,0 +1,260 @@
+"""End-to-end pre-training on records of the shared English corpus.
+
+The debug-size model trains ~200 steps and must clearly learn; eval writes every metric;
+the export loads as the original format; the variants train; bad input fails with one
+line naming what is wrong. Model sizes are cut down where a check does not need more.
+"""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from model import checkpoint as original_checkpoint
+from pretrain import trainer
+from pretrain.config import load_config
+from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
+from tests.conftest import ROOT
+from tests.test_pretrain_input_pipeline import make_data_dir, write_records
+from util import training
+
+SEQ = 64
+# One small layer: enough to show each variant trains, quick to build.
+TINY_MODEL = {"model_hparam_overrides": {"num_hidden_layers": 1, "hidden_size": 64,
+                                         "num_attention_heads": 1,
+                                         "intermediate_size": 128},
+              "embedding_size": 32}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  """(data dir, vocabulary size) of records from the shared corpus."""
+  return make_data_dir(tmp_path_factory.mktemp("pretrain_data"), SEQ, num_lines=1500)
+
+
+@pytest.fixture(scope="module")
+def data_dir(data):
+  return data[0]
+
+
+def config_for(data_dir, name, **overrides):
+  values = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 16,
+            "log_every_steps": 5, "num_warmup_steps": 10, "learning_rate": 2e-3,
+            **overrides}
+  return load_config(name, data_dir, values)
+
+
+def window_mean(log, key, steps):
+  return float(np.mean([log[s][key] for s in steps]))
+
+
+def test_debug_model_learns_then_eval_and_export(data):
+  data_dir, vocab_size = data
+  config = config_for(data_dir, "learn", num_train_steps=200, save_checkpoints_steps=100,
+                      do_eval=True, num_eval_steps=4, eval_batch_size=16)
+  results = trainer.run(config)
+  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  assert sorted(log) == [1] + list(range(5, 201, 5))
+  early, late = [1], range(150, 201, 5)  # at initialization; after most training
+  assert window_mean(log, "mlm_loss", late) < window_mean(log, "mlm_loss", early) - 1.0
+  assert window_mean(log, "disc_loss", late) < 0.75 * window_mean(log, "disc_loss", early)
+  assert window_mean(log, "masked_lm_accuracy", late) > window_mean(
+      log, "masked_lm_accuracy", early) + 0.03
+  assert window_mean(log, "disc_accuracy", late) > 0.8  # most tokens are real
+  assert log[200]["learning_rate"] == pytest.approx(2e-3 / 200, rel=1e-3)
+
+  # Eval: every metric, in the text file and the JSON beside it.
+  with open(config.results_txt, encoding="utf-8") as f:
+    lines = dict(line.strip().split(" = ") for line in f)
+  with open(config.results_txt.replace(".txt", ".json"), encoding="utf-8") as f:
+    as_json = json.load(f)
+  for name in MLM_METRICS + DISC_METRICS:
+    assert float(lines[name]) == pytest.approx(as_json[name]) == results[name]
+  assert as_json["global_step"] == 200
+  assert as_json["masked_lm_accuracy"] > 0.03 and 0.0 <= as_json["disc_auc"] <= 1.0
+
+  # Export: original names, loadable by the fine-tuning path, with config and vocab.
+  export = os.path.join(config.model_dir, trainer.EXPORT_DIR)
+  assert sorted(n for n in os.listdir(export) if not n.endswith(".index") and
+                not n.startswith("model.ckpt-200.data")) == ["checkpoint", "config.json",
+                                                             "vocab.txt"]
+  names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-200")))
+  assert names["electra/embeddings/word_embeddings"] == [vocab_size, 144]
+  assert "generator_predictions/output_bias" in names and "global_step" in names
+  pair = original_checkpoint.load_pair(export)
+  assert pair.model_config.hidden_size == 144
+  assert os.path.getsize(os.path.join(config.model_dir, training.CURVES_NAME)) > 10000
+  assert tf.io.gfile.glob(os.path.join(config.model_dir, "train", "events.*"))
+
+  # The same command again: nothing left to train; the model dir's config matches.
+  assert trainer.run(dataclasses.replace(config, do_eval=False)) == {}
+
+  # A new run from the exported checkpoint (init_checkpoint, no optimizer slots) holds
+  # the same weights: evaluating it reproduces every metric.
+  continued = config_for(data_dir, "continued", do_train=False, do_eval=True,
+                         num_eval_steps=4, eval_batch_size=16, init_checkpoint=export)
+  again = trainer.run(continued)
+  for name in MLM_METRICS + DISC_METRICS:
+    assert again[name] == pytest.approx(results[name], abs=1e-6), name
+
+
+def test_mlm_only_baseline_trains(data_dir):
+  config = config_for(data_dir, "mlm_only", num_train_steps=20, save_checkpoints_steps=20,
+                      electra_objective=False, **TINY_MODEL)
+  trainer.run(config)
+  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
+  assert "disc_loss" not in log[20]
+  assert tf.train.latest_checkpoint(config.model_dir).endswith("ckpt-20")
+
+
+def sigterm_when_logged(model_dir, step):
+  """Sends this process SIGTERM once the run has logged `step` (from a thread)."""
+  path = os.path.join(model_dir, training.LOG_NAME)
+
+  def watch():
+    while not (os.path.exists(path) and step in training.read_log(path)):
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+  thread = threading.Thread(target=watch, daemon=True)
+  thread.start()
+  return thread
+
+
+def test_electric_trains_and_kill_and_resume_continues_the_same_curve(data_dir):
+  # Dropout stays on: its generator state is part of the checkpoint.
+  whole = config_for(data_dir, "whole", num_train_steps=8, log_every_steps=1,
+                     save_checkpoints_steps=100, num_warmup_steps=2,
+                     electric_objective=True, **TINY_MODEL)
+  trainer.run(whole)
+  killed = dataclasses.replace(whole, model_name="killed",
+                               model_dir=whole.model_dir.replace("whole", "killed"))
+  watcher = sigterm_when_logged(killed.model_dir, 3)
+  with pytest.raises(training.TrainingInterrupted, match="SIGTERM at step"):
+    trainer.run(killed)
+  watcher.join()
+  stopped = int(tf.train.latest_checkpoint(killed.model_dir).rsplit("-", 1)[1])
+  assert 3 <= stopped < 8
+  trainer.run(killed)  # the same command again
+  logs = [training.read_log(os.path.join(c.model_dir, training.LOG_NAME))
+          for c in (whole, killed)]
+  assert sorted(logs[1]) == list(range(1, 9))
+  for step in range(1, 9):
+    assert logs[1][step]["loss"] == logs[0][step]["loss"], step
+  # Electric: the two-tower cloze generator learns; the discriminator is trained.
+  assert logs[0][8]["cloze_loss"] < logs[0][1]["cloze_loss"] - 0.2
+  assert "disc_loss" in logs[0][8]
+
+
+def test_bad_inputs_fail_with_one_line(data, tmp_path):
+  data_dir, vocab_size = data
+  # Everything here fails before a model is built, so it runs in-process.
+  def error(config):
+    with pytest.raises(ValueError) as info:
+      trainer.run(config)
+    return str(info.value)
+
+  assert "run `python build_pretraining_dataset.py --data-dir" in error(
+      config_for(str(tmp_path), "x"))
+  assert "records hold sequences of length 64 but max_seq_length is 128" in error(
+      config_for(data_dir, "x", max_seq_length=128))
+  assert f"holds {vocab_size} tokens but vocab_size is 1000" in error(
+      config_for(data_dir, "x", vocab_size=1000))
+
+  # A model dir holding another model's run.
+  config = config_for(data_dir, "x", vocab_size=vocab_size,
+                      model_dir=str(tmp_path / "other_run"))
+  trainer.write_run_config(config)
+  other = dataclasses.replace(config, model_hparam_overrides={"num_hidden_layers": 2})
+  message = error(other)
+  assert "holds a run with a different config (num_hidden_layers: 3 -> 2)" in message
+  assert "overwrite_model_dir" in message
+  # ... unless told: then the old run is deleted.
+  trainer.check_model_dir(dataclasses.replace(other, overwrite_model_dir=True))
+  assert not (tmp_path / "other_run").exists()
+
+  # A checkpoint with another vocabulary.
+  small_vocab = str(tmp_path / "ckpt" / "model.ckpt-1")
+  from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
+  from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
+  pair = ElectraPair(ModelConfig.from_size("debug", vocab_size=100)).build_variables()
+  original_checkpoint.save_original(pair, small_vocab)
+  assert f"has a vocabulary of 100 tokens but vocab_size is {vocab_size}" in error(
+      config_for(data_dir, "x", init_checkpoint=small_vocab))
+
+  # A corrupt shard, named.
+  corrupt_dir = tmp_path / "corrupt"
+  bad = corrupt_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"
+  write_records(str(bad), [[101, 5, 102]], SEQ)
+  bad.write_bytes(b"garbage" + bad.read_bytes())
+  (corrupt_dir / "vocab.txt").write_text(open(os.path.join(
+      data_dir, "vocab.txt"), encoding="utf-8").read(), encoding="utf-8")
+  assert f"{bad}: not a readable TFRecord file" in error(
+      config_for(str(corrupt_dir), "x"))
+
+
+def test_script_prints_one_line_errors(tmp_path, capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  args = ["--data-dir", str(tmp_path), "--model-name", "electra_small"]
+  assert run_pretraining.main(args + ["--hparams", '{"num_train_step": 5}']) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      "error: --hparams: unknown hyperparameter 'num_train_step'; did you mean "
+      "'num_train_steps'?")
+  assert run_pretraining.main(args) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: no pre-training data: nothing matches {tmp_path}/pretrain_tfrecords/"
+      f"pretrain_data.tfrecord*; run `python build_pretraining_dataset.py --data-dir "
+      f"{tmp_path}` first (or set pretrain_tfrecords)")
+
+
+MIRRORED_SCRIPT = """
+import json, os, sys, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from pretrain import trainer
+from tests import test_pretrain_run as t
+from util import training
+losses = {}
+for strategy in ("default", "mirrored"):
+  config = t.config_for(sys.argv[1], "mirror_" + strategy, num_train_steps=3,
+                        log_every_steps=1, distribution_strategy=strategy,
+                        electra_objective=False, **t.NO_DROPOUT_TINY_MODEL)
+  trainer.run(config)
+  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  losses[strategy] = [log[s]["loss"] for s in (1, 2, 3)]
+print(json.dumps(losses))
+"""
+NO_DROPOUT_TINY_MODEL = {**TINY_MODEL, "model_hparam_overrides": {
+    **TINY_MODEL["model_hparam_overrides"], "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0}}
+
+
+def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
+  # Static masks and no dropout make the step deterministic whatever the replica, so
+  # two replicas (8 examples each) must reproduce one device (16) step after step.
+  data_dir, vocab_size = data
+  rng = np.random.default_rng(0)
+  sequences, masks = [], []
+  for _ in range(32):
+    sequences.append([101] + rng.integers(104, vocab_size, SEQ - 2).tolist() + [102])
+    positions = sorted(rng.choice(np.arange(1, SEQ - 1), 9, replace=False).tolist())
+    masks.append((positions, [sequences[-1][p] for p in positions], [1.0] * 9))
+  root = tmp_path / "static"
+  write_records(str(root / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"),
+                sequences, SEQ, masks)
+  (root / "vocab.txt").write_text(open(os.path.join(data_dir, "vocab.txt"),
+                                       encoding="utf-8").read(), encoding="utf-8")
+  out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(root)], cwd=ROOT,
+                       capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr[-3000:]
+  losses = json.loads(out.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)
+  assert losses["default"][2] < losses["default"][0]  # it trains

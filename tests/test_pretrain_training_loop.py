@@ -1,0 +1,170 @@
+"""The shared training loop (util/training.py) on a toy regression model.
+
+A toy model keeps these checks fast; tests/test_pretrain_run.py runs the same loop on
+the real pre-training model end to end (MirroredStrategy over two CPUs included).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from tests.conftest import ROOT
+from util import training
+
+
+def toy_dataset(batch_size=8):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 5)).astype(np.float32)
+  y = (x @ rng.normal(size=(5, 1)) + 0.1).astype(np.float32)
+  return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).shuffle(
+      64, seed=1).repeat().batch(batch_size, drop_remainder=True)
+
+
+def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
+  """MSE plus (optionally) noise drawn from the stateless per-step seed."""
+  def loss_fn(model, batch, step, replica_id, micro_step):
+    pred = model(batch["x"], training=True)
+    loss = tf.reduce_mean(tf.square(pred - batch["y"]))
+    if noisy:
+      seed = training.stateless_seed(7, step, replica_id, micro_step)
+      loss += 0.01 * tf.random.stateless_normal([], seed)
+    if nan_from_step is not None:
+      loss *= tf.where(step >= nan_from_step, float("nan"), 1.0)
+    if signal_at_step is not None:
+      def send(s):
+        if int(s) == signal_at_step:
+          os.kill(os.getpid(), signal.SIGTERM)
+        return s
+      tf.py_function(send, [step], tf.int64)
+    return loss, {"mse": loss}
+  return loss_fn
+
+
+def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
+              batch_size=8, **loss_options):
+  """Builds the toy model and trains it to num_steps; returns (weights, loop)."""
+  training.use_checkpointed_dropout(3)
+  strategy = strategy or tf.distribute.get_strategy()
+  with strategy.scope():
+    model = tf_keras.Sequential([tf_keras.layers.Dense(16, activation="relu"),
+                                 tf_keras.layers.Dropout(dropout),
+                                 tf_keras.layers.Dense(1)])
+    model.build([None, 5])
+    optimizer = tf_keras.optimizers.legacy.Adam(0.05)
+  loss_fn = toy_loss(**loss_options)
+  settings = training.LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
+                                   save_checkpoints_steps=2, keep_checkpoint_max=3,
+                                   log_every_steps=1,
+                                   gradient_accumulation_steps=accumulation)
+  loop = training.TrainLoop(strategy, model, optimizer,
+                            lambda *args: loss_fn(model, *args), settings)
+  def dataset_fn(context):
+    # Each worker takes its consecutive share of the global batch, as tf.distribute
+    # splits one worker's batch over its local replicas.
+    share = batch_size // context.num_input_pipelines
+    first = context.input_pipeline_id * share
+    return toy_dataset(batch_size).map(
+        lambda b: {k: v[first:first + share] for k, v in b.items()})
+  loop.run(dataset_fn)
+  return [w.numpy() for w in model.weights], loop
+
+
+def log_losses(model_dir):
+  return {s: e["loss"] for s, e in training.read_log(
+      os.path.join(model_dir, training.LOG_NAME)).items()}
+
+
+def test_resume_continues_the_same_run_exactly(tmp_path):
+  whole, _ = train_toy(str(tmp_path / "a"), 6)
+  train_toy(str(tmp_path / "b"), 3)  # stops at 3 (checkpoint at 2 and at the end)
+  resumed, loop = train_toy(str(tmp_path / "b"), 6)
+  assert int(loop.step.numpy()) == 6
+  for a, b in zip(whole, resumed):
+    np.testing.assert_array_equal(a, b)  # same data, dropout masks and noise seeds
+  assert log_losses(tmp_path / "a") == log_losses(tmp_path / "b")
+  assert os.path.getsize(tmp_path / "b" / training.CURVES_NAME) > 1000
+
+
+def test_sigterm_saves_then_stops_and_rerun_finishes_identically(tmp_path):
+  whole, _ = train_toy(str(tmp_path / "a"), 7)
+  with pytest.raises(training.TrainingInterrupted, match="SIGTERM at step") as info:
+    train_toy(str(tmp_path / "b"), 7, signal_at_step=2)
+  step = int(str(info.value).split("at step ")[1].split(":")[0])
+  assert 3 <= step < 7
+  assert tf.train.latest_checkpoint(str(tmp_path / "b")).endswith(f"ckpt-{step}")
+  resumed, _ = train_toy(str(tmp_path / "b"), 7)
+  for a, b in zip(whole, resumed):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+  with pytest.raises(training.NonFiniteLossError, match="NaN/inf at step 4") as info:
+    train_toy(str(tmp_path), 8, nan_from_step=3)
+  latest = tf.train.latest_checkpoint(str(tmp_path))
+  assert latest.endswith("ckpt-2") and latest in str(info.value)
+  reader = tf.train.load_checkpoint(latest)
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype.is_floating:
+      assert np.all(np.isfinite(reader.get_tensor(name))), name
+
+
+def test_gradient_accumulation_matches_the_full_batch(tmp_path):
+  full, _ = train_toy(str(tmp_path / "a"), 3, dropout=0.0, noisy=False)
+  accumulated, _ = train_toy(str(tmp_path / "b"), 3, accumulation=2, dropout=0.0,
+                             noisy=False)
+  for a, b in zip(full, accumulated):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+WORKER_SCRIPT = """
+import json, sys
+from tests import test_pretrain_training_loop as t
+from util import training
+strategy = training.make_strategy("multi_worker")
+weights, _ = t.train_toy(sys.argv[1], 3, strategy=strategy, dropout=0.0, noisy=False)
+print(json.dumps({"replicas": strategy.num_replicas_in_sync,
+                  "weights": [w.tolist() for w in weights]}))
+"""
+
+
+def free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
+  cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+  workers = []
+  for index in range(2):
+    env = dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    workers.append(subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")], cwd=ROOT,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+  reference, _ = train_toy(str(tmp_path / "one"), 3, dropout=0.0, noisy=False)
+  outputs = [w.communicate(timeout=120) for w in workers]
+  for worker, (out, err) in zip(workers, outputs):
+    assert worker.returncode == 0, err[-2000:]
+  results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+  for result in results:
+    assert result["replicas"] == 2
+    for a, b in zip(reference, result["weights"]):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  # The chief kept the checkpoints and the log; the other worker's copies are gone.
+  assert tf.train.latest_checkpoint(str(tmp_path / "multi")).endswith("ckpt-3")
+  assert not os.listdir(tmp_path / "multi" / ".worker_tmp")
+  assert sorted(log_losses(tmp_path / "multi")) == [1, 2, 3]
+
+
+def test_unknown_strategy_suggests_the_closest():
+  with pytest.raises(ValueError, match="did you mean 'mirrored'"):
+    training.make_strategy("mirored")

@@ -1,0 +1,470 @@
+"""The training-loop skeleton that pre-training and fine-tuning share.
+
+It owns what every phase needs and no phase should re-implement: the tf.distribute
+strategy chosen by a flag, the mixed-precision policy, XLA, gradient accumulation, a
+checkpoint manager that resumes exactly (step, model, optimizer slots, the data iterator
+and the dropout generator's state), SIGINT/SIGTERM save-then-exit, a guard that stops on
+a NaN/inf loss without saving over the last good checkpoint, a progress line, TensorBoard
+scalars, a JSON-lines log and, at the end, a PNG of the training curves.
+
+A phase supplies `loss_fn(batch, step, replica_id, micro_step) -> (loss, scalars)`; the
+step and replica id let it derive stateless random seeds, so a resumed run draws exactly
+what an uninterrupted one would.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import signal
+import time
+from typing import Callable, Dict, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from util import files, hparams
+from util.progress import Progress
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+CHECKPOINT_NAME = "ckpt"
+LOG_NAME = "train_log.jsonl"
+CURVES_NAME = "training_curves.png"
+
+
+class NonFiniteLossError(ValueError):
+  """Training produced a NaN or inf loss (or gradient) and was stopped."""
+
+
+class TrainingInterrupted(Exception):
+  """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
+
+
+def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
+  """The strategy a `distribution_strategy` flag names."""
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "one_device":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+  if name == "mirrored":
+    gpus = tf.config.list_logical_devices("GPU")
+    # Without GPUs, mirror over the logical CPU devices (tests configure two).
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices(
+        "CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+  if name == "multi_worker":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("distribution_strategy 'multi_worker' needs the TF_CONFIG "
+                       "environment variable (cluster and task of this worker)")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  raise ValueError("distribution_strategy: " + hparams.unknown_name_message(
+      name, STRATEGIES, "strategy") + f" (expected one of {', '.join(STRATEGIES)})")
+
+
+def set_precision(policy: str):
+  """Sets the global Keras policy; must run before the model is built."""
+  if policy not in PRECISIONS:
+    raise ValueError(f"mixed_precision {policy!r}: expected one of {', '.join(PRECISIONS)}")
+  tf_keras.mixed_precision.set_global_policy(policy)
+
+
+def use_checkpointed_dropout(seed: int):
+  """Dropout draws from tf.random.Generator variables, which checkpoints hold.
+
+  Keras' default (legacy stateful ops) restarts its random stream in every process, so a
+  resumed run would drop different units than an uninterrupted one.
+  """
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  tf_keras.utils.set_random_seed(seed)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
+    return True
+  return resolver.task_type in (None, "chief") or (
+      resolver.task_type == "worker" and resolver.task_id == 0 and
+      "chief" not in resolver.cluster_spec().as_dict())
+
+
+def stateless_seed(*parts) -> tf.Tensor:
+  """An int64 [2] seed that depends only on `parts` (ints or scalar tensors)."""
+  seed = tf.constant([0, 0], tf.int64)
+  for part in parts:
+    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(part, tf.int64))
+  return seed
+
+
+@dataclasses.dataclass
+class LoopSettings:
+  model_dir: str
+  num_train_steps: int
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  log_every_steps: int = 10
+  gradient_accumulation_steps: int = 1
+  use_xla: bool = False
+  tokens_per_step: int = 0  # global batch x sequence length, for tokens/s
+  learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
+  label: str = "step"
+
+
+class TrainLoop:
+  """Runs `loss_fn` under `strategy` from the last checkpoint to num_train_steps.
+
+  Build the model and optimizer (and variables) under `strategy.scope()` first. Each
+  worker's batch is split over its replicas and, inside a replica, into
+  `gradient_accumulation_steps` micro-batches whose gradients are summed before one
+  optimizer step.
+  """
+
+  def __init__(self, strategy, model: tf_keras.Model, optimizer, loss_fn,
+               settings: LoopSettings):
+    self.strategy, self.model, self.optimizer = strategy, model, optimizer
+    self.loss_fn, self.settings = loss_fn, settings
+    self.chief = is_chief(strategy)
+    self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with strategy.scope():
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+      # First step whose loss or gradients were not finite, or -1; kept on the device
+      # so the guard does not stall every step on a host read.
+      self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self._stop_signal = None
+
+  @property
+  def trainable_variables(self):
+    return self.model.trainable_variables
+
+  # ---- checkpoints -------------------------------------------------------------
+
+  def _dropout_generators(self):
+    """The dropout layers' random generators, created now so checkpoints hold them.
+
+    Keras does not track them (they are made lazily, at the first training call), so
+    without this a resumed run would drop different units than an uninterrupted one.
+    """
+    generators = []
+    with self.strategy.scope():
+      for layer in self.model.submodules:
+        rng = getattr(layer, "_random_generator", None)
+        if rng is not None:
+          rng._maybe_init()  # pylint: disable=protected-access
+          if rng._generator is not None:  # pylint: disable=protected-access
+            generators.append(rng._generator)  # pylint: disable=protected-access
+    return generators
+
+  def _worker(self):
+    """(this worker's index, number of workers)."""
+    resolver = getattr(self.strategy, "cluster_resolver", None)
+    if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
+      workers = len(resolver.cluster_spec().as_dict().get("worker", [])) + len(
+          resolver.cluster_spec().as_dict().get("chief", []))
+      index = resolver.task_id + (1 if resolver.task_type == "worker" and "chief" in
+                                  resolver.cluster_spec().as_dict() else 0)
+      return index, max(1, workers)
+    return 0, 1
+
+  def _manager(self) -> tf.train.CheckpointManager:
+    checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                     step=self.step,
+                                     dropout_generators=self._dropout_generators())
+    directory = self.settings.model_dir
+    if not self.chief:
+      # Every worker must write (collective ops); only the chief's copy is kept.
+      directory = os.path.join(directory, ".worker_tmp", str(self._worker()[0]))
+    return tf.train.CheckpointManager(checkpoint, directory,
+                                      max_to_keep=self.settings.keep_checkpoint_max,
+                                      checkpoint_name=CHECKPOINT_NAME)
+
+  def _data_manager(self, iterator) -> tf.train.CheckpointManager:
+    """Each worker's input position, saved beside the model at the same steps."""
+    directory = os.path.join(self.settings.model_dir, "data_state",
+                             f"worker_{self._worker()[0]}")
+    return tf.train.CheckpointManager(tf.train.Checkpoint(iterator=iterator), directory,
+                                      max_to_keep=self.settings.keep_checkpoint_max,
+                                      checkpoint_name=CHECKPOINT_NAME)
+
+  def latest_checkpoint(self) -> Optional[str]:
+    return tf.train.latest_checkpoint(self.settings.model_dir)
+
+  def restore(self) -> Optional[str]:
+    """Restores the model, optimizer and step of the latest checkpoint; returns its path."""
+    path = self.latest_checkpoint()
+    if path:
+      self._manager().checkpoint.restore(path).expect_partial()
+    return path
+
+  def input_context(self) -> tf.distribute.InputContext:
+    worker, workers = self._worker()
+    return tf.distribute.InputContext(num_input_pipelines=workers,
+                                      input_pipeline_id=worker,
+                                      num_replicas_in_sync=self.strategy.num_replicas_in_sync)
+
+  def _iterator(self, dataset):
+    """(iterator, is_distributed). Plain tf.data iterators can be checkpointed; for
+    several local replicas the step splits the worker's batch itself (below)."""
+    if isinstance(self.strategy, tf.distribute.TPUStrategy):
+      return iter(self.strategy.experimental_distribute_dataset(dataset)), True
+    return iter(dataset), False
+
+  def _split_over_replicas(self, batch):
+    """The worker's batch, cut into equal consecutive slices, one per local replica."""
+    local = self.strategy.num_replicas_in_sync // self._worker()[1]
+    if local == 1:
+      return batch
+    first = self._worker()[0] * local
+
+    def slice_for(context):
+      index = context.replica_id_in_sync_group - first
+      return {k: tf.split(v, local)[index] for k, v in batch.items()}
+    return self.strategy.experimental_distribute_values_from_function(slice_for)
+
+  # ---- one step ---------------------------------------------------------------
+
+  def _replica_step(self, batch):
+    settings = self.settings
+    context = tf.distribute.get_replica_context()
+    replica_id = context.replica_id_in_sync_group
+    accumulation = settings.gradient_accumulation_steps
+    divisor = float(accumulation * self.strategy.num_replicas_in_sync)
+    variables = self.trainable_variables
+    micro_batches = [{k: v[i::accumulation] for k, v in batch.items()}
+                     for i in range(accumulation)] if accumulation > 1 else [batch]
+    total_grads, losses, scalars = None, [], {}
+    for micro_step, micro_batch in enumerate(micro_batches):
+      grads, loss, micro_scalars = self._gradients(micro_batch, replica_id, micro_step,
+                                                   divisor)
+      total_grads = grads if total_grads is None else [
+          None if a is None else a + b for a, b in zip(total_grads, grads)]
+      losses.append(loss)
+      for name, value in micro_scalars.items():
+        scalars.setdefault(name, []).append(value)
+    pairs = [(g, v) for g, v in zip(total_grads, variables) if g is not None]
+    grads = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in pairs])
+    grad_norm = tf.linalg.global_norm(grads)
+    self._apply(list(zip(grads, [v for _, v in pairs])))
+    scalars = {k: tf.add_n(v) / len(v) for k, v in scalars.items()}
+    scalars["loss"] = tf.add_n(losses) / len(losses)
+    scalars["grad_norm"] = grad_norm
+    return scalars
+
+  def _compute_gradients(self, batch, replica_id, micro_step, divisor):
+    with tf.GradientTape() as tape:
+      loss, scalars = self.loss_fn(batch, self.step, replica_id, micro_step)
+      loss = tf.cast(loss, tf.float32)
+      # Replica gradients are summed, so each replica contributes its share of the mean.
+      scaled = loss / divisor
+      if self.loss_scaling:
+        scaled = self.optimizer.get_scaled_loss(scaled)
+    grads = tape.gradient(scaled, self.trainable_variables,
+                          unconnected_gradients=tf.UnconnectedGradients.NONE)
+    if self.loss_scaling:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    return grads, loss, {k: tf.cast(v, tf.float32) for k, v in scalars.items()}
+
+  def _apply(self, grads_and_vars):
+    kwargs = {}
+    if isinstance(self.optimizer, (tf_keras.optimizers.legacy.Optimizer,
+                                   tf_keras.mixed_precision.LossScaleOptimizer)):
+      kwargs["experimental_aggregate_gradients"] = False  # summed above, once
+    self.optimizer.apply_gradients(grads_and_vars, **kwargs)
+
+  def _build_step(self, distributed: bool):
+    self._gradients = tf.function(self._compute_gradients, autograph=False,
+                                  jit_compile=self.settings.use_xla or None)
+    with self.strategy.scope():
+      # Slots made now, not inside the first call, spare tf.function a second trace.
+      optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+      optimizer._create_all_weights(self.trainable_variables)  # pylint: disable=protected-access
+
+    # No autograph: the step has no data-dependent Python control flow, and converting
+    # the whole model's code makes the first step much slower to trace.
+    @tf.function(autograph=False)
+    def train_step(iterator):
+      batch = next(iterator)
+      if not distributed:
+        batch = self._split_over_replicas(batch)
+      scalars = self.strategy.run(self._replica_step, args=(batch,))
+      scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                 for k, v in scalars.items()}
+      finite = tf.math.is_finite(scalars["loss"])
+      if not self.loss_scaling:  # with loss scaling, inf gradients are skipped steps
+        finite &= tf.math.is_finite(scalars["grad_norm"])
+      self.bad_step.assign(tf.where(finite | (self.bad_step >= 0), self.bad_step,
+                                    self.step + 1))
+      self.step.assign_add(1)
+      return scalars
+
+    return train_step
+
+  # ---- the loop ----------------------------------------------------------------
+
+  def _on_signal(self, signum, frame):
+    del frame
+    self._stop_signal = signal.Signals(signum).name
+
+  def run(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+          init_fn: Optional[Callable[[], None]] = None) -> Dict[str, float]:
+    """Trains from the latest checkpoint (else `init_fn()`) to num_train_steps.
+
+    `dataset_fn(input_context)` returns this worker's dataset of batches of
+    input_context.get_per_replica_batch_size(global) x local replicas examples.
+    Returns the last logged scalars. Raises NonFiniteLossError or TrainingInterrupted.
+    """
+    settings = self.settings
+    iterator, distributed = self._iterator(dataset_fn(self.input_context()))
+    manager = self._manager()
+    data_manager = None if distributed else self._data_manager(iterator)
+    restored = self.restore()
+    if not restored and init_fn is not None:
+      init_fn()
+    if restored and data_manager is not None:
+      data_state = os.path.join(data_manager.directory,
+                                f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
+      if tf.io.gfile.exists(data_state + ".index"):
+        data_manager.checkpoint.restore(data_state)
+      elif self.chief:
+        print(f"note: no input position saved for {restored}; the data starts over",
+              flush=True)
+    start = int(self.step.numpy())
+    if self.chief:
+      print(f"{'resuming from ' + restored if restored else 'starting'} at step "
+            f"{start}/{settings.num_train_steps}; checkpoints in {settings.model_dir}",
+            flush=True)
+    if start >= settings.num_train_steps:
+      return {}
+    train_step = self._build_step(distributed)
+    writer = tf.summary.create_file_writer(os.path.join(settings.model_dir, "train")) \
+        if self.chief else tf.summary.create_noop_writer()
+    progress = Progress(settings.label, settings.num_train_steps, "steps", start=start,
+                        interval=0)
+    previous_handlers = {s: signal.signal(s, self._on_signal)
+                         for s in (signal.SIGINT, signal.SIGTERM)}
+    last_saved = restored
+    logged = {}
+    try:
+      step = start
+      while step < settings.num_train_steps:
+        scalars = train_step(iterator)
+        step += 1
+        if step == start + 1:  # rates from here on: the first step includes tracing
+          progress.start_count, progress.t0 = step, time.time()
+        at_end = step == settings.num_train_steps
+        at_save = step % settings.save_checkpoints_steps == 0 or at_end
+        at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
+        stopping = self._stop_signal is not None
+        if at_save or at_log or stopping:
+          bad = int(self.bad_step.numpy())
+          if bad >= 0:
+            raise NonFiniteLossError(
+                f"the loss or its gradients became NaN/inf at step {bad}; training "
+                f"stopped without saving; the last good checkpoint is "
+                f"{last_saved or 'none (no checkpoint was written)'}")
+        if at_log:
+          logged = self._log(step, scalars, progress, writer)
+        if at_save or stopping:
+          if data_manager is not None:
+            data_manager.save(checkpoint_number=step)
+          last_saved = manager.save(checkpoint_number=step)
+        if stopping:
+          raise TrainingInterrupted(
+              f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
+              "command again to resume")
+    finally:
+      for s, handler in previous_handlers.items():
+        signal.signal(s, handler)
+      self._stop_signal = None
+      writer.flush()
+      if not self.chief:  # its checkpoint copies were only needed for the collectives
+        shutil.rmtree(manager.directory, ignore_errors=True)
+      if self.chief:
+        plot_curves(os.path.join(settings.model_dir, LOG_NAME),
+                    os.path.join(settings.model_dir, CURVES_NAME))
+    return logged
+
+  def evaluate(self, dataset_fn, replica_fn, num_steps: int):
+    """Runs `replica_fn(batch, batch_index)` on num_steps batches from `dataset_fn`.
+
+    The function accumulates what it needs (e.g. metric objects built in the scope).
+    """
+    iterator, distributed = self._iterator(dataset_fn(self.input_context()))
+
+    @tf.function
+    def eval_step(iterator, index):
+      batch = next(iterator)
+      if not distributed:
+        batch = self._split_over_replicas(batch)
+      self.strategy.run(replica_fn, args=(batch, index))
+
+    progress = Progress("eval", num_steps, "batches", interval=5)
+    for index in range(num_steps):
+      eval_step(iterator, tf.constant(index, tf.int64))
+      if self.chief:
+        progress.update(index + 1, force=index + 1 == num_steps)
+
+  def _log(self, step, scalars, progress, writer) -> Dict[str, float]:
+    values = {k: float(v.numpy()) for k, v in scalars.items()}
+    if self.settings.learning_rate is not None:
+      values["learning_rate"] = float(self.settings.learning_rate(step))
+    if not self.chief:
+      return values
+    progress.done = step
+    rate = progress.rate()
+    extra = {k: f"{v:.4g}" for k, v in values.items() if k != "grad_norm"}
+    if self.settings.tokens_per_step:
+      extra["tokens/s"] = f"{rate * self.settings.tokens_per_step:,.0f}"
+    progress.update(step, extra, force=True)
+    with writer.as_default(step=step):
+      for name, value in values.items():
+        tf.summary.scalar(name, value)
+    with open(os.path.join(self.settings.model_dir, LOG_NAME), "a",
+              encoding="utf-8") as f:
+      f.write(json.dumps({"step": step, **values}) + "\n")
+    return values
+
+
+def read_log(path: str) -> Dict[int, Dict[str, float]]:
+  """step -> scalars; a step logged twice (redone after a resume) keeps the last entry."""
+  entries = {}
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        if line.strip():
+          entry = json.loads(line)
+          entries[entry.pop("step")] = entry
+  return dict(sorted(entries.items()))
+
+
+def plot_curves(log_path: str, png_path: str) -> Optional[str]:
+  """One panel per logged scalar against the step; returns the PNG path if written."""
+  entries = read_log(log_path)
+  if not entries:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  names = sorted({k for entry in entries.values() for k in entry})
+  cols = min(3, len(names))
+  rows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
+  for ax, name in zip(axes.flat, names):
+    steps = [s for s, e in entries.items() if name in e]
+    ax.plot(steps, [entries[s][name] for s in steps])
+    ax.set_title(name)
+    ax.set_xlabel("step")
+  for ax in list(axes.flat)[len(names):]:
+    ax.axis("off")
+  fig.tight_layout()
+  with files.atomic_write(png_path, "wb") as f:
+    fig.savefig(f, format="png")
+  plt.close(fig)
+  return png_path
