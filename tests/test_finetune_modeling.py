@@ -48,3 +48,37 @@ def test_layerwise_learning_rate_of_every_variable(decay):
   for v in model.trainable_variables:
     assert multiplier(v) == pytest.approx(expected[id(v)]), v.name
   assert model.lr_multiplier(0)(model.trainable_variables[0]) == 1.0
+
+
+def test_gradient_accumulation_with_embedding_gradients_matches_the_full_batch(tmp_path):
+  """Embedding gradients are IndexedSlices; accumulating them must equal one big batch
+  (and clipping, active at this learning rate, must see the same global norm)."""
+  import tensorflow as tf
+  import tf_keras
+  from model.optimization import create_optimizer
+  from util import training
+  rng = np.random.default_rng(0)
+  batch = {"input_ids": rng.integers(1, 50, (8, 6)).astype(np.int32),
+           "input_mask": np.ones((8, 6), np.int32), "segment_ids": np.zeros((8, 6), np.int32),
+           "label": rng.integers(0, 2, 8).astype(np.int32)}
+  config = ModelConfig.from_dict(dict(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                      hidden_dropout_prob=0.0,
+                                      attention_probs_dropout_prob=0.0))
+  weights = []
+  for accumulation in (1, 2):
+    tf_keras.utils.set_random_seed(7)  # the same initial weights both times
+    model = FinetuningModel(config, {"t": SentenceHead(2, 0.0)}).build_variables()
+    optimizer = create_optimizer(1e-2, 10, 0, 0.01, lr_multiplier=model.lr_multiplier(0.8))
+
+    def loss_fn(b, *_):
+      logits = model(b, training=True)["t"]
+      return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          b["label"], logits)), {}
+    settings = training.LoopSettings(model_dir=str(tmp_path / str(accumulation)),
+                                     num_train_steps=2, log_every_steps=1,
+                                     gradient_accumulation_steps=accumulation)
+    training.TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
+                       settings).run(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
+    weights.append([w.numpy() for w in model.weights])
+  for a, b in zip(*weights):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -241,8 +241,18 @@ class TrainLoop:
                      for i in range(accumulation)] if accumulation > 1 else [batch]
     total_grads, losses, scalars = None, [], {}
     for micro_step, micro_batch in enumerate(micro_batches):
+      # Each micro-step waits for the previous one's gradients: otherwise the graph runs
+      # them concurrently and holds every micro-batch's activations at once.
+      after = [g for g in total_grads or [] if g is not None]
+      with tf.control_dependencies(after):
+        micro_batch = {k: tf.identity(v) for k, v in micro_batch.items()}
       grads, loss, micro_scalars = self._gradients(micro_batch, replica_id, micro_step,
                                                    divisor)
+      # Embedding gradients come as IndexedSlices with one row per token occurrence;
+      # made dense, they sum across micro-steps and their global norm (for clipping) is
+      # that of the true gradient, as on the original's TPU path (one-hot embeddings),
+      # instead of counting a repeated token's rows separately.
+      grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
       total_grads = grads if total_grads is None else [
           None if a is None else a + b for a, b in zip(total_grads, grads)]
       losses.append(loss)
