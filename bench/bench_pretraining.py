@@ -6,6 +6,15 @@ after one untimed step (tracing). Prints one JSON line per configuration.
 
   python bench/bench_pretraining.py --model-size small --batch-size 128 --steps 5
   python bench/bench_pretraining.py --mixed-precision mixed_bfloat16 --use-xla  # GPU
+  python bench/bench_pretraining.py --impl hf   # the PyTorch peer, same step
+
+--impl hf runs the same ELECTRA step built from Hugging Face transformers' PyTorch
+ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator): shared
+embeddings, the original's masking, generator logits at the masked positions only,
+Gumbel sampling, loss = MLM + 50 x discriminator, AdamW and clipping at 1.0. It needs
+torch and transformers, installed for the benchmark only:
+pip install torch==2.13.0 transformers==5.23.0. Run each --impl in its own process (peak
+RSS is per process).
 """
 
 import argparse
@@ -59,7 +68,10 @@ def main():
   parser.add_argument("--mixed-precision", default="float32")
   parser.add_argument("--use-xla", action="store_true")
   parser.add_argument("--vocab-file", default=VOCAB)
+  parser.add_argument("--impl", default="ours", choices=("ours", "hf"))
   args = parser.parse_args()
+  if args.impl == "hf":
+    return run_hf(args)
 
   with tempfile.TemporaryDirectory() as folder:
     with open(args.vocab_file, encoding="utf-8") as f:
@@ -93,6 +105,73 @@ def main():
       "tokens_per_s": round(steps_per_s * args.batch_size * args.seq_length),
       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
       "peak_gpu_mib": round(peak_gpu_bytes() / 2**20)}))
+
+
+def run_hf(args):
+  """The PyTorch peer: the same ELECTRA step with transformers' modules."""
+  import torch  # pylint: disable=g-import-not-at-top
+  from transformers import (ElectraConfig, ElectraForMaskedLM,  # pylint: disable=g-import-not-at-top
+                            ElectraForPreTraining)
+  from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
+  disc = ModelConfig.from_size(args.model_size)
+  gen = disc.generator_config()
+  hf = lambda c: ElectraConfig(
+      vocab_size=30522, embedding_size=c.embedding_width, hidden_size=c.hidden_size,
+      num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+      intermediate_size=c.intermediate_size, hidden_act="gelu")
+  generator = ElectraForMaskedLM(hf(gen)).train()
+  discriminator = ElectraForPreTraining(hf(disc)).train()
+  generator.electra.embeddings = discriminator.electra.embeddings  # shared, one copy
+  generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+  params = {id(p): p for m in (generator, discriminator) for p in m.parameters()}
+  optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, eps=1e-6,
+                                weight_decay=0.01)
+  batch, seq = args.batch_size, args.seq_length
+  n_pred = int((0.15 + 0.005) * seq)
+  rng = torch.Generator().manual_seed(0)
+  ids = torch.randint(1000, 30522, (batch, seq), generator=rng)
+  ids[:, 0], ids[:, -1] = 101, 102
+  mask = torch.ones_like(ids)
+
+  def step():
+    candidates = ((ids != 101) & (ids != 102)).float()
+    positions = torch.multinomial(candidates, n_pred, replacement=True, generator=rng)
+    originals = torch.gather(ids, 1, positions)
+    masked = ids.clone()
+    keep = torch.rand(batch, n_pred, generator=rng) < 0.85
+    masked.scatter_(1, torch.where(keep, positions, 0), 103)
+    masked[:, 0] = 101
+    hidden = generator.electra(input_ids=masked, attention_mask=mask).last_hidden_state
+    picked = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+    logits = generator.generator_lm_head(generator.generator_predictions(picked))
+    mlm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                            originals.reshape(-1))
+    with torch.no_grad():
+      u = torch.rand(logits.shape, generator=rng)
+      sampled = (logits - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
+    corrupted = ids.clone()
+    corrupted.scatter_(1, positions, sampled)
+    labels = (corrupted != ids).float()
+    disc_logits = discriminator(input_ids=corrupted, attention_mask=mask).logits
+    disc = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits, labels)
+    loss = mlm + 50.0 * disc
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
+    optimizer.step()
+    return float(loss)
+
+  step()
+  start = time.perf_counter()
+  for _ in range(args.steps):
+    step()
+  elapsed = time.perf_counter() - start
+  steps_per_s = args.steps / elapsed
+  print(json.dumps({
+      "model": f"electra_{args.model_size}", "impl": "hf-pytorch", "batch": batch,
+      "seq": seq, "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
+      "tokens_per_s": round(steps_per_s * batch * seq),
+      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 
 
 if __name__ == "__main__":

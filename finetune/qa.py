@@ -36,8 +36,9 @@ class QATask:
 QA_TASKS = (
     QATask("squad/v1.1", ("squadv1",), "squad", aliases=("squadv1",),
            tfds_name="squad/v1.1"),
+    # Like the original, only SQuAD 2.0 writes test-set answers (write_test_outputs).
     QATask("squad/v2.0", ("squad",), "squad", v2=True, aliases=("squad",),
-           tfds_name="squad/v2.0"),
+           test_splits=("test",), tfds_name="squad/v2.0"),
     # MRQA 2019 shared task files, named as TFDS names them; the original's names as aliases.
     QATask("mrqa/news_qa", ("newsqa",), "mrqa", aliases=("newsqa",)),
     QATask("mrqa/natural_questions", ("naturalqs",), "mrqa", aliases=("naturalqs",)),

@@ -32,7 +32,9 @@ class TaggingTask:
   metrics: Tuple[str, ...] = ("f1",)
 
 
-CHUNKING = TaggingTask("chunk", folders=("chunk", "conll2000"), tags=CHUNK_TAGS)
+# CoNLL-2000 has no dev set: the original reports the test set, so it is scored each epoch.
+CHUNKING = TaggingTask("chunk", folders=("chunk", "conll2000"), tags=CHUNK_TAGS,
+                       eval_splits=("test",), test_splits=())
 
 
 @dataclasses.dataclass(frozen=True)

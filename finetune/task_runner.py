@@ -7,14 +7,14 @@ trains one encoder with every head, and calls back here; QA and tagging runners 
 the same interface.
 """
 
-import os
+import importlib
 from typing import Dict, List
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from finetune import classification, metrics
+from finetune import classification, metrics, qa, tagging
 from finetune.config import FinetuningConfig
 from finetune.sentence_features import encode
 from model.config import ModelConfig
@@ -130,12 +130,18 @@ class SentenceRunner(TaskRunner):
 
 
 def runner_for(task, config: FinetuningConfig, tokenizer) -> TaskRunner:
-  """The runner of a task's type (QA and tagging runners register in RUNNERS)."""
+  """The runner of a task's type (registered in RUNNERS)."""
   for task_type, runner in RUNNERS.items():
     if isinstance(task, task_type):
+      if isinstance(runner, str):  # "module:Class", imported on first use
+        module, name = runner.split(":")
+        runner = getattr(importlib.import_module(module), name)
       return runner(task, config, tokenizer)
   raise ValueError(f"task {task.name}: no fine-tuning runner for "
                    f"{type(task).__name__} tasks yet")
 
 
-RUNNERS = {classification.SentenceTask: SentenceRunner}
+# The QA and tagging runners build on this module, so they are named, not imported.
+RUNNERS = {classification.SentenceTask: SentenceRunner,
+           qa.QATask: "finetune.qa_runner:QARunner",
+           tagging.TaggingTask: "finetune.tagging_runner:TaggingRunner"}

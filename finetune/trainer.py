@@ -200,6 +200,10 @@ class Finetuner:
     if config.do_train and num_steps < 1:
       raise ValueError(f"{n} training examples make no full batch of "
                        f"train_batch_size {batch}")
+    if config.gradient_accumulation_steps < 1 or \
+        batch % config.gradient_accumulation_steps:
+      raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
+                       f" must be a positive divisor of train_batch_size {batch}")
     with strategy.scope():
       model = self.build_model()
       optimizer = create_optimizer(
@@ -216,6 +220,7 @@ class Finetuner:
           model_dir=model_dir, num_train_steps=num_steps,
           save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
           log_every_steps=config.log_every_steps, use_xla=config.use_xla,
+          gradient_accumulation_steps=config.gradient_accumulation_steps,
           tokens_per_step=batch * config.max_seq_length,
           learning_rate=optimizer.learning_rate_at, label=f"trial {trial} step")
       loop = training.TrainLoop(strategy, model, optimizer,

@@ -1,0 +1,121 @@
+"""The fine-tuning runner of extractive QA tasks (SQuAD 1.1/2.0, MRQA).
+
+Windows come from finetune/qa_features.py, the head and loss from finetune/qa_heads.py,
+answers from finetune/qa_postprocess.py. Scoring a split writes, as the original does,
+<results_dir>/<tasks>_qa/<task>_<split>_preds.json (question id -> answer; for SQuAD
+2.0 the best non-null answer), _nbest.json, _eval.json (every official metric) and,
+for SQuAD 2.0, _null_odds.json and _preds_thresholded.json (answers with "" where the
+null odds exceed the best-F1 threshold found on this split). exact_match and f1 use
+qa_na_threshold, as the original's evaluation; best_exact_match and best_f1 the
+threshold tuned on the split, as the paper reports SQuAD 2.0. With write_test_outputs,
+SQuAD 2.0's test split (test.json, which the original also reads) gets its answers in
+<results_dir>/test_predictions/<tasks>_trial<n>/squad_v2.0_test_preds.json.
+"""
+
+import json
+import logging
+import os
+
+from finetune import qa_features, qa_heads, qa_postprocess, squad_metrics
+from finetune.task_runner import TaskRunner
+from util.files import atomic_write
+
+
+class QARunner(TaskRunner):
+  """Span extraction: windows of one question and part of its context."""
+
+  def __init__(self, task, config, tokenizer):
+    super().__init__(task, config, tokenizer)
+    self._windows = {}  # split -> Windows of its last featurization (not training's)
+
+  def prepare_examples(self, examples, split):
+    if split != self.task.train_split:
+      return examples
+    # Like the original, training leaves out answerable questions with no answer found.
+    kept = [e for e in examples if e.is_impossible or e.answers]
+    if len(kept) < len(examples):
+      logging.warning("%s %s: %d questions have no gold answer at its offset and are "
+                      "left out of training", self.task.name, split,
+                      len(examples) - len(kept))
+    return kept
+
+  def _featurize(self, examples):
+    c = self.config
+    return qa_features.featurize(self.tokenizer, examples, c.max_seq_length,
+                                 c.max_query_length, c.doc_stride)
+
+  def features(self, examples, split):
+    windows = self._featurize(examples)
+    if split != self.task.train_split:  # only scored splits need the maps (memory)
+      self._windows[split] = windows
+    return dict(windows.arrays)
+
+  def windows(self, examples, features, split) -> qa_features.Windows:
+    """The bookkeeping of the split's features, featurized again if not kept."""
+    windows = self._windows.get(split)
+    if windows is None or windows.arrays["input_ids"] is not features["input_ids"]:
+      windows = self._featurize(examples)
+    return windows
+
+  def make_head(self, model_config):
+    c = self.config
+    if c.joint_prediction and not 1 <= c.beam_size <= c.max_seq_length:
+      raise ValueError(f"beam_size {c.beam_size} must be between 1 and max_seq_length "
+                       f"{c.max_seq_length}")
+    return qa_heads.SpanHead(
+        c.joint_prediction, c.beam_size, c.answerable_classifier,
+        c.answerable_uses_start_logits,
+        name="task_specific/" + self.head_name.replace("/", "_"))
+
+  def loss(self, outputs, batch):
+    return qa_heads.span_loss(outputs, batch, self.config.answerable_weight)
+
+  def predict_answers(self, examples, features, outputs, split):
+    c = self.config
+    return qa_postprocess.predict_answers(
+        examples, self.windows(examples, features, split), outputs,
+        self.tokenizer.vocab.tokens, n_best_size=c.n_best_size,
+        max_answer_length=c.max_answer_length, v2=self.task.v2,
+        answerable_classifier=c.answerable_classifier, lower_case=c.do_lower_case)
+
+  def output_file(self, split: str, kind: str) -> str:
+    return os.path.join(self.config.results_dir, f"{self.config.tasks_label}_qa",
+                        f"{self.task.name.replace('/', '_')}_{split}_{kind}.json")
+
+  @staticmethod
+  def _write(path: str, value) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with atomic_write(path) as f:
+      json.dump(value, f, indent=2)
+    return path
+
+  def write_predictions(self, examples, features, outputs, split, out_dir):
+    """Test-set answers as the original submits them: for SQuAD 2.0, "" where the null
+    odds exceed qa_na_threshold (no labels to tune it on)."""
+    predictions = self.predict_answers(examples, features, outputs, split)
+    answers = (qa_postprocess.thresholded(predictions, self.config.qa_na_threshold)
+               if self.task.v2 else predictions.answers)
+    name = f"{self.task.name.replace('/', '_')}_{split}_preds.json"
+    return [self._write(os.path.join(out_dir, name), answers)]
+
+  def score(self, examples, features, outputs, split):
+    predictions = self.predict_answers(examples, features, outputs, split)
+    dataset = [{"paragraphs": [{"qas": [
+        {"id": e.qid, "is_impossible": e.is_impossible,
+         "answers": [{"text": text} for text in e.gold_texts]} for e in examples]}]}]
+    self._write(self.output_file(split, "preds"), predictions.answers)
+    self._write(self.output_file(split, "nbest"), predictions.nbest)
+    if self.task.v2:
+      result = squad_metrics.evaluate_v2(dataset, predictions.answers,
+                                         predictions.null_odds,
+                                         self.config.qa_na_threshold)
+      self._write(self.output_file(split, "null_odds"), predictions.null_odds)
+      self._write(self.output_file(split, "preds_thresholded"),
+                  qa_postprocess.thresholded(predictions, result["best_f1_thresh"]))
+    else:
+      result = squad_metrics.evaluate_v1(dataset, predictions.answers)
+    self._write(self.output_file(split, "eval"), result)
+    metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
+    if self.task.v2:
+      metrics.update(best_exact_match=result["best_exact"], best_f1=result["best_f1"])
+    return metrics

@@ -1,0 +1,97 @@
+"""The fine-tuning runner of sequence tagging (CoNLL-2000 chunking), as the original does it.
+
+Each word is WordPiece-tokenized on its own and the sentence becomes [CLS] pieces [SEP];
+a word's label sits on its first piece (the others carry no loss). Labels are the
+BIOES form of the chunk tags (finetune/tagging.py) and a softmax over them is trained
+with cross-entropy summed over the sentence's words. Words past max_seq_length are
+left out of training and predicted O when scoring. Predictions go back to B-/I-/O tags
+and are scored by span F1 (finetune.metrics.chunk_f1, conlleval's counting).
+"""
+
+from typing import Dict
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from finetune import metrics, tagging
+from finetune.task_runner import TaskRunner
+
+
+class TaggingHead(tf_keras.layers.Layer):
+  """[B, L, num_labels] float32 logits at each word's first piece (batch word_positions)."""
+
+  def __init__(self, num_labels: int, **kwargs):
+    super().__init__(**kwargs)
+    self.num_labels = num_labels
+    self.dense = tf_keras.layers.Dense(num_labels, name="dense")
+
+  def call(self, sequence_output, batch, training=None):
+    words = tf.gather(sequence_output, batch["word_positions"], batch_dims=1)
+    return tf.cast(self.dense(words), tf.float32)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
+
+
+class TaggingRunner(TaskRunner):
+  """One label per word from the encoder's vector of its first piece."""
+
+  labels = tagging.BIOES_LABELS
+
+  def features(self, examples, split) -> Dict[str, np.ndarray]:
+    length = self.config.max_seq_length
+    vocab = self.tokenizer.vocab
+    word_ids = {}
+    for example in examples:
+      for word in example.words:
+        word_ids.setdefault(word, len(word_ids))
+    ids, offsets = self.tokenizer.batch_ids(list(word_ids))
+    pieces = [ids[offsets[i]:offsets[i + 1]] for i in range(len(word_ids))]
+    label_id = {label: i for i, label in enumerate(self.labels)}
+    n = len(examples)
+    out = {name: np.zeros([n, length], np.int32) for name in (
+        "input_ids", "input_mask", "segment_ids", "word_positions", "word_labels")}
+    out["word_label_mask"] = np.zeros([n, length], np.float32)
+    for i, example in enumerate(examples):
+      tokens, positions = [vocab.cls_id], []
+      for word in example.words:
+        # A word BERT's cleaning empties (only control characters) still needs a slot.
+        word_pieces = pieces[word_ids[word]] if len(pieces[word_ids[word]]) else [
+            vocab.unk_id]
+        if len(tokens) + len(word_pieces) + 1 > length:
+          break
+        positions.append(len(tokens))
+        tokens.extend(word_pieces)
+      tokens.append(vocab.sep_id)
+      out["input_ids"][i, :len(tokens)] = tokens
+      out["input_mask"][i, :len(tokens)] = 1
+      # The original gives every piece of a tagging input segment id 1.
+      out["segment_ids"][i, :len(tokens)] = 1
+      out["word_positions"][i, :len(positions)] = positions
+      out["word_labels"][i, :len(positions)] = [
+          label_id[label] for label in tagging.to_bioes(example.tags)[:len(positions)]]
+      out["word_label_mask"][i, :len(positions)] = 1.0
+    return out
+
+  def make_head(self, model_config):
+    return TaggingHead(len(self.labels),
+                       name="task_specific/" + self.head_name.replace("/", "_"))
+
+  def loss(self, outputs, batch):
+    per_word = tf.nn.sparse_softmax_cross_entropy_with_logits(batch["word_labels"],
+                                                              outputs)
+    return tf.reduce_sum(per_word * batch["word_label_mask"], axis=-1)
+
+  def predicted_tags(self, examples, features, outputs):
+    """Each sentence's predicted B-/I-/O tags (O for words cut off by max_seq_length)."""
+    best = outputs.argmax(-1)
+    counts = features["word_label_mask"].sum(-1).astype(int)
+    return [tagging.to_bio([self.labels[k] for k in best[i, :counts[i]]] +
+                           ["O"] * (len(example.words) - counts[i]))
+            for i, example in enumerate(examples)]
+
+  def score(self, examples, features, outputs, split):
+    spans = metrics.chunk_f1([e.tags for e in examples],
+                             self.predicted_tags(examples, features, outputs))
+    return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}
