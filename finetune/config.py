@@ -15,10 +15,11 @@ from typing import Any, Dict, List, Optional
 from finetune import tasks as task_registry
 from model.config import ModelConfig
 from util import hparams
+from util.training import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig:
+class FinetuningConfig(ScaleSettings):
   model_name: str = "electra_small"
   data_dir: str = "data"
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
@@ -52,9 +53,6 @@ class FinetuningConfig:
   train_batch_size: int = 32
   eval_batch_size: int = 32
   predict_batch_size: int = 32
-  # Not in the original: each step's batch runs as this many micro-batches whose
-  # gradients are summed, so SQuAD at 512 fits in less memory with the same batch.
-  gradient_accumulation_steps: int = 1
   double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
 
   # Question answering.
@@ -68,12 +66,6 @@ class FinetuningConfig:
   joint_prediction: bool = True
   beam_size: int = 20
   qa_na_threshold: float = -2.75
-
-  # Scale and precision.
-  distribution_strategy: str = "default"
-  tpu_address: Optional[str] = None
-  mixed_precision: str = "float32"
-  use_xla: bool = False
 
   # Locations; empty means the original layout under data_dir.
   vocab_file: str = ""
@@ -110,11 +102,7 @@ class FinetuningConfig:
     return os.path.join(self.results_dir, f"{self.tasks_label}_results.{extension}")
 
   def model_config(self) -> ModelConfig:
-    values = {"vocab_size": self.vocab_size}
-    if self.embedding_size is not None:
-      values["embedding_size"] = self.embedding_size
-    values.update(self.model_hparam_overrides)
-    return ModelConfig.from_size("debug" if self.debug else self.model_size, **values)
+    return ModelConfig.for_run(self)
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -125,9 +113,8 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
   """Original defaults < size preset < single-task defaults < overrides."""
   overrides = dict(overrides or {})
   tasks = task_registry.get_tasks(task_names)
-  size = overrides.get("model_size") or next(
-      (s for s in ("small", "base", "large") if s in model_name), "small")
-  values = {**hparams.load_preset("finetuning", size), "model_name": model_name,
+  values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
+            "model_name": model_name,
             "data_dir": data_dir,
             # Registered tasks by canonical name; users' tasks stay the path of their JSON.
             "task_names": [n if n.strip().endswith(".json") else t.name

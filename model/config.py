@@ -69,6 +69,16 @@ class ModelConfig:
     base = cls(hidden_size=hidden, **derived)
     return hparams.update(base, dict(values), source=source)
 
+  @classmethod
+  def for_run(cls, run_config, **values) -> "ModelConfig":
+    """Sizes of a pre-training or fine-tuning run: its model_size (or "debug"), vocab
+    and embedding sizes, then `values`, then its model_hparam_overrides."""
+    values = {"vocab_size": run_config.vocab_size, **values}
+    if run_config.embedding_size is not None:
+      values["embedding_size"] = run_config.embedding_size
+    values.update(run_config.model_hparam_overrides)
+    return cls.from_size("debug" if run_config.debug else run_config.model_size, **values)
+
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
 

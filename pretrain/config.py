@@ -13,10 +13,11 @@ from typing import Any, Dict, Optional
 from model.config import ModelConfig
 from pretrain import masking
 from util import hparams
+from util.training import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingConfig:
+class PretrainingConfig(ScaleSettings):
   model_name: str = "electra_small"
   data_dir: str = "data"
   debug: bool = False  # tiny model and few steps, for quick checks
@@ -66,13 +67,6 @@ class PretrainingConfig:
   train_batch_size: int = 128
   eval_batch_size: int = 128
 
-  # Scale and precision (new: the original ran one device, fp32).
-  distribution_strategy: str = "default"  # default | mirrored | multi_worker | tpu
-  tpu_address: Optional[str] = None
-  mixed_precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
-  use_xla: bool = False
-  gradient_accumulation_steps: int = 1
-
   # Locations; empty means the original layout under data_dir.
   pretrain_tfrecords: str = ""
   vocab_file: str = ""
@@ -103,18 +97,13 @@ class PretrainingConfig:
 
   def model_config(self) -> ModelConfig:
     """The discriminator's sizes; the generator's follow via generator_config()."""
-    size = "debug" if self.debug else self.model_size
-    values = {"vocab_size": self.vocab_size,
-              "generator_hidden_size": self.generator_hidden_size,
-              "generator_layers": self.generator_layers,
-              "untied_generator_embeddings": self.untied_generator_embeddings,
-              # The MLM-only baseline trains one full-size encoder as the generator.
-              "untied_generator": self.untied_generator and (
-                  self.electra_objective or self.electric_objective)}
-    if self.embedding_size is not None:
-      values["embedding_size"] = self.embedding_size
-    values.update(self.model_hparam_overrides)
-    return ModelConfig.from_size(size, **values)
+    return ModelConfig.for_run(
+        self, generator_hidden_size=self.generator_hidden_size,
+        generator_layers=self.generator_layers,
+        untied_generator_embeddings=self.untied_generator_embeddings,
+        # The MLM-only baseline trains one full-size encoder as the generator.
+        untied_generator=self.untied_generator and (
+            self.electra_objective or self.electric_objective))
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -129,9 +118,7 @@ def load_config(model_name: str, data_dir: str = "data",
   the run (batch 8, 20 steps) unless the overrides set those values themselves.
   """
   overrides = dict(overrides or {})
-  size = overrides.get("model_size") or next(
-      (s for s in ("small", "base", "large") if s in model_name), "small")
-  preset = hparams.load_preset("pretraining", size)
+  preset = hparams.load_preset("pretraining", hparams.model_size(model_name, overrides))
   values = {**preset, "model_name": model_name, "data_dir": data_dir}
   if overrides.get("debug"):
     values.update(hparams.load_preset("pretraining", "debug"))

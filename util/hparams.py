@@ -69,3 +69,10 @@ def load_preset(*path_parts: str) -> Dict[str, Any]:
                        f"{', '.join(known) or 'none'})")
   with open(path, encoding="utf-8") as f:
     return json.load(f)
+
+
+def model_size(model_name: str, overrides: Dict[str, Any]) -> str:
+  """The size preset of a run: `model_size` if given, else the one its name mentions
+  (electra_small/base/large), else "small"."""
+  return overrides.get("model_size") or next(
+      (s for s in ("small", "base", "large") if s in model_name), "small")

@@ -42,6 +42,19 @@ class TrainingInterrupted(Exception):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ScaleSettings:
+  """How a run uses its hardware: fields shared by the pre-training and fine-tuning
+  configs (new: the original ran on one device in float32)."""
+  distribution_strategy: str = "default"  # default | one_device | mirrored | multi_worker | tpu
+  tpu_address: Optional[str] = None
+  mixed_precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
+  use_xla: bool = False
+  # Each step's batch runs as this many micro-batches whose gradients are summed: the
+  # same update in less memory.
+  gradient_accumulation_steps: int = 1
+
+
 def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
   """The strategy a `distribution_strategy` flag names."""
   if name == "default":
