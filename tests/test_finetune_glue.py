@@ -17,7 +17,7 @@ from finetune.classification import SentenceExample
 from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from tests.conftest import ROOT, shared_path
+from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
 
 WORDS = "the a film movie good bad great dull plot actor scene fun long short".split()
 
@@ -82,14 +82,7 @@ def glue_data_dir(tmp_path):
                 [[i, a, b, l] for i, (a, b, l) in enumerate(pairs(n, labels))])
     write_tsv(root / folder / "test.tsv", [columns] +
               [[i, a, b] for i, (a, b, _) in enumerate(pairs(15, labels))])
-  vocab = data / "vocab.txt"
-  vocab.write_bytes(open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
-  # A tiny "pre-trained" model where run_pretraining exports one.
-  config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
-                                      num_hidden_layers=2, embedding_size=16,
-                                      max_position_embeddings=64))
-  ckpt.save_original(ElectraPair(config).build_variables(),
-                     str(data / "models" / "tiny" / "export" / "model.ckpt"))
+  write_tiny_pretrained_model(data)
   return data
 
 

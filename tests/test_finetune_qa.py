@@ -17,10 +17,7 @@ from finetune import config as finetune_config
 from finetune import qa, qa_features, qa_heads, qa_postprocess, squad_metrics, tasks
 from finetune import task_runner, trainer
 from finetune.errors import DataError
-from model import checkpoint as ckpt
-from model.config import ModelConfig
-from model.electra import ElectraPair
-from tests.conftest import shared_path
+from tests.conftest import shared_path, write_tiny_pretrained_model
 
 
 @pytest.fixture(scope="module")
@@ -374,17 +371,6 @@ def test_span_head_logits_are_float32_under_mixed_precision():
 
 
 # ---- end to end -------------------------------------------------------------------
-
-def write_tiny_pretrained_model(data):
-  """<data>/vocab.txt (BERT's) and a tiny random "pre-trained" model named "tiny"."""
-  (data / "vocab.txt").write_bytes(
-      open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
-  config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
-                                      num_hidden_layers=2, embedding_size=16,
-                                      max_position_embeddings=128))
-  ckpt.save_original(ElectraPair(config).build_variables(),
-                     str(data / "models" / "tiny" / "export" / "model.ckpt"))
-
 
 def squad_subset(articles, paragraphs, questions):
   return {"version": "1.1", "data": [

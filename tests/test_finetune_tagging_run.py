@@ -13,8 +13,7 @@ from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import tagging, tasks, trainer
 from finetune.tagging_runner import TaggingRunner
-from tests.conftest import shared_path
-from tests.test_finetune_qa import write_tiny_pretrained_model
+from tests.conftest import shared_path, write_tiny_pretrained_model
 
 
 @pytest.fixture(scope="module")

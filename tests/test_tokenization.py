@@ -1,0 +1,150 @@
+"""The fast tokenizer gives the ids of BERT's rules (the plain-Python reference) exactly."""
+
+import functools
+import json
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+
+from data_prep import reference_tokenizer as ref
+from data_prep import tokenize as tokenize_command
+from data_prep.tokenizer import Tokenizer, basic_words
+from data_prep.vocab import load_vocab
+from tests.conftest import ROOT, shared_path
+
+BOTH_CASINGS = pytest.mark.parametrize("lower_case", [True, False])
+
+
+@pytest.fixture(scope="module")
+def vocab():
+  return load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
+
+
+@functools.lru_cache(maxsize=None)
+def fast_tokenizer(vocab, lower_case):
+  return Tokenizer(vocab, lower_case)
+
+
+def fast_ids(vocab, lines, lower_case=True):
+  ids, offsets = fast_tokenizer(vocab, lower_case).batch_ids(lines)
+  return [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(lines))]
+
+
+def reference_ids(vocab, lines, lower_case=True):
+  tokenizer = ref.ReferenceTokenizer(vocab.ids, lower_case)
+  return [tokenizer.ids(line) for line in lines]
+
+
+def memoized_reference(vocab, text, lower_case):
+  """The reference's ids of lines of `text`, memoized: seconds for 25 MB, not minutes.
+
+  Exact: clean_text and space_cjk map each character on its own, so applying them to
+  each distinct character gives a translation table; everything after that (lower,
+  accents, punctuation, WordPiece) works on one whitespace-separated token at a time.
+  """
+  table = {ord(ch): ref.space_cjk(ref.clean_text(ch)) for ch in set(text) - {"\n"}}
+  token_ids = functools.lru_cache(maxsize=None)(
+      ref.ReferenceTokenizer(vocab.ids, lower_case).ids)
+  return lambda lines: [[i for token in line.split() for i in token_ids(token)]
+                        for line in "\n".join(lines).translate(table).split("\n")]
+
+
+@BOTH_CASINGS
+def test_every_line_of_the_shared_corpus(vocab, lower_case):
+  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
+    text = f.read()
+  reference = memoized_reference(vocab, text, lower_case)
+  lines = text.split("\n")
+  for start in range(0, len(lines), 5000):
+    batch = lines[start:start + 5000]
+    for i, (got, want) in enumerate(zip(fast_ids(vocab, batch, lower_case), reference(batch))):
+      assert got == want, f"line {start + i + 1}: {lines[start + i]!r}"
+
+
+def _code_point_lines():
+  """Every assigned code point (and a sample of unassigned/private ones), alone and inside
+  a word; letters also between capital sigmas (lower-casing depends on the context)."""
+  points = [cp for cp in range(1, sys.maxunicode + 1)
+            if cp != 10 and (unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs")
+                             or cp % 97 == 0) and not 0xD800 <= cp < 0xE000]
+  lines = []
+  for i in range(0, len(points), 300):
+    chars = [chr(cp) for cp in points[i:i + 300]]
+    lines.append(" ".join(chars))
+    lines.append(" ".join(f"ab{ch}cd" for ch in chars))
+    lines.append(" ".join(f"Σx{ch}ΣA." for ch in chars if unicodedata.category(ch)[0] in "LM"))
+  return lines
+
+
+@BOTH_CASINGS
+def test_every_code_point_alone_and_inside_words(vocab, lower_case):
+  lines = _code_point_lines()
+  got = fast_ids(vocab, lines, lower_case)
+  want = reference_ids(vocab, lines, lower_case)
+  for line, g, w in zip(lines, got, want):
+    assert g == w, f"differs on {line[:80]!r}..."
+
+
+ADVERSARIAL = [
+    "Café naïve résumé Ångström façade ÉCOLE", "e\u0301 a\u0308 \u0301 \u0345x",
+    "北京大学 東京 日本語テキスト 한국어 문장 中文English混合", "𠀀𪜀 \U0002b740\U0002b820x",
+    "emoji 😀👍🏽 👨‍👩‍👧 flags 🇫🇷 ✨!", "nul\x00here a\x01b\x1fc\x7fd \x85e \u200bf\u200dg",
+    "replacement \ufffd char a\ufffdb", "tab\there\u00a0nbsp\u2003em\u3000ideo\u2028ls\u2029ps",
+    "\u1680ogham\u202fnarrow\u205fmath \x0bvt\x0cff", "...!!!??? --- ((([[{{}}]]))) $$$ ^^^ ```",
+    "a" * 199, "a" * 200, "a" * 201, "b" * 200 + "!" + "c" * 201, "é" * 201, "ab" * 150,
+    "İstanbul ΣΟΦΙΑ ΟΔΥΣΣΕΥΣ ß ẞ ǅ ﬁ ﬀ Ⅻ ①", "[CLS] text [SEP] more [MASK] [UNK] [PAD]",
+    "[CLS][SEP][MASK]", "MiXeD CaSe WoRdS iPhone eBay McDonald's", "",
+    "   ", "\r", "trailing\r", "x\u0000\u0000y", "١٢٣ ٤٥٦ أبجد", "שלום עולם",
+    "Привет, мир! Ёлка", "ＦＵＬＬ　ｗｉｄｔｈ１２３", "x²³ ½ ¼ µ °C ™ © ®", "\ue000 \uf8ff",
+    "don't won't it's rock'n'roll", "e.g. i.e. U.S.A. 3.14 1,000,000 10:30 50%",
+    "\U0001d400\U0001d401 \U000e0001 \U000f0000", "\u00ad soft\u00adhyphen",
+]
+
+
+@BOTH_CASINGS
+def test_adversarial_text(vocab, lower_case):
+  got = fast_ids(vocab, ADVERSARIAL, lower_case)
+  want = reference_ids(vocab, ADVERSARIAL, lower_case)
+  for text, g, w in zip(ADVERSARIAL, got, want):
+    assert g == w, repr(text)
+
+
+def test_rules_that_tell_bert_tools_apart(vocab):
+  tokens = fast_tokenizer(vocab, True).tokenize
+  assert tokens("a" * 200) != ["[UNK]"] and tokens("a" * 201) == ["[UNK]"]
+  assert tokens("x" + "é" * 200) == ["[UNK]"]  # 201 characters after stripping accents
+  assert tokens("[CLS]") == ["[", "cl", "##s", "]"]  # text, not the special token
+  assert tokens("a\x00b\ufffdc") == tokens("abc")
+  assert tokens("中文") == ["中", "文"]
+  assert fast_tokenizer(vocab, False).tokenize("Café") != tokens("Café")
+
+
+def test_basic_words_match_the_reference(vocab):
+  for text in ADVERSARIAL:
+    words = [w for w in basic_words(text) if w != "\ue000"]
+    assert words == [w for w in ref.basic_tokenize(text) if len(w) <= ref.MAX_WORD_CHARS]
+
+
+def test_tokenize_command(tmp_path, vocab, capsys):
+  text = "Hello [CLS] World\r\nnaïve café\xff\n\nlast".encode("utf-8")
+  text = text.replace("\xff".encode("utf-8"), b"\xff")  # one invalid byte
+  (tmp_path / "in.txt").write_bytes(text)
+  # In-process: a subprocess would spend most of the test importing TensorFlow.
+  assert tokenize_command.main(["--vocab-file", vocab.path, "--input", str(tmp_path / "in.txt"),
+                                "--output", str(tmp_path / "out.jsonl")]) == 0
+  assert "1 invalid UTF-8 bytes" in capsys.readouterr().err
+  rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  lines = ["Hello [CLS] World\r", "naïve café\ufffd", "", "last"]
+  assert [row["ids"] for row in rows] == reference_ids(vocab, lines)
+  assert [row["tokens"] for row in rows] == [
+      ref.ReferenceTokenizer(vocab.ids).tokenize(line) for line in lines]
+
+  # The command line end to end, once, with a bad vocab: one line, exit 2.
+  result = subprocess.run(
+      [sys.executable, "-m", "data_prep.tokenize", "--vocab-file", str(tmp_path),
+       "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.jsonl")],
+      cwd=ROOT, capture_output=True, text=True, check=False)
+  assert result.returncode == 2 and "is a directory" in result.stderr
+  assert "Traceback" not in result.stderr and not (tmp_path / "o.jsonl").exists()
