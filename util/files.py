@@ -17,6 +17,9 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
       yield f
       f.flush()
       os.fsync(f.fileno())
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
     os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(FileNotFoundError):

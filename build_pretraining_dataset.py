@@ -1,0 +1,91 @@
+"""Writes text data as TFRecords that ELECTRA can be pre-trained on.
+
+With no arguments: harvests the built-in default corpus into data/corpus/, learns
+data/vocab.txt and writes data/pretrain_tfrecords/. The flags are the original's plus
+--seed, --num-out-files, --static-masking, --mask-prob, --overwrite, --data-dir and
+--vocab-size.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from data_prep import prepare  # pylint: disable=wrong-import-position
+
+
+def _bool(text: str) -> bool:
+  # The original used type=bool, which reads "False" as True.
+  if text.lower() in ("1", "true", "yes"):
+    return True
+  if text.lower() in ("0", "false", "no"):
+    return False
+  raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--data-dir", default="data",
+                      help="root of the default layout: corpus/, vocab.txt, "
+                           "pretrain_tfrecords/ (default: data)")
+  parser.add_argument("--corpus-dir", help="directory of text files: one sentence or "
+                      "paragraph per line, blank lines between documents (default: "
+                      "<data-dir>/corpus, harvested from Python's documentation if absent)")
+  parser.add_argument("--vocab-file", help="BERT WordPiece vocab.txt (default: "
+                      "<data-dir>/vocab.txt, learned from the corpus if absent)")
+  parser.add_argument("--output-dir", help="where the TFRecords go (default: "
+                      "<data-dir>/pretrain_tfrecords)")
+  parser.add_argument("--vocab-size", type=int, default=30522,
+                      help="size of a learned vocabulary (default: 30522)")
+  parser.add_argument("--max-seq-length", type=int, default=128,
+                      help="tokens per example (default: 128)")
+  parser.add_argument("--num-processes", type=int, default=1,
+                      help="processes to split the corpus between (default: 1)")
+  parser.add_argument("--blanks-separate-docs", type=_bool, default=True,
+                      help="whether blank lines end documents (default: true)")
+  parser.add_argument("--do-lower-case", dest="do_lower_case", action="store_true",
+                      help="lower-case the text (default)")
+  parser.add_argument("--no-lower-case", dest="do_lower_case", action="store_false")
+  parser.add_argument("--do-strip-accents", dest="strip_accents", action="store_true",
+                      help="strip accents when lower-casing (default)")
+  parser.add_argument("--no-strip-accents", dest="strip_accents", action="store_false")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="random seed of example packing and static masking; the same "
+                           "seed and process count give the same bytes (default: 0)")
+  parser.add_argument("--num-out-files", type=int,
+                      help="number of TFRecord files (default: one per 8 MB of text, a "
+                           "multiple of --num-processes)")
+  parser.add_argument("--static-masking", action="store_true",
+                      help="also write masked_lm_positions/ids/weights, with input_ids "
+                           "masked, for readers that expect pre-masked data")
+  parser.add_argument("--mask-prob", type=float, default=0.15,
+                      help="masking probability of --static-masking (default: 0.15)")
+  parser.add_argument("--overwrite", action="store_true",
+                      help="replace the contents of a non-empty --output-dir")
+  parser.add_argument("--no-progress", dest="progress", action="store_false",
+                      help="no progress lines")
+  parser.set_defaults(do_lower_case=True, strip_accents=True)
+  return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  build_flags = ("max_seq_length", "num_processes", "blanks_separate_docs", "do_lower_case",
+                 "strip_accents", "seed", "num_out_files", "static_masking", "mask_prob",
+                 "overwrite", "progress")
+  options = prepare.PrepareOptions(
+      data_dir=args.data_dir, corpus_dir=args.corpus_dir, vocab_file=args.vocab_file,
+      output_dir=args.output_dir, vocab_size=args.vocab_size,
+      build={name: getattr(args, name) for name in build_flags})
+  try:
+    prepare.prepare(options)
+  except (ValueError, OSError) as e:  # bad flags or files: one line, no traceback
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,76 @@
+"""The whole data step behind build_pretraining_dataset.py: corpus, vocab, TFRecords.
+
+Layout under --data-dir (the original's): corpus/, vocab.txt, pretrain_tfrecords/.
+Whatever is not given is made: the built-in default corpus (data_prep.default_corpus)
+when there is no corpus, a vocabulary learned from the corpus when there is no vocab.
+"""
+
+import collections
+import dataclasses
+import os
+import sys
+import time
+from typing import Optional
+
+from data_prep import build as build_lib
+from data_prep import corpus as corpus_lib
+from data_prep import default_corpus
+from data_prep import vocab as vocab_lib
+
+DEFAULT_CORPUS_BYTES = 6 << 20  # about a minute of harvesting, a minute of building
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareOptions:
+  data_dir: str = "data"
+  corpus_dir: Optional[str] = None
+  vocab_file: Optional[str] = None
+  output_dir: Optional[str] = None
+  vocab_size: int = 30522
+  default_corpus_bytes: int = DEFAULT_CORPUS_BYTES
+  build: dict = dataclasses.field(default_factory=dict)  # the rest of BuildConfig
+
+
+def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
+                            lower_case: bool, accents: bool):
+  """Counts BERT words over the corpus (streamed) and writes a learned vocab.txt."""
+  from data_prep.tokenizer import basic_words
+  counts = collections.Counter()
+  for path in corpus_lib.list_files(corpus_dir):
+    for block in corpus_lib.read_blocks(corpus_lib.Span(path, 0, os.path.getsize(path))):
+      counts.update(basic_words(corpus_lib.decode(block)[0], lower_case, accents))
+  counts.pop("\ue000", None)  # the marker of over-long words, not a word
+  vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
+
+
+def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
+  corpus_dir = options.corpus_dir or os.path.join(options.data_dir, "corpus")
+  vocab_file = options.vocab_file or os.path.join(options.data_dir, "vocab.txt")
+  output_dir = options.output_dir or os.path.join(options.data_dir, "pretrain_tfrecords")
+  config = build_lib.BuildConfig(corpus_dir=corpus_dir, vocab_file=vocab_file,
+                                 output_dir=output_dir, **options.build)
+  # Refuse a bad output dir before spending minutes on a corpus or a vocab.
+  build_lib.check_output_dir(output_dir, config.overwrite)
+
+  if options.corpus_dir is None and not _has_files(corpus_dir):
+    t0 = time.time()
+    log(f"no corpus given: harvesting the built-in default corpus (Python documentation) "
+        f"into {corpus_dir}")
+    size = default_corpus.write_default_corpus(corpus_dir, options.default_corpus_bytes)
+    log(f"  {size:,} bytes in {time.time() - t0:.0f}s")
+  if options.vocab_file is None and not os.path.exists(vocab_file):
+    t0 = time.time()
+    log(f"no vocab given: learning a {options.vocab_size}-token WordPiece vocabulary from "
+        f"{corpus_dir} into {vocab_file}")
+    learn_vocab_from_corpus(corpus_dir, vocab_file, options.vocab_size,
+                            config.do_lower_case, config.strip_accents)
+    log(f"  {len(vocab_lib.load_vocab(vocab_file)):,} tokens in {time.time() - t0:.0f}s")
+  t0 = time.time()
+  stats = build_lib.build(config)
+  log(f"wrote {output_dir} in {time.time() - t0:.1f}s")
+  build_lib.print_summary(stats, output_dir, stream=sys.stdout)
+  return stats
+
+
+def _has_files(folder: str) -> bool:
+  return os.path.isdir(folder) and any(not name.startswith(".") for name in os.listdir(folder))

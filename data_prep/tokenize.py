@@ -1,0 +1,82 @@
+"""Tokenizes a text file for inspection and outside checks: one JSON object per line.
+
+    python -m data_prep.tokenize --vocab-file FILE [--no-lower-case] [--no-strip-accents]
+        --input TEXT --output JSONL
+
+Lines are split on "\\n" only (a trailing "\\r" stays part of the line's text); each
+output line is {"tokens": [...], "ids": [...]}. Invalid UTF-8 is replaced by U+FFFD
+(which BERT drops) and counted on stderr.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from data_prep import corpus as corpus_lib  # pylint: disable=wrong-import-position
+from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
+from util.files import atomic_write  # pylint: disable=wrong-import-position
+
+BATCH = 2000
+
+
+def tokenize_file(vocab_file: str, input_path: str, output_path: str, lower_case: bool,
+                  accents: bool) -> int:
+  """Writes the JSONL; returns the number of invalid UTF-8 bytes replaced."""
+  from data_prep.tokenizer import Tokenizer
+  if not os.path.isfile(input_path):
+    raise ValueError(f"--input: {input_path} is not a file")
+  if os.path.isdir(output_path):
+    raise ValueError(f"--output: {output_path} is a directory")
+  vocab = load_vocab(vocab_file)
+  tokenizer = Tokenizer(vocab, lower_case, accents)
+  span = corpus_lib.Span(input_path, 0, os.path.getsize(input_path))
+  invalid = 0
+  with atomic_write(output_path) as out:
+
+    def flush(batch):
+      ids, offsets = tokenizer.batch_ids(batch)
+      ids = ids.tolist()
+      for i in range(len(batch)):
+        row = ids[offsets[i]:offsets[i + 1]]
+        out.write(json.dumps({"tokens": [vocab.tokens[t] for t in row], "ids": row},
+                             ensure_ascii=False) + "\n")
+
+    batch = []
+    for raw, _ in corpus_lib.read_lines(span):
+      text, bad = corpus_lib.decode(raw)
+      invalid += bad
+      batch.append(text)
+      if len(batch) >= BATCH:
+        flush(batch)
+        batch = []
+    if batch:
+      flush(batch)
+  return invalid
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--vocab-file", required=True, help="BERT WordPiece vocab.txt")
+  parser.add_argument("--input", required=True, help="UTF-8 text file")
+  parser.add_argument("--output", required=True, help="JSONL file to write")
+  parser.add_argument("--no-lower-case", dest="lower_case", action="store_false")
+  parser.add_argument("--no-strip-accents", dest="accents", action="store_false")
+  args = parser.parse_args(argv)
+  try:
+    invalid = tokenize_file(args.vocab_file, args.input, args.output, args.lower_case,
+                            args.accents)
+  except (ValueError, OSError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if invalid:
+    print(f"{args.input}: {invalid} invalid UTF-8 bytes replaced by U+FFFD",
+          file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
