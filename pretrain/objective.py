@@ -22,13 +22,13 @@ the same masks and samples.
 
 import collections
 import math
-import os
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras
 
 from data_prep.feature_spec import STATIC_MASK_FEATURES
+from data_prep.vocab import load_vocab
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
@@ -43,24 +43,10 @@ GUMBEL_EPSILON = 1e-9  # the original's guard inside both logs of the Gumbel noi
 LOSS_EPSILON = 1e-6  # the original's guard in every loss denominator
 
 
-class VocabError(ValueError):
-  """A vocabulary file that cannot give the special token ids."""
-
-
 def special_tokens_from_vocab(vocab_file: str) -> SpecialTokens:
-  """The ids of [CLS], [SEP] and [MASK]: their line numbers in a BERT vocab.txt."""
-  if not os.path.isfile(vocab_file):
-    raise VocabError(f"{vocab_file}: vocabulary file not found (set vocab_file or "
-                     "data_dir)")
-  ids = {}
-  with open(vocab_file, encoding="utf-8") as f:
-    for index, line in enumerate(f):
-      ids.setdefault(line.strip(), index)
-  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]
-  if missing:
-    raise VocabError(f"{vocab_file}: no {', '.join(missing)} line; expected a BERT "
-                     "vocabulary with [CLS], [SEP] and [MASK]")
-  return SpecialTokens(ids["[CLS]"], ids["[SEP]"], ids["[MASK]"])
+  """The ids of [CLS], [SEP] and [MASK] in a (validated) BERT vocab.txt."""
+  vocab = load_vocab(vocab_file)
+  return SpecialTokens(vocab.cls_id, vocab.sep_id, vocab.mask_id)
 
 
 def masked_lm_loss(logits, targets, weights):

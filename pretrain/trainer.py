@@ -18,6 +18,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 import tf_keras
 
+from data_prep.vocab import load_vocab
 from model import checkpoint as original_checkpoint
 from model.optimization import create_optimizer
 from pretrain import input_pipeline
@@ -36,11 +37,6 @@ OBJECTIVE_FIELDS = ("electra_objective", "electric_objective", "two_tower_genera
                     "uniform_generator", "vocab_size")
 
 
-def vocab_size_of(vocab_file: str) -> int:
-  with open(vocab_file, encoding="utf-8") as f:
-    return sum(1 for _ in f)
-
-
 def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   """Fails early, naming the file, when the data or vocabulary cannot serve this config.
 
@@ -50,7 +46,7 @@ def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   if not os.path.isfile(config.vocab_file):
     raise InputError(f"{config.vocab_file}: vocabulary not found; run "
                      f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
-  size = vocab_size_of(config.vocab_file)
+  size = len(load_vocab(config.vocab_file))
   if size != config.vocab_size:
     if config.vocab_size != PretrainingConfig.vocab_size:
       raise InputError(f"{config.vocab_file} holds {size} tokens but vocab_size is "

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from scipy.special import log_softmax, softmax
 
+from data_prep.vocab import VocabError
 from pretrain import objective
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
@@ -287,11 +288,11 @@ def test_same_seed_same_outputs():
 
 
 def test_missing_vocab_and_bad_variant_are_clear_errors(tmp_path):
-  with pytest.raises(objective.VocabError, match="vocabulary file not found"):
+  with pytest.raises(VocabError, match="does not exist"):
     PretrainingModel(tiny_config(vocab_file=str(tmp_path / "none.txt")))
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
-  with pytest.raises(objective.VocabError, match=r"no \[MASK\]"):
+  with pytest.raises(VocabError, match=r"missing \[MASK\]"):
     objective.special_tokens_from_vocab(str(vocab))
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
   assert objective.special_tokens_from_vocab(str(vocab)) == SpecialTokens(2, 3, 4)
