@@ -290,29 +290,11 @@ def summarize(trials: List[Dict[str, object]]) -> Dict[str, object]:
 
 
 def plot_history(trials, path: str):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  keys = sorted({k for t in trials for h in t["history"] for k in h
-                 if k not in ("epoch", "step")})
-  if not keys:
-    return None
-  fig, axes = plt.subplots(len(keys), 1, figsize=(6, 2.6 * len(keys)), squeeze=False)
-  for ax, key in zip(axes[:, 0], keys):
-    for t in trials:
-      points = [(h["epoch"], h[key]) for h in t["history"] if key in h]
-      ax.plot(*zip(*points), marker="o", label=f"trial {t['trial']}")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(key)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = path + ".tmp.png"
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  os.replace(tmp, path)
-  return path
+  """The dev metrics after each epoch, one line per trial."""
+  keys = {k for t in trials for h in t["history"] for k in h if k not in ("epoch", "step")}
+  return training.plot_panels(
+      {key: {f"trial {t['trial']}": [(h["epoch"], h[key]) for h in t["history"] if key in h]
+             for t in trials} for key in keys}, "epoch", path, columns=2)
 
 
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
