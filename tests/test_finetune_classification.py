@@ -13,7 +13,7 @@ import pytest
 
 from finetune import classification, tasks
 from finetune.errors import DataError
-from tests.conftest import shared_path
+from tests.conftest import ROOT, shared_path
 
 # (task, GLUE folder, label set, {split: (header?, text_a col, text_b col, label col)}).
 SHARED_GLUE = [
@@ -243,6 +243,26 @@ def test_every_task_default_names_a_registered_task():
   from util.hparams import load_preset  # pylint: disable=g-import-not-at-top
   for name in load_preset("finetuning", "task_defaults"):
     assert tasks.get_task(name).name == name
+
+
+def test_every_model_size_has_a_preset_in_both_phases():
+  import json  # pylint: disable=g-import-not-at-top
+  from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+  from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(ROOT, "configs", "model_sizes.json"), encoding="utf-8") as f:
+    sizes = json.load(f)
+  for size, dims in sizes.items():
+    overrides = {"model_size": size}
+    pretrain = pretrain_config.load_config("m", overrides=overrides).model_config()
+    finetune = finetune_config.load_config("m", ["sst"], overrides=overrides)
+    assert finetune.model_size == size
+    for model_config in (pretrain, finetune.model_config()):
+      assert {k: getattr(model_config, k) for k in dims} == dims
+  # A model pre-trained at debug size fine-tunes with the same sizes when it starts
+  # from random weights (the experiment's baseline).
+  assert finetune_config.load_config("m", ["sst"], overrides={
+      "model_size": "debug"}).model_config().embedding_width == sizes["debug"][
+          "hidden_size"]
 
 
 def _write_custom(tmp_path, spec, files):

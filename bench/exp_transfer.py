@@ -1,0 +1,113 @@
+"""Does pre-training help? A debug-size model fine-tuned from our pre-training vs random.
+
+  # 1. records and ~30 min of debug-size pre-training (see bench/RESULTS.md for flags)
+  # 2. both arms, then the side-by-side table:
+  python bench/exp_transfer.py --data-dir EXP --arm random
+  python bench/exp_transfer.py --data-dir EXP --arm pretrained \
+      --init-checkpoint EXP/models/electra_debug/export
+  python bench/exp_transfer.py --data-dir EXP --table
+
+An experiment run by hand, never in CI. EXP/finetuning_data/ must hold the GLUE folders
+(CoLA, SST-2, MRPC, STS-B, RTE) and chunk/ (CoNLL-2000); --squad-file splits the SQuAD
+1.1 dev file by article into EXP/finetuning_data/squadv1/{train,dev}.json (the first
+--squad-train-articles articles train, the rest evaluate). Each task runs through
+run_finetuning.py with the recipe's hyperparameters (configs/finetuning/debug.json) and
+the shortened schedules in SCHEDULES, the same for both arms; GLUE tasks run --trials
+seeds and report the median.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARMS = {"pretrained": "electra_debug", "random": "random_debug"}
+
+# Shorter than the recipe to fit a 2-core CPU, identical for both arms. SST-2 and CoLA
+# lose no tokens at length 64 and STS-B 3.4% of pairs a few; MRPC and RTE keep 128.
+SCHEDULES = {
+    "glue/sst2": {"max_seq_length": 64, "num_train_epochs": 0.5},
+    "glue/cola": {"max_seq_length": 64, "num_train_epochs": 3.0},
+    "glue/stsb": {"max_seq_length": 64, "num_train_epochs": 3.0},
+    "glue/mrpc": {"max_seq_length": 128, "num_train_epochs": 3.0},
+    "glue/rte": {"max_seq_length": 128, "num_train_epochs": 3.0},
+    "squad/v1.1": {"max_seq_length": 256, "doc_stride": 128, "num_train_epochs": 2.0,
+                   "num_trials": 1},
+    "chunk": {"max_seq_length": 128, "num_train_epochs": 3.0, "num_trials": 1},
+}
+
+
+def split_squad(squad_file: str, data_dir: str, train_articles: int):
+  with open(squad_file, encoding="utf-8") as f:
+    document = json.load(f)
+  folder = os.path.join(data_dir, "finetuning_data", "squadv1")
+  os.makedirs(folder, exist_ok=True)
+  parts = {"train": document["data"][:train_articles],
+           "dev": document["data"][train_articles:]}
+  for split, articles in parts.items():
+    with open(os.path.join(folder, f"{split}.json"), "w", encoding="utf-8") as f:
+      json.dump({"version": document.get("version", "1.1"), "data": articles}, f)
+    count = sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
+    print(f"squad {split}: {len(articles)} articles, {count} questions")
+
+
+def run_arm(args):
+  for task in args.tasks:
+    overrides = {"model_size": "debug", "num_trials": args.trials, "seed": args.seed,
+                 **SCHEDULES[task]}
+    command = [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
+               "--model-name", ARMS[args.arm], "--data-dir", args.data_dir,
+               "--hparams", json.dumps(overrides)]
+    if args.init_checkpoint:
+      command += ["--init-checkpoint", args.init_checkpoint]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def table(data_dir: str) -> str:
+  rows = ["| task (dev) | metric | pre-trained: median (trials) | random init: median "
+          "(trials) |", "|---|---|---|---|"]
+  for task in SCHEDULES:
+    reports = {}
+    for arm, name in ARMS.items():
+      path = os.path.join(data_dir, "models", name, "results",
+                          f"{task.replace('/', '_')}_results.json")
+      if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+          reports[arm] = json.load(f)["summary"]
+    keys = sorted({k for r in reports.values() for k in r})
+    for key in keys:
+      cells = []
+      for arm in ARMS:
+        value = reports.get(arm, {}).get(key)
+        cells.append("not run" if value is None else f"{value['median']:.2f} (" + ", ".join(
+            f"{t:.2f}" for t in value["trials"]) + ")")
+      rows.append(f"| {task} | {key.split(' ')[-1]} | {cells[0]} | {cells[1]} |")
+  return "\n".join(rows)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--data-dir", required=True)
+  parser.add_argument("--arm", choices=sorted(ARMS))
+  parser.add_argument("--init-checkpoint", default="")
+  parser.add_argument("--tasks", default=",".join(SCHEDULES))
+  parser.add_argument("--trials", type=int, default=3)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--squad-file", default="")
+  parser.add_argument("--squad-train-articles", type=int, default=38)
+  parser.add_argument("--table", action="store_true", help="print the results table")
+  args = parser.parse_args()
+  args.tasks = [t for t in args.tasks.split(",") if t]
+  if args.squad_file:
+    split_squad(args.squad_file, args.data_dir, args.squad_train_articles)
+  if args.arm:
+    run_arm(args)
+  if args.table:
+    print(table(args.data_dir))
+
+
+if __name__ == "__main__":
+  main()
