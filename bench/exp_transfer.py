@@ -66,6 +66,46 @@ def run_arm(args):
     subprocess.run(command, check=True)
 
 
+def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
+  """How alike the encoder's outputs are across inputs before fine-tuning: the mean
+  pairwise cosine of [CLS] vectors over SST-2 dev sentences, and of the real tokens'
+  vectors within each sentence. Near 1 means the input barely shows in the output."""
+  sys.path.insert(0, ROOT)
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from data_prep.tokenizer import Tokenizer  # pylint: disable=g-import-not-at-top
+  from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
+  from finetune import tasks  # pylint: disable=g-import-not-at-top
+  from finetune.sentence_features import encode  # pylint: disable=g-import-not-at-top
+  from model import checkpoint  # pylint: disable=g-import-not-at-top
+  from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
+  from model.encoder import ElectraEncoder  # pylint: disable=g-import-not-at-top
+
+  def mean_cosine(vectors, mask=None):
+    unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    cos = unit @ np.swapaxes(unit, -1, -2)
+    pairs = np.ones(cos.shape[-2:], bool) if mask is None else mask[:, :, None] & \
+        mask[:, None, :]
+    pairs = pairs & ~np.eye(cos.shape[-1], dtype=bool)
+    return float((cos * pairs).sum() / pairs.sum())
+
+  examples = tasks.read_examples(tasks.get_task("glue/sst2"), data_dir, "dev")[:count]
+  features = encode(Tokenizer(load_vocab(os.path.join(data_dir, "vocab.txt"))), examples,
+                    64)
+  inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  arms = {"pretrained": init_checkpoint, "random": ""}
+  for arm, path in arms.items():
+    config = checkpoint.config_from_checkpoint(path, "discriminator") if path else \
+        ModelConfig.from_size("debug")
+    encoder = ElectraEncoder(config)
+    hidden = encoder(inputs, training=False)
+    if path:
+      checkpoint.load_discriminator_encoder(encoder, path)
+      hidden = encoder(inputs, training=False)
+    hidden = np.asarray(hidden, np.float64)
+    print(f"{arm}: [CLS] across sentences {mean_cosine(hidden[:, 0]):.3f}, tokens within "
+          f"a sentence {mean_cosine(hidden, inputs['input_mask'].astype(bool)):.3f}")
+
+
 def table(data_dir: str) -> str:
   rows = ["| task (dev) | metric | pre-trained: median (trials) | random init: median "
           "(trials) |", "|---|---|---|---|"]
@@ -98,6 +138,8 @@ def main():
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--squad-file", default="")
   parser.add_argument("--squad-train-articles", type=int, default=38)
+  parser.add_argument("--similarity", action="store_true",
+                      help="print how alike each arm's encoder outputs are")
   parser.add_argument("--table", action="store_true", help="print the results table")
   args = parser.parse_args()
   args.tasks = [t for t in args.tasks.split(",") if t]
@@ -105,6 +147,8 @@ def main():
     split_squad(args.squad_file, args.data_dir, args.squad_train_articles)
   if args.arm:
     run_arm(args)
+  if args.similarity:
+    similarity(args.data_dir, args.init_checkpoint)
   if args.table:
     print(table(args.data_dir))
 
