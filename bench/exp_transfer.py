@@ -107,7 +107,7 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
 
 
 def table(data_dir: str) -> str:
-  rows = ["| task (dev) | metric | pre-trained: median (trials) | random init: median "
+  rows = ["| task | metric | pre-trained: median (trials) | random init: median "
           "(trials) |", "|---|---|---|---|"]
   for task in SCHEDULES:
     reports = {}
