@@ -23,6 +23,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Each arm's results live under <data-dir>/models/<name>; --pretrained-name keeps a
+# second pre-trained model's fine-tuning runs apart from the first's.
 ARMS = {"pretrained": "electra_debug", "random": "random_debug"}
 
 # Shorter than the recipe to fit a 2-core CPU, identical for both arms. SST-2 and CoLA
@@ -58,7 +60,7 @@ def run_arm(args):
     overrides = {"model_size": "debug", "num_trials": args.trials, "seed": args.seed,
                  **SCHEDULES[task]}
     command = [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
-               "--model-name", ARMS[args.arm], "--data-dir", args.data_dir,
+               "--model-name", args.names[args.arm], "--data-dir", args.data_dir,
                "--hparams", json.dumps(overrides)]
     if args.init_checkpoint:
       command += ["--init-checkpoint", args.init_checkpoint]
@@ -106,12 +108,12 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
           f"a sentence {mean_cosine(hidden, inputs['input_mask'].astype(bool)):.3f}")
 
 
-def table(data_dir: str) -> str:
+def table(data_dir: str, names) -> str:
   rows = ["| task | metric | pre-trained: median (trials) | random init: median "
           "(trials) |", "|---|---|---|---|"]
   for task in SCHEDULES:
     reports = {}
-    for arm, name in ARMS.items():
+    for arm, name in names.items():
       path = os.path.join(data_dir, "models", name, "results",
                           f"{task.replace('/', '_')}_results.json")
       if os.path.exists(path):
@@ -133,6 +135,8 @@ def main():
   parser.add_argument("--data-dir", required=True)
   parser.add_argument("--arm", choices=sorted(ARMS))
   parser.add_argument("--init-checkpoint", default="")
+  parser.add_argument("--pretrained-name", default=ARMS["pretrained"],
+                      help="model name of the pre-trained arm's runs and results")
   parser.add_argument("--tasks", default=",".join(SCHEDULES))
   parser.add_argument("--trials", type=int, default=3)
   parser.add_argument("--seed", type=int, default=0)
@@ -143,6 +147,7 @@ def main():
   parser.add_argument("--table", action="store_true", help="print the results table")
   args = parser.parse_args()
   args.tasks = [t for t in args.tasks.split(",") if t]
+  args.names = {**ARMS, "pretrained": args.pretrained_name}
   if args.squad_file:
     split_squad(args.squad_file, args.data_dir, args.squad_train_articles)
   if args.arm:
@@ -150,7 +155,7 @@ def main():
   if args.similarity:
     similarity(args.data_dir, args.init_checkpoint)
   if args.table:
-    print(table(args.data_dir))
+    print(table(args.data_dir, args.names))
 
 
 if __name__ == "__main__":
