@@ -74,6 +74,7 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   vectors within each sentence. Near 1 means the input barely shows in the output."""
   sys.path.insert(0, ROOT)
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
   from data_prep.tokenizer import Tokenizer  # pylint: disable=g-import-not-at-top
   from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from finetune import tasks  # pylint: disable=g-import-not-at-top
@@ -96,26 +97,27 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
   arms = {"pretrained": init_checkpoint, "random": ""}
   for arm, path in arms.items():
+    tf_keras.utils.set_random_seed(0)  # the random arm's weights, the same every run
     config = checkpoint.config_from_checkpoint(path, "discriminator") if path else \
         ModelConfig.from_size("debug")
     encoder = ElectraEncoder(config)
-    hidden = encoder(inputs, training=False)
+    encoder({k: v[:1] for k, v in inputs.items()})  # creates the variables
     if path:
       checkpoint.load_discriminator_encoder(encoder, path)
-      hidden = encoder(inputs, training=False)
-    hidden = np.asarray(hidden, np.float64)
+    hidden = np.asarray(encoder(inputs, training=False), np.float64)
     print(f"{arm}: [CLS] across sentences {mean_cosine(hidden[:, 0]):.3f}, tokens within "
           f"a sentence {mean_cosine(hidden, inputs['input_mask'].astype(bool)):.3f}")
 
 
 def table(data_dir: str, names) -> str:
+  sys.path.insert(0, ROOT)
+  from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
   rows = ["| task | metric | pre-trained: median (trials) | random init: median "
           "(trials) |", "|---|---|---|---|"]
   for task in SCHEDULES:
     reports = {}
     for arm, name in names.items():
-      path = os.path.join(data_dir, "models", name, "results",
-                          f"{task.replace('/', '_')}_results.json")
+      path = finetune_config.load_config(name, [task], data_dir).results_file("json")
       if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
           reports[arm] = json.load(f)["summary"]
@@ -152,6 +154,8 @@ def main():
     split_squad(args.squad_file, args.data_dir, args.squad_train_articles)
   if args.arm:
     run_arm(args)
+  if args.similarity and not args.init_checkpoint:
+    parser.error("--similarity compares the --init-checkpoint encoder with a random one")
   if args.similarity:
     similarity(args.data_dir, args.init_checkpoint)
   if args.table:
