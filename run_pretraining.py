@@ -22,7 +22,15 @@ def main(argv=None) -> int:
                       help="name of the run; checkpoints go to <data-dir>/models/<name>")
   parser.add_argument("--hparams", default="",
                       help="JSON object (or a JSON file) of hyperparameters to override")
+  parser.add_argument("--export-steps", default="",
+                      help="also export these kept training checkpoints (comma-separated "
+                      "steps) to <model_dir>/export/step_<step>, e.g. to fine-tune from "
+                      "part of a run")
   args = parser.parse_args(argv)
+  try:
+    export_steps = [int(s) for s in args.export_steps.split(",") if s.strip()]
+  except ValueError:
+    parser.error(f"--export-steps {args.export_steps!r}: expected steps such as 1000,2000")
 
   # TensorFlow loads after flag parsing, so --help and flag errors are instant.
   from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
@@ -31,7 +39,7 @@ def main(argv=None) -> int:
   try:
     config = pretrain_config.load_config(args.model_name, args.data_dir,
                                          hparams.parse_hparams(args.hparams))
-    trainer.run(config)
+    trainer.run(config, export_steps)
   except training.TrainingInterrupted as e:
     print(f"interrupted: {e}", file=sys.stderr)
     return 130

@@ -9,6 +9,10 @@
   and the trapezoidal rule, like tf.compat.v1.metrics.auc.
 - disc_accuracy / disc_precision / disc_recall: accuracy of the 0/1 predictions weighted
   by input_mask, by preds * input_mask, and by labels * input_mask respectively.
+- disc_replaced_rate (new, not in the original): the fraction of real tokens that were
+  replaced, the discriminator's base rate. A discriminator that has learned nothing
+  answers "original" everywhere: disc_accuracy 1 - rate, precision and recall 0, AUC
+  near 0.5, and disc_loss near the rate's binary entropy.
 
 Metrics are tf_keras metric objects, so they accumulate over batches and, created under
 a strategy's scope and updated inside `strategy.run`, sum across replicas. The
@@ -23,7 +27,7 @@ import tf_keras
 
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
 DISC_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
-                "disc_precision", "disc_recall")
+                "disc_precision", "disc_recall", "disc_replaced_rate")
 
 
 def _flat(x, dtype=tf.float32):
@@ -64,6 +68,7 @@ class PretrainingMetrics:
     m["disc_accuracy"].update_state(correct, input_mask)
     m["disc_precision"].update_state(correct, preds * input_mask)
     m["disc_recall"].update_state(correct, labels * input_mask)
+    m["disc_replaced_rate"].update_state(labels, input_mask)
 
   def result(self) -> Dict[str, float]:
     """Current values, as Python floats (call outside tf.function)."""

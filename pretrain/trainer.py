@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import shutil
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -127,6 +127,7 @@ class Pretrainer:
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
+        flops_per_step=config.flops().train_flops_per_step,
         learning_rate=lambda step: float(schedule.learning_rate_at(step - 1)))
     self.loop = training.TrainLoop(self.strategy, self.model, self.optimizer,
                                    self._loss, settings)
@@ -209,12 +210,24 @@ class Pretrainer:
       write_results(self.config, results)
     return results
 
-  def export(self) -> Optional[str]:
-    """The trained pair in the original format, with config.json and vocab.txt."""
+  def export(self, step: Optional[int] = None) -> Optional[str]:
+    """The pair in the original format, with config.json and vocab.txt: the trained
+    model in export/, or the kept training checkpoint ckpt-<step> in export/step_<step>
+    (to fine-tune from part of a run)."""
     if not self.loop.chief:
       return None
-    step = int(self.loop.step.numpy())
     folder = os.path.join(self.config.model_dir, EXPORT_DIR)
+    if step is None:
+      step = int(self.loop.step.numpy())
+    else:
+      path = os.path.join(self.config.model_dir, f"{training.CHECKPOINT_NAME}-{step}")
+      if not tf.io.gfile.exists(path + ".index"):
+        kept = tf.train.get_checkpoint_state(self.config.model_dir)
+        raise InputError(f"{path}: no such training checkpoint (kept: " + (", ".join(
+            os.path.basename(p) for p in kept.all_model_checkpoint_paths) if kept
+            else "none") + "); save_checkpoints_steps and keep_checkpoint_max decide")
+      tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
+      folder = os.path.join(folder, f"step_{step}")
     # Electric's generator is its two-tower model, which the original format lacks;
     # the MLM-only baseline has no discriminator (its encoder is saved as "electra").
     part = ("discriminator" if self.model.two_tower is not None else
@@ -234,6 +247,17 @@ def _weighted_mean(correct, weights):
       tf.reduce_sum(weights) + 1e-6)
 
 
+def explain_results(results: Dict[str, float]) -> str:
+  """What the discriminator's eval figures mean, against its base rate."""
+  rate = results["disc_replaced_rate"]
+  return (f"what this means: the generator replaced {rate:.1%} of the tokens; a "
+          f"discriminator that learned nothing calls every token original (disc_accuracy "
+          f"{1 - rate:.3f}, precision and recall 0, disc_auc about 0.5); disc_auc "
+          f"{results['disc_auc']:.2f} is how often it scores a replaced token above an "
+          f"original one, and masked_lm_accuracy {results['masked_lm_accuracy']:.3f} is "
+          "how often the generator's first guess is the hidden token")
+
+
 def write_results(config: PretrainingConfig, results: Dict[str, float]):
   """unsup_results.txt ("name = value" lines, as the original) and a JSON beside it."""
   with files.atomic_write(config.results_txt) as f:
@@ -243,9 +267,10 @@ def write_results(config: PretrainingConfig, results: Dict[str, float]):
     json.dump(results, f, indent=2, sort_keys=True)
 
 
-def run(config: PretrainingConfig) -> Dict[str, float]:
-  """do_train, then export, then do_eval, as the config asks; returns eval results."""
-  if not (config.do_train or config.do_eval):
+def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str, float]:
+  """do_train, then export, then do_eval, as the config asks, then the export of kept
+  training checkpoints at `export_steps`; returns eval results."""
+  if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
   trainer = Pretrainer(config)
   results = {}
@@ -264,4 +289,10 @@ def run(config: PretrainingConfig) -> Dict[str, float]:
       for name in sorted(results):
         print(f"  {name} = {results[name]:.4f}" if isinstance(results[name], float)
               else f"  {name} = {results[name]}", flush=True)
+      if "disc_replaced_rate" in results:
+        print(explain_results(results), flush=True)
+  for step in export_steps:
+    prefix = trainer.export(step)
+    if prefix:
+      print(f"exported training checkpoint {step} to {prefix}", flush=True)
   return results

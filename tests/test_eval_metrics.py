@@ -78,6 +78,7 @@ def test_metrics_match_sklearn_over_batches():
                                                    rel=1e-5)
   assert result["disc_recall"] == pytest.approx(skm.recall_score(labels, preds),
                                                 rel=1e-5)
+  assert result["disc_replaced_rate"] == pytest.approx(labels.mean(), rel=1e-5)
   # AUC over all positions, padding as (label 0, score 0), as the original.
   auc_labels = cat["disc_labels"] * cat["input_mask"]
   auc_scores = cat["disc_probs"] * cat["input_mask"]

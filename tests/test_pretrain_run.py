@@ -106,13 +106,19 @@ def test_debug_model_learns_then_eval_and_export(data):
     assert again[name] == pytest.approx(results[name], abs=1e-6), name
 
 
-def test_mlm_only_baseline_trains(data_dir):
+def test_mlm_only_baseline_trains(data):
+  data_dir, vocab_size = data
   config = config_for(data_dir, "mlm_only", num_train_steps=20, save_checkpoints_steps=20,
                       electra_objective=False, **TINY_MODEL)
   trainer.run(config)
   log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
   assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
   assert "disc_loss" not in log[20]
+  # FLOPs so far (the data's vocabulary sets vocab_size) and a measured rate.
+  per_step = dataclasses.replace(config, vocab_size=vocab_size).flops().train_flops_per_step
+  for step in (5, 20):
+    assert log[step]["train_flops"] == pytest.approx(step * per_step)
+    assert log[step]["flops_per_s"] > 0
   assert tf.train.latest_checkpoint(config.model_dir).endswith("ckpt-20")
 
 

@@ -126,6 +126,7 @@ class LoopSettings:
   gradient_accumulation_steps: int = 1
   use_xla: bool = False
   tokens_per_step: int = 0  # global batch x sequence length, for tokens/s
+  flops_per_step: float = 0.0  # training FLOPs of one step (model/flops.py), for FLOP/s
   learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
   label: str = "step"
 
@@ -445,6 +446,12 @@ class TrainLoop:
     extra = {k: f"{v:.4g}" for k, v in values.items() if k != "grad_norm"}
     if self.settings.tokens_per_step:
       extra["tokens/s"] = f"{rate * self.settings.tokens_per_step:,.0f}"
+    if self.settings.flops_per_step:
+      # Logged, not only printed: FLOP/s compares runs across hardware and model sizes.
+      values["train_flops"] = step * self.settings.flops_per_step
+      values["flops_per_s"] = rate * self.settings.flops_per_step
+      extra["FLOPs"] = f"{values['train_flops']:.2e}"
+      extra["GFLOP/s"] = f"{values['flops_per_s'] / 1e9:.3g}"
     progress.update(step, extra, force=True)
     with writer.as_default(step=step):
       for name, value in values.items():
@@ -502,6 +509,7 @@ def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
 def plot_curves(log_path: str, png_path: str) -> Optional[str]:
   """One panel per logged scalar against the step; returns the PNG path if written."""
   entries = read_log(log_path)
-  names = {k for entry in entries.values() for k in entry}
+  # train_flops is step x a constant: a straight line that says nothing a panel should.
+  names = {k for entry in entries.values() for k in entry} - {"train_flops"}
   return plot_panels({name: {"": [(s, e[name]) for s, e in entries.items() if name in e]}
                       for name in names}, "step", png_path)

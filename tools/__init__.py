@@ -1,0 +1,1 @@
+"""Thin commands over the rooms (`python -m tools.<name>`): flags, a library call, output."""

@@ -1,0 +1,99 @@
+"""FLOPs of a pre-training run: `python -m tools.flops --model-name electra_small`.
+
+Loads the pre-training config as run_pretraining.py does (same --model-name, --data-dir,
+--hparams) and prints training FLOPs per step and over num_train_steps, inference FLOPs
+per sequence and parameter counts, counted as the original's flops_computation.py
+(model/flops.py). vocab_size follows <data-dir>/vocab.txt when that exists and
+vocab_size is left at its default, as pre-training does; otherwise it is the config's.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+
+
+def summary(config, output_frac=None) -> dict:
+  """Everything the command reports, as JSON-ready values."""
+  from model import flops  # pylint: disable=g-import-not-at-top
+  model = config.model_config()
+  generator = model.generator_config()
+  if output_frac is None:
+    output_frac = config.max_predictions_per_seq / config.max_seq_length
+  counts = config.flops(output_frac)
+  # Weights beyond the discriminator's: none when one encoder plays both roles, two
+  # towers for Electric; shared embeddings are counted once, in the discriminator.
+  towers = 0 if config.objective == "mlm" or not model.untied_generator else (
+      2 if config.objective == "electric" else 1)
+  return {
+      "model_name": config.model_name, "objective": config.objective,
+      "vocab_size": config.vocab_size, "max_seq_length": config.max_seq_length,
+      "train_batch_size": config.train_batch_size,
+      "num_train_steps": config.num_train_steps, "output_frac": output_frac,
+      **dataclasses.asdict(counts),
+      "discriminator_parameters": flops.encoder_parameters(model),
+      "generator_parameters": towers * flops.encoder_parameters(
+          generator, own_embeddings=model.untied_generator_embeddings),
+      "discriminator_layers": model.num_hidden_layers,
+      "discriminator_hidden_size": model.hidden_size,
+      "generator_layers": generator.num_hidden_layers,
+      "generator_hidden_size": generator.hidden_size,
+  }
+
+
+def describe(s: dict) -> str:
+  from util.progress import format_count  # pylint: disable=g-import-not-at-top
+  generator = ("" if s["objective"] == "mlm" else
+               f", generator {s['generator_layers']} x {s['generator_hidden_size']}")
+  return "\n".join([
+      f"{s['model_name']} ({s['objective']}): discriminator {s['discriminator_layers']} "
+      f"layers x {s['discriminator_hidden_size']}{generator}; vocab {s['vocab_size']}",
+      f"  batch {s['train_batch_size']} x {s['max_seq_length']} tokens; MLM head on "
+      f"{s['output_frac']:.4g} of the positions",
+      f"  training:  {s['train_flops_per_step']:.4g} FLOPs per step, "
+      f"{s['train_flops_total']:.4g} over {s['num_train_steps']:,} steps",
+      f"  inference: {s['infer_flops_per_sequence']:.4g} FLOPs per sequence "
+      "(discriminator forward)",
+      f"  parameters: discriminator encoder {format_count(s['discriminator_parameters'])}"
+      f", generator beyond it {format_count(s['generator_parameters'])} (heads not "
+      "counted)",
+  ])
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--model-name", default="electra_small",
+                      help="run name; picks the size preset as run_pretraining.py does")
+  parser.add_argument("--data-dir", default="data",
+                      help="its vocab.txt sets vocab_size when present (default: data)")
+  parser.add_argument("--hparams", default="",
+                      help="JSON object (or a JSON file) of hyperparameters to override")
+  parser.add_argument("--output-frac", type=float, default=None,
+                      help="fraction of positions the MLM head runs on (default: "
+                      "max_predictions_per_seq / max_seq_length; the original's table "
+                      "used 0.15625)")
+  parser.add_argument("--json", action="store_true", help="print one JSON object")
+  args = parser.parse_args(argv)
+
+  from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
+  from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
+  from util import hparams  # pylint: disable=g-import-not-at-top
+  try:
+    config = pretrain_config.load_config(args.model_name, args.data_dir,
+                                         hparams.parse_hparams(args.hparams))
+    default_vocab = config.vocab_size == pretrain_config.PretrainingConfig.vocab_size
+    if default_vocab and os.path.isfile(config.vocab_file):
+      config = dataclasses.replace(config, vocab_size=len(load_vocab(config.vocab_file)))
+    result = summary(config, args.output_frac)
+  except (ValueError, TypeError) as e:  # bad input (TypeError: a value of the wrong type)
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(json.dumps(result) if args.json else describe(result))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
