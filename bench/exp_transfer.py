@@ -41,18 +41,38 @@ SCHEDULES = {
 }
 
 
-def split_squad(squad_file: str, data_dir: str, train_articles: int):
+def split_squad(squad_file: str, data_dir: str, train_articles: int,
+                max_train_questions: int = 0):
+  """The first `train_articles` articles train (only their first `max_train_questions`
+  questions, if given), the rest evaluate."""
   with open(squad_file, encoding="utf-8") as f:
     document = json.load(f)
   folder = os.path.join(data_dir, "finetuning_data", "squadv1")
   os.makedirs(folder, exist_ok=True)
   parts = {"train": document["data"][:train_articles],
            "dev": document["data"][train_articles:]}
+  if max_train_questions:
+    parts["train"] = first_questions(parts["train"], max_train_questions)
   for split, articles in parts.items():
     with open(os.path.join(folder, f"{split}.json"), "w", encoding="utf-8") as f:
       json.dump({"version": document.get("version", "1.1"), "data": articles}, f)
     count = sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
     print(f"squad {split}: {len(articles)} articles, {count} questions")
+
+
+def first_questions(articles, count: int):
+  """The articles cut after their first `count` questions."""
+  kept = []
+  for article in articles:
+    paragraphs = []
+    for paragraph in article["paragraphs"]:
+      questions = paragraph["qas"][:count]
+      count -= len(questions)
+      if questions:
+        paragraphs.append({**paragraph, "qas": questions})
+    if paragraphs:
+      kept.append({**article, "paragraphs": paragraphs})
+  return kept
 
 
 def run_arm(args):

@@ -73,6 +73,6 @@ def load_preset(*path_parts: str) -> Dict[str, Any]:
 
 def model_size(model_name: str, overrides: Dict[str, Any]) -> str:
   """The size preset of a run: `model_size` if given, else the one its name mentions
-  (electra_small/base/large), else "small"."""
+  (electra_tiny/small/base/large), else "small"."""
   return overrides.get("model_size") or next(
-      (s for s in ("small", "base", "large") if s in model_name), "small")
+      (s for s in ("tiny", "small", "base", "large") if s in model_name), "small")

@@ -1,0 +1,64 @@
+"""Pre-training runs side by side: smoothed training curves against tokens seen.
+
+  python bench/compare_runs.py --output attempts.png NAME=MODEL_DIR [NAME=MODEL_DIR ...]
+
+Reads each model dir's train_log.jsonl, averages every scalar over windows of --window
+steps (one logged batch is noisy) and draws one panel per scalar with one line per run,
+against millions of training tokens (runs with other batch sizes stay comparable). Also
+prints, per run, the windowed figures at a few points as a table.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from util import training  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
+
+
+def windowed(log_path: str, window: int):
+  """[(last step of the window, {scalar: mean})] over consecutive windows of steps."""
+  entries = training.read_log(log_path)
+  rows, bucket = [], []
+  for step, values in entries.items():
+    bucket.append(values)
+    if step % window == 0 or step == max(entries):
+      means = {k: sum(v[k] for v in bucket if k in v) / max(1, sum(k in v for v in bucket))
+               for k in SCALARS if any(k in v for v in bucket)}
+      rows.append((step, means))
+      bucket = []
+  return rows
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("runs", nargs="+", help="NAME=MODEL_DIR (its train_log.jsonl)")
+  parser.add_argument("--window", type=int, default=200)
+  parser.add_argument("--output", required=True, help="PNG path")
+  args = parser.parse_args()
+  panels = {k: {} for k in SCALARS}
+  for run in args.runs:
+    name, _, model_dir = run.partition("=")
+    if not model_dir:
+      parser.error(f"{run!r}: expected NAME=MODEL_DIR")
+    with open(os.path.join(model_dir, "pretrain_config.json"), encoding="utf-8") as f:
+      config = json.load(f)["config"]
+    tokens = config["train_batch_size"] * config["max_seq_length"]
+    rows = windowed(os.path.join(model_dir, training.LOG_NAME), args.window)
+    for scalar in SCALARS:
+      panels[scalar][name] = [(step * tokens / 1e6, m[scalar]) for step, m in rows
+                              if scalar in m]
+    print(f"{name}: " + "; ".join(
+        f"{step} steps ({step * tokens / 1e6:.1f}M tok): mlm acc "
+        f"{m.get('masked_lm_accuracy', float('nan')):.3f}, disc loss "
+        f"{m.get('disc_loss', float('nan')):.3f}" for step, m in rows[::max(1, len(rows) // 6)]))
+  print(training.plot_panels(panels, "training tokens (millions)", args.output, columns=2))
+
+
+if __name__ == "__main__":
+  main()
