@@ -210,7 +210,7 @@ class Finetuner:
           config.learning_rate, max(1, num_steps),
           int(num_steps * config.warmup_proportion), config.weight_decay_rate,
           lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay))
-    history = []
+    history, scores = [], None
     if config.do_train:
       init = self.init
       if not init and not config.debug:  # debug runs are random by design
@@ -250,8 +250,9 @@ class Finetuner:
                          "train first (do_train true) or set model_dir")
       tf.train.Checkpoint(model=model).restore(latest).expect_partial()
       self.log(f"loaded {latest}")
-    result = {"trial": trial, "scores": self.evaluate(model) if config.do_eval else {},
-              "history": history}
+    if config.do_eval and scores is None:  # trained: the last epoch's scores are final
+      scores = self.evaluate(model)
+    result = {"trial": trial, "scores": scores or {}, "history": history}
     if config.write_test_outputs and trial <= config.n_writes_test:
       self.write_test_predictions(model, trial)
     return result
