@@ -24,10 +24,11 @@ SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 def windowed(log_path: str, window: int):
   """[(last step of the window, {scalar: mean})] over consecutive windows of steps."""
   entries = training.read_log(log_path)
+  last = max(entries, default=0)
   rows, bucket = [], []
   for step, values in entries.items():
     bucket.append(values)
-    if step % window == 0 or step == max(entries):
+    if step % window == 0 or step == last:
       means = {k: sum(v[k] for v in bucket if k in v) / max(1, sum(k in v for v in bucket))
                for k in SCALARS if any(k in v for v in bucket)}
       rows.append((step, means))
