@@ -20,6 +20,7 @@ from finetune import trainer as finetune_trainer
 from model.config import ModelConfig
 from pretrain import config as pretrain_config
 from tests.conftest import write_tiny_pretrained_model
+from tests.test_finetune_glue import write_reviews_task
 from util import hparams
 
 CONFIGS = [pretrain_config.PretrainingConfig, finetune_config.FinetuningConfig,
@@ -120,16 +121,7 @@ def reviews(tmp_path_factory):
   data = root / "data"
   data.mkdir()
   write_tiny_pretrained_model(data)
-  words = "the a film good bad dull fun plot".split()
-  rows = ["id,review,stars"] + [f"{i},{' '.join(words[(i + j) % 8] for j in range(5))},"
-                                f"{'good' if i % 2 else 'bad'}" for i in range(100)]
-  (root / "train.csv").write_text("\n".join(rows))
-  (root / "dev.csv").write_text("\n".join(rows[:11]))
-  (root / "task.json").write_text(
-      '{"name": "reviews", "format": "csv", "text_a": "review", "label": "stars", '
-      '"labels": ["bad", "good"], "metric": "accuracy", "train": "train.csv", '
-      '"dev": "dev.csv"}')
-  return data, str(root / "task.json")
+  return data, write_reviews_task(root, 100)
 
 
 FINETUNING_CASES = [

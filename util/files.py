@@ -68,7 +68,9 @@ def run_lock(directory: str):
       print(f"taking over the lock of {directory} from a run that ended without "
             f"releasing it ({stale})", flush=True)
     with atomic_write(holder_path) as f:
-      json.dump({"pid": os.getpid(), "command": shlex.join(sys.orig_argv)}, f)
+      # On one line: it goes into another run's one-line error.
+      command = shlex.join(sys.orig_argv).replace("\n", "\\n")
+      json.dump({"pid": os.getpid(), "command": command}, f)
     yield
   finally:
     with contextlib.suppress(FileNotFoundError):
