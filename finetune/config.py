@@ -23,48 +23,50 @@ class FinetuningConfig(ScaleSettings):
   model_name: str = "electra_small"
   data_dir: str = "data"
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
-  debug: bool = False  # tiny random model, for quick checks (no pre-trained weights)
-  num_trials: int = 1
+  # Quick checks: 100 examples per split and, unless init_checkpoint is given, a tiny
+  # random model.
+  debug: bool = False
+  num_trials: int = hparams.field(1, at_least=1)
   do_train: bool = True
   do_eval: bool = True
   keep_all_models: bool = True
-  seed: int = 0
+  seed: int = hparams.field(0, at_least=0)
 
   # Model.
   model_size: str = "small"
   model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = None
-  vocab_size: int = 30522
+  embedding_size: Optional[int] = hparams.field(None, at_least=1)
+  vocab_size: int = hparams.field(30522, at_least=1)
   do_lower_case: bool = True
 
   # Training.
-  learning_rate: float = 1e-4
-  weight_decay_rate: float = 0.01
-  layerwise_lr_decay: float = 0.8
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000000
-  log_every_steps: int = 50
+  learning_rate: float = hparams.field(1e-4, above=0)
+  weight_decay_rate: float = hparams.field(0.01, at_least=0)
+  layerwise_lr_decay: float = hparams.field(0.8, above=0, at_most=1)
+  num_train_epochs: float = hparams.field(3.0, above=0)
+  warmup_proportion: float = hparams.field(0.1, at_least=0, at_most=1)
+  save_checkpoints_steps: int = hparams.field(1000000, at_least=1)
+  log_every_steps: int = hparams.field(50, at_least=1)
   write_test_outputs: bool = False
-  n_writes_test: int = 5
+  n_writes_test: int = hparams.field(5, at_least=0)
 
   # Sizing.
-  max_seq_length: int = 128
-  train_batch_size: int = 32
-  eval_batch_size: int = 32
-  predict_batch_size: int = 32
+  max_seq_length: int = hparams.field(128, at_least=1)
+  train_batch_size: int = hparams.field(32, at_least=1)
+  eval_batch_size: int = hparams.field(32, at_least=1)
+  predict_batch_size: int = hparams.field(32, at_least=1)
   double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
 
   # Question answering.
-  max_query_length: int = 64
-  doc_stride: int = 128
-  n_best_size: int = 20
-  max_answer_length: int = 30
+  max_query_length: int = hparams.field(64, at_least=1)
+  doc_stride: int = hparams.field(128, at_least=1)
+  n_best_size: int = hparams.field(20, at_least=1)
+  max_answer_length: int = hparams.field(30, at_least=1)
   answerable_classifier: bool = True
   answerable_uses_start_logits: bool = True
-  answerable_weight: float = 0.5
+  answerable_weight: float = hparams.field(0.5, at_least=0)
   joint_prediction: bool = True
-  beam_size: int = 20
+  beam_size: int = hparams.field(20, at_least=1)
   qa_na_threshold: float = -2.75
 
   # Locations; empty means the original layout under data_dir.
@@ -73,8 +75,10 @@ class FinetuningConfig(ScaleSettings):
   model_dir: str = ""
   results_dir: str = ""
   tfds_data_dir: str = ""  # read tasks prepared by TensorFlow Datasets from here
+  overwrite_model_dir: bool = False  # allow a model_dir holding a different run
 
   def __post_init__(self):
+    hparams.check_fields(self)
     pretrained = self.pretrained_model_dir
     tasks = self.tasks_label
     defaults = {
@@ -111,7 +115,7 @@ class FinetuningConfig(ScaleSettings):
 def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
                 overrides: Optional[Dict[str, Any]] = None) -> FinetuningConfig:
   """Original defaults < size preset < single-task defaults < overrides."""
-  overrides = dict(overrides or {})
+  overrides = hparams.check_overrides(FinetuningConfig, overrides or {})
   tasks = task_registry.get_tasks(task_names)
   values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
             "model_name": model_name,

@@ -29,6 +29,19 @@ from model.optimization import create_optimizer
 from util import training
 from util.files import atomic_write
 
+RUN_CONFIG = "finetuning_config.json"
+# Fields that may change between runs on one model dir: they do not change the trained
+# weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
+RESUMABLE_FIELDS = (
+    "data_dir", "model_name", "init_checkpoint", "vocab_file", "model_dir", "results_dir",
+    "tfds_data_dir", "overwrite_model_dir", "do_train", "do_eval", "num_trials",
+    "keep_all_models", "log_every_steps", "save_checkpoints_steps", "write_test_outputs",
+    "n_writes_test", "eval_batch_size", "predict_batch_size", "n_best_size",
+    "max_answer_length", "beam_size", "qa_na_threshold", "model_size",
+    "model_hparam_overrides", "embedding_size", "vocab_size", "distribution_strategy",
+    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps")
+
+
 @dataclasses.dataclass
 class SplitData:
   examples: list
@@ -44,8 +57,11 @@ class Finetuner:
     vocab = load_vocab(config.vocab_file)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
     self.init = self.init_checkpoint()
-    self.model_config = (ckpt.config_from_checkpoint(self.init, "discriminator")
-                         if self.init else config.model_config())
+    if self.init:
+      self.model_config = ckpt.config_from_checkpoint(self.init, "discriminator")
+      self.model_config.check_sequence_length(config.max_seq_length, self.init)
+    else:
+      self.model_config = config.model_config()
     if len(vocab) != self.model_config.vocab_size:
       source = self.init or "the configured model"
       raise ValueError(f"{config.vocab_file} has {len(vocab)} tokens but {source} has a "
@@ -111,17 +127,24 @@ class Finetuner:
   def init_checkpoint(self) -> str:
     """The pre-trained weights to start from, or "" (random, with a warning)."""
     config = self.config
+    if config.init_checkpoint:  # a bad path fails, in debug runs too
+      return ckpt.resolve_checkpoint(config.init_checkpoint)
     if config.debug:
       return ""
-    candidates = [config.init_checkpoint] if config.init_checkpoint else [
-        os.path.join(config.pretrained_model_dir, "export"), config.pretrained_model_dir]
-    for path in candidates:
+    for path in (os.path.join(config.pretrained_model_dir, "export"),
+                 config.pretrained_model_dir):
       try:
         return ckpt.resolve_checkpoint(path)
       except ckpt.CheckpointError:
-        if config.init_checkpoint:
-          raise
+        pass
     return ""
+
+  def run_signature(self) -> Dict[str, object]:
+    """What fixes a trial's trained weights (training.check_resume compares it)."""
+    return {"init_checkpoint": os.path.abspath(self.init) if self.init else "",
+            "model": self.model_config.to_dict(),
+            **{k: v for k, v in self.config.to_dict().items()
+               if k not in RESUMABLE_FIELDS}}
 
   def loss_fn(self, model, global_batch: int):
     runners = self.runners
@@ -190,20 +213,26 @@ class Finetuner:
     config = self.config
     seed = config.seed + trial - 1
     model_dir = self.trial_dir(trial)
+    if config.do_train:
+      training.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
+                            config.overwrite_model_dir)
     training.set_precision(config.mixed_precision)
     training.use_checkpointed_dropout(seed)
     strategy = training.make_strategy(config.distribution_strategy, config.tpu_address)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size
+    # As the original: whole batches per epoch, times the (possibly fractional) epochs.
     num_steps = int(n // batch * config.num_train_epochs)
     if config.do_train and num_steps < 1:
-      raise ValueError(f"{n} training examples make no full batch of "
-                       f"train_batch_size {batch}")
-    if config.gradient_accumulation_steps < 1 or \
-        batch % config.gradient_accumulation_steps:
+      raise ValueError(
+          f"{n} training features // train_batch_size {batch} = {n // batch} full "
+          f"batches x num_train_epochs {config.num_train_epochs:g} = "
+          f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
+          "raise num_train_epochs or lower train_batch_size")
+    if batch % config.gradient_accumulation_steps:
       raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
-                       f" must be a positive divisor of train_batch_size {batch}")
+                       f" must divide train_batch_size {batch}")
     with strategy.scope():
       model = self.build_model()
       optimizer = create_optimizer(
@@ -225,10 +254,9 @@ class Finetuner:
           learning_rate=optimizer.learning_rate_at, label=f"trial {trial} step")
       loop = training.TrainLoop(strategy, model, optimizer,
                                 self.loss_fn(model, batch), settings)
-      os.makedirs(model_dir, exist_ok=True)
-      with atomic_write(os.path.join(model_dir, "finetuning_config.json")) as f:
-        json.dump({"finetuning": config.to_dict(),
-                   "model": self.model_config.to_dict()}, f, indent=2)
+      training.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
+                                finetuning=config.to_dict(),
+                                model=self.model_config.to_dict())
       epochs = max(1, int(np.ceil(config.num_train_epochs)))
       boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
                            for e in range(epochs)})
@@ -299,7 +327,13 @@ def plot_history(trials, path: str):
 
 
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
-  """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG."""
+  """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
+  One run at a time per model_dir: another is refused while this one runs."""
+  with training.run_dir_lock(config, config.model_dir):
+    return _run(config, log)
+
+
+def _run(config: FinetuningConfig, log) -> Dict[str, object]:
   finetuner = Finetuner(config, log)
   trials = []
   for trial in range(1, config.num_trials + 1):

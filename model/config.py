@@ -14,32 +14,39 @@ from util import hparams
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  vocab_size: int = 30522
-  hidden_size: int = 256
-  num_hidden_layers: int = 12
-  num_attention_heads: int = 4
-  intermediate_size: int = 1024
-  embedding_size: Optional[int] = None  # None: same as hidden_size (no projection)
-  hidden_act: str = "gelu"  # exact erf GELU, as the original
-  hidden_dropout_prob: float = 0.1
-  attention_probs_dropout_prob: float = 0.1
-  max_position_embeddings: int = 512
-  type_vocab_size: int = 2
-  initializer_range: float = 0.02
+  vocab_size: int = hparams.field(30522, at_least=1)
+  hidden_size: int = hparams.field(256, at_least=1)
+  num_hidden_layers: int = hparams.field(12, at_least=1)
+  num_attention_heads: int = hparams.field(4, at_least=1)
+  intermediate_size: int = hparams.field(1024, at_least=1)
+  # None: same as hidden_size (no projection)
+  embedding_size: Optional[int] = hparams.field(None, at_least=1)
+  # Exact erf GELU, as the original.
+  hidden_act: str = hparams.field("gelu", choices=("gelu", "relu"))
+  hidden_dropout_prob: float = hparams.field(0.1, at_least=0, below=1)
+  attention_probs_dropout_prob: float = hparams.field(0.1, at_least=0, below=1)
+  max_position_embeddings: int = hparams.field(512, at_least=1)
+  type_vocab_size: int = hparams.field(2, at_least=1)
+  initializer_range: float = hparams.field(0.02, at_least=0)
   # Generator, relative to this (the discriminator's) size.
-  generator_hidden_size: float = 0.25
-  generator_layers: float = 1.0
+  generator_hidden_size: float = hparams.field(0.25, above=0)
+  generator_layers: float = hparams.field(1.0, above=0)
   untied_generator_embeddings: bool = False  # True: generator has its own embeddings
   untied_generator: bool = True  # False: generator and discriminator are one encoder
 
   def __post_init__(self):
+    hparams.check_fields(self)
     if self.hidden_size % self.num_attention_heads:
       raise hparams.HParamsError(
           f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
           f"{self.num_attention_heads}")
-    if self.hidden_act not in ("gelu", "relu"):
-      raise hparams.HParamsError(f"hidden_act {self.hidden_act!r}: expected 'gelu' "
-                                 "(exact erf form) or 'relu'")
+
+  def check_sequence_length(self, max_seq_length: int, source: str):
+    """Refuses sequences longer than the position embeddings of `source` hold."""
+    if max_seq_length > self.max_position_embeddings:
+      raise hparams.HParamsError(
+          f"max_seq_length {max_seq_length} exceeds max_position_embeddings "
+          f"{self.max_position_embeddings} of {source}; lower max_seq_length")
 
   @classmethod
   def coerce(cls, config) -> "ModelConfig":
@@ -63,21 +70,27 @@ class ModelConfig:
   def from_dict(cls, values: Dict[str, Any], source: str = "model config"
                 ) -> "ModelConfig":
     """Builds a config from BertConfig-style fields; heads and FFN follow H if unset."""
+    values = hparams.check_overrides(cls, values, source)
     hidden = values.get("hidden_size", cls.hidden_size)
     derived = {"num_attention_heads": max(1, hidden // 64),
                "intermediate_size": 4 * hidden}
     base = cls(hidden_size=hidden, **derived)
-    return hparams.update(base, dict(values), source=source)
+    return dataclasses.replace(base, **values)
 
   @classmethod
   def for_run(cls, run_config, **values) -> "ModelConfig":
     """Sizes of a pre-training or fine-tuning run: its model_size (or "debug"), vocab
-    and embedding sizes, then `values`, then its model_hparam_overrides."""
+    and embedding sizes, then `values`, then its model_hparam_overrides; its
+    max_seq_length must fit them."""
     values = {"vocab_size": run_config.vocab_size, **values}
     if run_config.embedding_size is not None:
       values["embedding_size"] = run_config.embedding_size
-    values.update(run_config.model_hparam_overrides)
-    return cls.from_size("debug" if run_config.debug else run_config.model_size, **values)
+    values.update(hparams.check_overrides(cls, run_config.model_hparam_overrides,
+                                          "model_hparam_overrides"))
+    size = "debug" if run_config.debug else run_config.model_size
+    config = cls.from_size(size, **values)
+    config.check_sequence_length(run_config.max_seq_length, f"model size {size!r}")
+    return config
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)

@@ -56,10 +56,13 @@ def read_config(path: str):
 
 def compute(checkpoint: str, inputs, config=None):
   pair = ckpt.load_pair(checkpoint, config)
-  vocab = pair.model_config.vocab_size
-  if inputs["input_ids"].size and (inputs["input_ids"].max() >= vocab or
-                                   inputs["input_ids"].min() < 0):
-    raise ValueError(f"input_ids outside [0, {vocab}) for this checkpoint's vocabulary")
+  sizes = pair.model_config
+  for name, size, what in (("input_ids", sizes.vocab_size, "vocabulary"),
+                           ("segment_ids", sizes.type_vocab_size, "type_vocab_size")):
+    ids = inputs[name]
+    if ids.size and (ids.max() >= size or ids.min() < 0):
+      raise ValueError(f"{name} outside [0, {size}) for this checkpoint's {what} "
+                       f"(found {ids.min()}..{ids.max()})")
   seq = inputs["input_ids"].shape[1]
   if seq > pair.model_config.max_position_embeddings:
     raise ValueError(f"sequence length {seq} exceeds max_position_embeddings "

@@ -28,29 +28,29 @@ class PretrainingConfig(ScaleSettings):
   # Objective: ELECTRA, Electric, or (both false) BERT-style masked LM only.
   electra_objective: bool = True
   electric_objective: bool = False
-  gen_weight: float = 1.0
-  disc_weight: float = 50.0
-  mask_prob: float = 0.15
+  gen_weight: float = hparams.field(1.0, at_least=0)
+  disc_weight: float = hparams.field(50.0, at_least=0)
+  mask_prob: float = hparams.field(0.15, above=0, at_most=1)
 
   # Optimization.
-  learning_rate: float = 5e-4
-  lr_decay_power: float = 1.0
-  weight_decay_rate: float = 0.01
-  num_warmup_steps: int = 10000
+  learning_rate: float = hparams.field(5e-4, above=0)
+  lr_decay_power: float = hparams.field(1.0, at_least=0)
+  weight_decay_rate: float = hparams.field(0.01, at_least=0)
+  num_warmup_steps: int = hparams.field(10000, at_least=0)
 
   # Training loop.
-  save_checkpoints_steps: int = 1000
-  num_train_steps: int = 1000000
-  num_eval_steps: int = 100
-  keep_checkpoint_max: int = 5
-  log_every_steps: int = 10
-  seed: int = 0
+  save_checkpoints_steps: int = hparams.field(1000, at_least=1)
+  num_train_steps: int = hparams.field(1000000, at_least=1)
+  num_eval_steps: int = hparams.field(100, at_least=1)
+  keep_checkpoint_max: int = hparams.field(5, at_least=1)
+  log_every_steps: int = hparams.field(10, at_least=1)
+  seed: int = hparams.field(0, at_least=0)
 
   # Model.
   model_size: str = "small"
   model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = None
-  vocab_size: int = 30522
+  embedding_size: Optional[int] = hparams.field(None, at_least=1)
+  vocab_size: int = hparams.field(30522, at_least=1)
   do_lower_case: bool = True
 
   # Generator.
@@ -58,15 +58,15 @@ class PretrainingConfig(ScaleSettings):
   two_tower_generator: bool = False
   untied_generator_embeddings: bool = False
   untied_generator: bool = True
-  generator_layers: float = 1.0
-  generator_hidden_size: float = 0.25
+  generator_layers: float = hparams.field(1.0, above=0)
+  generator_hidden_size: float = hparams.field(0.25, above=0)
   disallow_correct: bool = False
-  temperature: float = 1.0
+  temperature: float = hparams.field(1.0, above=0)
 
   # Batches.
-  max_seq_length: int = 128
-  train_batch_size: int = 128
-  eval_batch_size: int = 128
+  max_seq_length: int = hparams.field(128, at_least=1)
+  train_batch_size: int = hparams.field(128, at_least=1)
+  eval_batch_size: int = hparams.field(128, at_least=1)
 
   # Locations; empty means the original layout under data_dir.
   pretrain_tfrecords: str = ""
@@ -76,6 +76,7 @@ class PretrainingConfig(ScaleSettings):
   overwrite_model_dir: bool = False  # allow a model_dir holding a different config
 
   def __post_init__(self):
+    hparams.check_fields(self)
     layout = {
         "pretrain_tfrecords": os.path.join(self.data_dir, "pretrain_tfrecords",
                                            "pretrain_data.tfrecord*"),
@@ -87,6 +88,7 @@ class PretrainingConfig(ScaleSettings):
         object.__setattr__(self, name, default)
     if self.electric_objective and not self.two_tower_generator:
       object.__setattr__(self, "two_tower_generator", True)  # Electric needs it
+    self.model_config()  # its sizes, and max_seq_length against them, are valid
 
   @property
   def max_predictions_per_seq(self) -> int:
@@ -136,7 +138,7 @@ def load_config(model_name: str, data_dir: str = "data",
   (electra_small/base/large), else "small". As in the original, `debug: true` shrinks
   the run (batch 8, 20 steps) unless the overrides set those values themselves.
   """
-  overrides = dict(overrides or {})
+  overrides = hparams.check_overrides(PretrainingConfig, overrides or {})
   preset = hparams.load_preset("pretraining", hparams.model_size(model_name, overrides))
   values = {**preset, "model_name": model_name, "data_dir": data_dir}
   if overrides.get("debug"):

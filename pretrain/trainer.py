@@ -70,31 +70,13 @@ def run_signature(config: PretrainingConfig) -> Dict:
 
 def check_model_dir(config: PretrainingConfig):
   """Refuses a model dir that holds another model's run, unless overwrite_model_dir."""
-  path = os.path.join(config.model_dir, RUN_CONFIG)
-  if not os.path.exists(path):
-    return
-  with open(path, encoding="utf-8") as f:
-    previous = json.load(f)
-  old, new = previous.get("signature", {}), run_signature(config)
-  flat = lambda d: {**{k: v for k, v in d.items() if k != "model"}, **d.get("model", {})}
-  old, new = flat(old), flat(new)
-  changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-             if old.get(k) != new.get(k)]
-  if not changed:
-    return
-  if not config.overwrite_model_dir:
-    raise InputError(f"{config.model_dir} holds a run with a different config "
-                     f"({'; '.join(changed[:4])}); use another model_dir, or set "
-                     "\"overwrite_model_dir\": true to delete that run and start over")
-  print(f"overwrite_model_dir: deleting the previous run in {config.model_dir}",
-        flush=True)
-  shutil.rmtree(config.model_dir)
+  training.check_resume(config.model_dir, RUN_CONFIG, run_signature(config),
+                        config.overwrite_model_dir)
 
 
 def write_run_config(config: PretrainingConfig):
-  with files.atomic_write(os.path.join(config.model_dir, RUN_CONFIG)) as f:
-    json.dump({"signature": run_signature(config), "config": config.to_dict()}, f,
-              indent=2, sort_keys=True)
+  training.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
+                            config=config.to_dict())
 
 
 class Pretrainer:
@@ -272,6 +254,11 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  with training.run_dir_lock(config, config.model_dir):
+    return _run(config, export_steps)
+
+
+def _run(config: PretrainingConfig, export_steps: Sequence[int]) -> Dict[str, float]:
   trainer = Pretrainer(config)
   results = {}
   if config.do_train:

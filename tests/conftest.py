@@ -1,6 +1,8 @@
 """Shared test fixtures: the project root on sys.path and ../shared/data."""
 
+import contextlib
 import os
+import subprocess
 import sys
 
 import pytest
@@ -34,3 +36,20 @@ def write_tiny_pretrained_model(data):
                                       max_position_embeddings=128))
   checkpoint.save_original(ElectraPair(config).build_variables(),
                            str(data / "models" / "tiny" / "export" / "model.ckpt"))
+
+
+@contextlib.contextmanager
+def run_lock_held_elsewhere(directory):
+  """Yields the Popen of another process holding `directory`'s run lock (as a live run
+  does, through util.files.run_lock); kills it (SIGKILL, no clean-up) on exit."""
+  code = ("import sys, time\nfrom util import files\nwith files.run_lock(sys.argv[1]):\n"
+          "  print('held', flush=True)\n  time.sleep(600)\n")
+  holder = subprocess.Popen([sys.executable, "-c", code, str(directory)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    yield holder
+  finally:
+    holder.kill()
+    holder.wait()
+    holder.stdout.close()

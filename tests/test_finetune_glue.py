@@ -17,7 +17,8 @@ from finetune.classification import SentenceExample
 from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
+from tests.conftest import (ROOT, run_lock_held_elsewhere, shared_path,
+                            write_tiny_pretrained_model)
 
 WORDS = "the a film movie good bad great dull plot actor scene fun long short".split()
 
@@ -130,17 +131,23 @@ def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
     assert again["summary"][key]["median"] == pytest.approx(value["median"], abs=1e-6)
 
 
-def test_custom_task_through_the_script(tmp_path):
-  data = tmp_path / "data"
+def write_reviews_task(folder, num_train: int) -> str:
+  """A user's CSV task ("reviews") of `num_train` training rows; its JSON's path."""
   rng = np.random.default_rng(1)
   rows = [("id", "review", "stars")] + [
-      (i, sentence(rng), "good" if i % 2 else "bad") for i in range(48)]
-  (tmp_path / "train.csv").write_text("\n".join(",".join(map(str, r)) for r in rows))
-  (tmp_path / "dev.csv").write_text("\n".join(",".join(map(str, r)) for r in rows[:17]))
+      (i, sentence(rng), "good" if i % 2 else "bad") for i in range(num_train)]
+  (folder / "train.csv").write_text("\n".join(",".join(map(str, r)) for r in rows))
+  (folder / "dev.csv").write_text("\n".join(",".join(map(str, r)) for r in rows[:17]))
   spec = {"name": "reviews", "format": "csv", "text_a": "review", "label": "stars",
           "labels": ["bad", "good"], "metric": "accuracy", "train": "train.csv",
           "dev": "dev.csv"}
-  (tmp_path / "task.json").write_text(json.dumps(spec))
+  (folder / "task.json").write_text(json.dumps(spec))
+  return str(folder / "task.json")
+
+
+def test_custom_task_through_the_script(tmp_path):
+  data = tmp_path / "data"
+  write_reviews_task(tmp_path, 48)
   os.makedirs(data)
   (data / "vocab.txt").write_bytes(
       open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
@@ -195,3 +202,55 @@ def test_vocab_size_mismatch_is_refused(tmp_path):
                      str(data / "models" / "m" / "model.ckpt"))
   with pytest.raises(ValueError, match="has 7 tokens but .* vocabulary of 30522"):
     trainer.Finetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))
+
+
+def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
+  import run_finetuning  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  task = write_reviews_task(tmp_path, 48)
+  export = ckpt.resolve_checkpoint(str(data / "models" / "tiny" / "export"))
+  other = ckpt.save_original(  # another pre-trained model of the same size
+      ElectraPair(ckpt.config_from_checkpoint(export)).build_variables(),
+      str(tmp_path / "other" / "model.ckpt"))
+  model_dir = data / "models" / "tiny" / "finetuning_models" / "reviews_model"
+  trial_dir = f"{model_dir}_1"
+
+  def run(init="", **hparams):
+    code = run_finetuning.main(
+        ["--task", task, "--model-name", "tiny", "--data-dir", str(data),
+         "--init-checkpoint", init, "--hparams", json.dumps(
+             {"train_batch_size": 8, "max_seq_length": 16, "num_train_epochs": 1,
+              **hparams})])
+    return code, capsys.readouterr()
+
+  code, out = run()
+  assert code == 0, out.err
+  saved = open(os.path.join(trial_dir, "finetuning_config.json")).read()
+  refusal = (f"error: {trial_dir} holds a run with a different config ({{}}); use another "
+             "model_dir, or set \"overwrite_model_dir\": true to delete that run and "
+             "start over\n")
+  assert run(init=other)[1].err == refusal.format(
+      f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
+  assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")
+  assert open(os.path.join(trial_dir, "finetuning_config.json")).read() == saved
+  # What does not change the weights may change: the run resumes (at its end).
+  code, out = run(eval_batch_size=4)
+  assert code == 0 and "resuming from" in out.out and "at step 6/6" in out.out
+
+  # One run per model dir: refused while another process holds it, naming that process.
+  with run_lock_held_elsewhere(model_dir) as holder:
+    code, out = run()
+    assert code == 2 and out.err.startswith(
+        f"error: {model_dir} is in use by another run (pid {holder.pid}: ")
+
+  # Told to, a run from the other checkpoint replaces the old one (and takes over the
+  # killed holder's lock).
+  code, out = run(init=other, overwrite_model_dir=True)
+  assert code == 0, out.err
+  assert f"overwrite_model_dir: deleting the previous run in {trial_dir}" in out.out
+  assert "taking over the lock" in out.out and "resuming" not in out.out
+  signature = json.loads(open(os.path.join(trial_dir, "finetuning_config.json")).read())[
+      "signature"]
+  assert signature["init_checkpoint"] == os.path.abspath(other)

@@ -115,6 +115,19 @@ def test_reference_outputs_command(tmp_path):
   assert not (tmp_path / "bad.npz").exists()
 
 
+def test_reference_outputs_refuses_ids_outside_the_embeddings(tmp_path, capsys):
+  prefix, _ = make_checkpoint(tmp_path, TINY)
+  inputs = batch(TINY["vocab"])
+  inputs["segment_ids"][0, -1] = 2  # type_vocab_size is 2
+  np.savez(tmp_path / "in.npz", **inputs)
+  args = ["--checkpoint", prefix, "--inputs", str(tmp_path / "in.npz"), "--output",
+          str(tmp_path / "out.npz")]
+  assert reference_outputs.main(args) == 2
+  assert capsys.readouterr().err == ("error: segment_ids outside [0, 2) for this "
+                                     "checkpoint's type_vocab_size (found 0..2)\n")
+  assert not (tmp_path / "out.npz").exists()
+
+
 def test_round_trip_keeps_names_shapes_and_values(tmp_path):
   config = ModelConfig.from_dict(dict(vocab_size=97, hidden_size=32, num_hidden_layers=2,
                                       embedding_size=24, generator_hidden_size=0.5,

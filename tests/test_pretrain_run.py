@@ -22,7 +22,7 @@ from model import checkpoint as original_checkpoint
 from pretrain import trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
 from util import training
 
@@ -219,6 +219,31 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
       f"error: no pre-training data: nothing matches {tmp_path}/pretrain_tfrecords/"
       f"pretrain_data.tfrecord*; run `python build_pretraining_dataset.py --data-dir "
       f"{tmp_path}` first (or set pretrain_tfrecords)")
+
+
+def test_one_run_per_model_dir_and_a_killed_runs_lock_is_taken_over(data, tmp_path,
+                                                                   capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = data
+  model_dir = tmp_path / "run"
+  args = ["--data-dir", data_dir, "--model-name", "x", "--hparams", json.dumps(
+      {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8, "num_train_steps": 2,
+       "vocab_size": vocab_size, "model_dir": str(model_dir), **TINY_MODEL})]
+  with run_lock_held_elsewhere(model_dir) as holder:
+    assert run_pretraining.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {model_dir} is in use by another run (pid "
+                          f"{holder.pid}: {sys.executable} -c ") and err.count("\n") == 1
+    assert err.endswith("; wait for it to finish or stop it, or use another model_dir\n")
+    assert not model_dir.exists()  # refused before writing anything
+  # The holder was killed (no clean-up): the OS released its lock, the run proceeds.
+  assert run_pretraining.main(args) == 0
+  out = capsys.readouterr().out
+  assert f"taking over the lock of {model_dir} from a run that ended without releasing " \
+      f"it (pid {holder.pid}: " in out
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  # Released at the end: no holder named, and the next run may take the lock at once.
+  assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".run.lock"]
 
 
 MIRRORED_SCRIPT = """

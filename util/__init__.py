@@ -1,1 +1,2 @@
-"""Small pieces every phase uses: hyperparameter objects, progress lines, atomic files."""
+"""Small pieces every phase uses: typed hyperparameter objects, progress lines, atomic
+files, run locks."""

@@ -1,8 +1,14 @@
-"""Atomic file writing: readers never see a half-written file."""
+"""Atomic file writing (readers never see a half-written file) and one run per model
+directory (a second run on a directory a live run holds is refused)."""
 
 import contextlib
+import json
 import os
+import shlex
+import sys
 import tempfile
+
+import filelock
 
 
 @contextlib.contextmanager
@@ -25,3 +31,58 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     with contextlib.suppress(FileNotFoundError):
       os.remove(tmp)
     raise
+
+
+class DirectoryInUse(ValueError):
+  """Another live process holds the run lock of a directory."""
+
+
+@contextlib.contextmanager
+def run_lock(directory: str):
+  """Holds the run lock of `directory` for the block; refuses it, naming the holder, if
+  another process holds it.
+
+  The lock is an OS file lock (flock) on a hidden file beside the directory (so deleting
+  the directory to start over keeps it), which the OS releases when its process dies: a
+  killed run's lock is simply taken over. A second file beside it names the holder, for
+  the message another run gets.
+  """
+  path = os.path.abspath(directory)
+  parent, name = os.path.split(path)
+  lock_path = os.path.join(parent, f".{name}.lock")
+  holder_path = lock_path + ".holder"
+  os.makedirs(parent, exist_ok=True)
+  # No fallback to a plain marker file where flock is missing: a killed run's marker
+  # would block every later run.
+  lock = filelock.FileLock(lock_path, blocking=False, fallback_to_soft=False)
+  try:
+    lock.acquire()
+  except filelock.Timeout:
+    holder = read_holder(holder_path)
+    raise DirectoryInUse(
+        f"{directory} is in use by another run ({holder or 'process unknown'}); wait for "
+        "it to finish or stop it, or use another model_dir") from None
+  try:
+    stale = read_holder(holder_path)
+    if stale:
+      print(f"taking over the lock of {directory} from a run that ended without "
+            f"releasing it ({stale})", flush=True)
+    with atomic_write(holder_path) as f:
+      # On one line: it goes into another run's one-line error.
+      command = shlex.join(sys.orig_argv).replace("\n", "\\n")
+      json.dump({"pid": os.getpid(), "command": command}, f)
+    yield
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(holder_path)
+    lock.release()
+
+
+def read_holder(holder_path: str) -> str:
+  """"pid N: command" from a run lock's holder file, or "" if there is none."""
+  try:
+    with open(holder_path, encoding="utf-8") as f:
+      holder = json.load(f)
+    return f"pid {holder['pid']}: {holder['command']}"
+  except (OSError, ValueError, KeyError, TypeError):
+    return ""

@@ -2,14 +2,19 @@
 
 Every phase (model sizes, pre-training, fine-tuning) keeps its hyperparameters in one
 dataclass. Overrides are applied by name, like the original's `config.update(kwargs)`,
-and an unknown name is an error that suggests the closest valid one.
+and an unknown name is an error that suggests the closest valid one. Each field's type is
+its annotation and its allowed values are declared beside it with `field(...)`;
+`check_fields` enforces both whenever a config is built, so a JSON "false" or a
+negative learning rate fails at once, in one line, instead of training.
 """
 
 import dataclasses
 import difflib
 import json
+import math
 import os
-from typing import Any, Dict
+import typing
+from typing import Any, Dict, Optional
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "configs")
@@ -25,13 +30,151 @@ def unknown_name_message(name: str, valid, what: str = "hyperparameter") -> str:
   return f"unknown {what} {name!r}{hint}"
 
 
-def update(obj, overrides: Dict[str, Any], source: str = "--hparams"):
-  """Returns a copy of dataclass `obj` with `overrides` applied; unknown names fail."""
-  names = {f.name for f in dataclasses.fields(obj)}
-  for name in overrides:
+@dataclasses.dataclass(frozen=True)
+class Allowed:
+  """The values a numeric or string field admits beyond its type."""
+  at_least: Optional[float] = None
+  above: Optional[float] = None
+  at_most: Optional[float] = None
+  below: Optional[float] = None
+  choices: Optional[tuple] = None
+
+  def admits(self, value) -> bool:
+    if self.choices is not None:
+      return value in self.choices
+    return ((self.at_least is None or value >= self.at_least) and
+            (self.above is None or value > self.above) and
+            (self.at_most is None or value <= self.at_most) and
+            (self.below is None or value < self.below))
+
+  def __str__(self) -> str:
+    if self.choices is not None:
+      return "one of " + ", ".join(json.dumps(c) for c in self.choices)
+    low = (f"[{self.at_least:g}" if self.at_least is not None else
+           f"({self.above:g}" if self.above is not None else None)
+    high = (f"{self.at_most:g}]" if self.at_most is not None else
+            f"{self.below:g})" if self.below is not None else None)
+    if low and high:
+      return f"in {low}, {high}"
+    if low:
+      return (">= " if low[0] == "[" else "> ") + low[1:]
+    return ("<= " if high[-1] == "]" else "< ") + high[:-1]
+
+
+def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
+          at_least=None, above=None, at_most=None, below=None, choices=None):
+  """A dataclass field with its allowed values (the type is the annotation)."""
+  allowed = Allowed(at_least, above, at_most, below,
+                    tuple(choices) if choices is not None else None)
+  return dataclasses.field(default=default, default_factory=default_factory,
+                           metadata={"allowed": allowed})
+
+
+_INVALID = object()
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number",
+               str: "a string"}
+
+
+def _convert(kind, value):
+  """`value` as type `kind` (JSON's view: 3.0 is an integer, 3 a number), or _INVALID."""
+  origin, args = typing.get_origin(kind), typing.get_args(kind)
+  if origin is typing.Union:  # Optional[X]
+    if value is None and type(None) in args:
+      return None
+    return _convert(next(a for a in args if a is not type(None)), value)
+  if kind is bool:
+    return value if isinstance(value, bool) else _INVALID
+  if isinstance(value, bool):  # a bool is no number
+    return _INVALID
+  if kind is int:
+    if isinstance(value, float) and value.is_integer():
+      return int(value)
+    return value if isinstance(value, int) else _INVALID
+  if kind is float:
+    ok = isinstance(value, (int, float)) and math.isfinite(value)
+    return float(value) if ok else _INVALID
+  if kind is str:
+    return value if isinstance(value, str) else _INVALID
+  if origin is dict:
+    return value if isinstance(value, dict) else _INVALID
+  if origin is list:
+    if not isinstance(value, list):
+      return _INVALID
+    items = [_convert(args[0], v) for v in value]
+    return _INVALID if any(v is _INVALID for v in items) else items
+  return value
+
+
+def _describe(kind, allowed: Optional[Allowed]) -> str:
+  origin, args = typing.get_origin(kind), typing.get_args(kind)
+  if origin is typing.Union:
+    inner = next(a for a in args if a is not type(None))
+    return _describe(inner, allowed) + " or null"
+  if origin is dict:
+    return "a JSON object"
+  if origin is list:
+    return f"a list of {_describe(args[0], None)[2:]}s"
+  if allowed is not None and allowed.choices is not None:
+    return str(allowed)
+  name = _TYPE_NAMES.get(kind, getattr(kind, "__name__", str(kind)))
+  return f"{name} {allowed}" if allowed is not None else name
+
+
+_FIELDS = {}
+
+
+def _fields(cls) -> Dict[str, tuple]:
+  """{name: (type, Allowed or None)} of dataclass `cls`, computed once per class."""
+  if cls not in _FIELDS:
+    hints = typing.get_type_hints(cls)
+    _FIELDS[cls] = {f.name: (hints[f.name], f.metadata.get("allowed"))
+                    for f in dataclasses.fields(cls)}
+  return _FIELDS[cls]
+
+
+def check_value(cls, name: str, value):
+  """`value` converted to field `name`'s type; HParamsError if the field refuses it."""
+  kind, allowed = _fields(cls)[name]
+  converted = _convert(kind, value)
+  if converted is _INVALID or (allowed is not None and converted is not None and
+                               not allowed.admits(converted)):
+    try:
+      shown = json.dumps(value)
+    except (TypeError, ValueError):
+      shown = repr(value)
+    raise HParamsError(f"{name} {shown}: expected {_describe(kind, allowed)}")
+  return converted
+
+
+def check_fields(obj):
+  """Checks every field of dataclass `obj` (call from __post_init__), converting 3.0 to
+  3 for integers and 3 to 3.0 for numbers in place."""
+  for name in _fields(type(obj)):
+    value = getattr(obj, name)
+    converted = check_value(type(obj), name, value)
+    if converted is not value:
+      object.__setattr__(obj, name, converted)
+
+
+def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams"
+                    ) -> Dict[str, Any]:
+  """`overrides` with each value checked against dataclass `cls`; errors name `source`."""
+  names = _fields(cls)
+  checked = {}
+  for name, value in overrides.items():
     if name not in names:
       raise HParamsError(f"{source}: {unknown_name_message(name, names)}")
-  return dataclasses.replace(obj, **overrides)
+    try:
+      checked[name] = check_value(cls, name, value)
+    except HParamsError as e:
+      raise HParamsError(f"{source}: {e}") from None
+  return checked
+
+
+def update(obj, overrides: Dict[str, Any], source: str = "--hparams"):
+  """Returns a copy of dataclass `obj` with `overrides` applied; unknown names and values
+  a field refuses fail, naming `source`."""
+  return dataclasses.replace(obj, **check_overrides(type(obj), overrides, source))
 
 
 def parse_hparams(text: str, flag: str = "--hparams") -> Dict[str, Any]:

@@ -12,6 +12,7 @@ step and replica id let it derive stateless random seeds, so a resumed run draws
 what an uninterrupted one would.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -46,13 +47,13 @@ class TrainingInterrupted(Exception):
 class ScaleSettings:
   """How a run uses its hardware: fields shared by the pre-training and fine-tuning
   configs (new: the original ran on one device in float32)."""
-  distribution_strategy: str = "default"  # default | one_device | mirrored | multi_worker | tpu
+  distribution_strategy: str = hparams.field("default", choices=STRATEGIES)
   tpu_address: Optional[str] = None
-  mixed_precision: str = "float32"  # float32 | mixed_bfloat16 | mixed_float16
+  mixed_precision: str = hparams.field("float32", choices=PRECISIONS)
   use_xla: bool = False
   # Each step's batch runs as this many micro-batches whose gradients are summed: the
   # same update in less memory.
-  gradient_accumulation_steps: int = 1
+  gradient_accumulation_steps: int = hparams.field(1, at_least=1)
 
 
 def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
@@ -99,13 +100,78 @@ def use_checkpointed_dropout(seed: int):
   tf_keras.utils.set_random_seed(seed)
 
 
+def _is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
+  return task_type in (None, "chief") or (
+      task_type == "worker" and task_id == 0 and "chief" not in cluster)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
   resolver = getattr(strategy, "cluster_resolver", None)
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
     return True
-  return resolver.task_type in (None, "chief") or (
-      resolver.task_type == "worker" and resolver.task_id == 0 and
-      "chief" not in resolver.cluster_spec().as_dict())
+  return _is_chief_task(resolver.task_type, resolver.task_id,
+                        resolver.cluster_spec().as_dict())
+
+
+def run_dir_lock(config: ScaleSettings, directory: str):
+  """files.run_lock(directory), taken by the chief only: the workers of a multi-worker
+  run share its directory. Decided from TF_CONFIG, before any strategy exists."""
+  if config.distribution_strategy == "multi_worker":
+    try:
+      cluster_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError as e:
+      raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
+    task = cluster_config.get("task", {})
+    if not _is_chief_task(task.get("type"), task.get("index", 0),
+                          cluster_config.get("cluster", {})):
+      return contextlib.nullcontext()
+  return files.run_lock(directory)
+
+
+def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool):
+  """Refuses to resume a model dir whose run had another `signature` (what fixes the
+  trained weights; a nested dict such as the model's sizes compares field by field)
+  than this one, unless `overwrite`: then deletes that run so this one starts over.
+  <model_dir>/<config_name> is the JSON write_run_config wrote."""
+  path = os.path.join(model_dir, config_name)
+  if not os.path.exists(path):
+    return
+  try:
+    with open(path, encoding="utf-8") as f:
+      previous = json.load(f)
+  except (OSError, ValueError) as e:
+    raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
+                               "set \"overwrite_model_dir\": true to start over") from None
+  if "signature" not in previous:  # written before runs were signed: nothing to compare
+    return
+  changed = _changes(previous["signature"], json.loads(json.dumps(signature)))
+  if not changed:
+    return
+  if not overwrite:
+    raise hparams.HParamsError(
+        f"{model_dir} holds a run with a different config ({'; '.join(changed[:4])}); "
+        "use another model_dir, or set \"overwrite_model_dir\": true to delete that run "
+        "and start over")
+  print(f"overwrite_model_dir: deleting the previous run in {model_dir}", flush=True)
+  shutil.rmtree(model_dir)
+
+
+def _changes(old: Dict, new: Dict) -> list:
+  """"name: old -> new" per differing field; nested dicts' fields after the top level's."""
+  names = sorted(set(old) | set(new))
+  nested = [k for k in names
+            if isinstance(old.get(k), dict) or isinstance(new.get(k), dict)]
+  changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in names
+             if k not in nested and old.get(k) != new.get(k)]
+  for name in nested:
+    changed += _changes(old.get(name) or {}, new.get(name) or {})
+  return changed
+
+
+def write_run_config(model_dir: str, config_name: str, signature: Dict, **contents):
+  """<model_dir>/<config_name>: the run's signature (for check_resume) and `contents`."""
+  with files.atomic_write(os.path.join(model_dir, config_name)) as f:
+    json.dump({"signature": signature, **contents}, f, indent=2, sort_keys=True)
 
 
 def stateless_seed(*parts) -> tf.Tensor:

@@ -1,0 +1,179 @@
+"""Hyperparameters are checked by type and range when a config is built.
+
+Every field of the pre-training, fine-tuning and model configs refuses a value of the
+wrong type (and, where it declares a range, one outside it) with one line naming the
+field, the value and what is allowed; the cases a user met reach the user through the
+scripts as that one line, with no traceback.
+"""
+
+import dataclasses
+import json
+import shutil
+import typing
+
+import pytest
+
+import run_finetuning
+import run_pretraining
+from finetune import config as finetune_config
+from finetune import trainer as finetune_trainer
+from model.config import ModelConfig
+from pretrain import config as pretrain_config
+from tests.conftest import write_tiny_pretrained_model
+from tests.test_finetune_glue import write_reviews_task
+from util import hparams
+
+CONFIGS = [pretrain_config.PretrainingConfig, finetune_config.FinetuningConfig,
+           ModelConfig]
+
+
+WRONG_TYPES = {bool: ["false", 0, None], int: ["1", 1.5, True, None],
+               float: ["x", False, float("nan"), None], str: [1, None],
+               dict: [[], "{}"], list: ["glue/sst2", [1]]}
+
+
+def wrong_types(kind):
+  """Values of another type than `kind` accepts (JSON's view: 2.0 is an integer)."""
+  optional = typing.get_origin(kind) is typing.Union
+  if optional:
+    kind = next(a for a in typing.get_args(kind) if a is not type(None))
+  return [v for v in WRONG_TYPES[typing.get_origin(kind) or kind]
+          if not (optional and v is None)]
+
+
+def out_of_range(allowed):
+  if allowed.choices is not None:
+    return ["nope"]
+  values = []
+  if allowed.at_least is not None:
+    values.append(allowed.at_least - 1)
+  if allowed.above is not None:
+    values.append(allowed.above)
+  if allowed.at_most is not None:
+    values.append(allowed.at_most + 0.5)
+  if allowed.below is not None:
+    values.append(allowed.below)
+  return values
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_every_field_refuses_wrong_types_and_values_out_of_range(cls):
+  hints = typing.get_type_hints(cls)
+  default = cls()
+  checked = 0
+  for field in dataclasses.fields(cls):
+    kind = hints[field.name]
+    allowed = field.metadata.get("allowed")
+    bad = wrong_types(kind) + (out_of_range(allowed) if allowed else [])
+    for value in bad:
+      with pytest.raises(hparams.HParamsError) as info:
+        dataclasses.replace(default, **{field.name: value})
+      message = str(info.value)
+      assert message.startswith(f"{field.name} ") and ": expected " in message, message
+      assert "\n" not in message
+      checked += 1
+  assert checked >= 2 * len(dataclasses.fields(cls))
+
+
+def test_numbers_are_taken_as_json_gives_them():
+  config = pretrain_config.load_config("x", "data", {"num_train_steps": 1e6,
+                                                     "learning_rate": 1, "mask_prob": 1})
+  assert config.num_train_steps == 1000000 and isinstance(config.num_train_steps, int)
+  assert config.learning_rate == 1.0 and isinstance(config.learning_rate, float)
+  assert pretrain_config.load_config("x", "data", {"embedding_size": None}
+                                     ).embedding_size is None
+
+
+PRETRAINING_CASES = [
+    ({"debug": "false"}, '--hparams: debug "false": expected true or false'),
+    ({"mask_prob": 1.5}, "--hparams: mask_prob 1.5: expected a number in (0, 1]"),
+    ({"learning_rate": -0.01}, "--hparams: learning_rate -0.01: expected a number > 0"),
+    ({"num_train_steps": "ten"},
+     '--hparams: num_train_steps "ten": expected an integer >= 1'),
+    ({"num_train_steps": 2.5}, "--hparams: num_train_steps 2.5: expected an integer >= 1"),
+    ({"train_batch_size": 0}, "--hparams: train_batch_size 0: expected an integer >= 1"),
+    ({"save_checkpoints_steps": 0},
+     "--hparams: save_checkpoints_steps 0: expected an integer >= 1"),
+    ({"distribution_strategy": "gpu"}, '--hparams: distribution_strategy "gpu": expected '
+     'one of "default", "one_device", "mirrored", "multi_worker", "tpu"'),
+    ({"model_hparam_overrides": {"hidden_dropout_prob": 1}},
+     "model_hparam_overrides: hidden_dropout_prob 1: expected a number in [0, 1)"),
+    ({"max_seq_length": 1024}, "max_seq_length 1024 exceeds max_position_embeddings 512 "
+     "of model size 'small'; lower max_seq_length"),
+    ({"debug": True, "max_seq_length": 600}, "max_seq_length 600 exceeds "
+     "max_position_embeddings 512 of model size 'debug'; lower max_seq_length"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", PRETRAINING_CASES,
+                         ids=[str(c[0]) for c in PRETRAINING_CASES])
+def test_run_pretraining_prints_one_line(tmp_path, capsys, overrides, message):
+  code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
+                               "--hparams", json.dumps(overrides)])
+  assert (code, capsys.readouterr().err) == (2, f"error: {message}\n")
+  assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+@pytest.fixture(scope="module")
+def reviews(tmp_path_factory):
+  """(data dir with BERT's vocab and a tiny pre-trained model, a 100-example task)."""
+  root = tmp_path_factory.mktemp("reviews")
+  data = root / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  return data, write_reviews_task(root, 100)
+
+
+FINETUNING_CASES = [
+    ({"num_train_epochs": "one"},
+     '--hparams: num_train_epochs "one": expected a number > 0'),
+    ({"warmup_proportion": 2}, "--hparams: warmup_proportion 2: expected a number in "
+     "[0, 1]"),
+    ({"task_names": "glue/sst2"},
+     '--hparams: task_names "glue/sst2": expected a list of strings'),
+    ({"debug": True, "max_seq_length": 1024}, "max_seq_length 1024 exceeds "
+     "max_position_embeddings 512 of model size 'debug'; lower max_seq_length"),
+    # The model is the pre-trained checkpoint's: its position embeddings decide.
+    ({"max_seq_length": 256}, "max_seq_length 256 exceeds max_position_embeddings 128 of "
+     "{data}/models/tiny/export/model.ckpt; lower max_seq_length"),
+    ({"debug": True, "train_batch_size": 8, "num_train_epochs": 0.05},
+     "100 training features // train_batch_size 8 = 12 full batches x num_train_epochs "
+     "0.05 = 0.6 training steps, fewer than one; raise num_train_epochs or lower "
+     "train_batch_size"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", FINETUNING_CASES,
+                         ids=[str(c[0]) for c in FINETUNING_CASES])
+def test_run_finetuning_prints_one_line(reviews, capsys, overrides, message):
+  data, task = reviews
+  code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
+                              str(data), "--hparams",
+                              json.dumps({"max_seq_length": 16, **overrides})])
+  assert (code, capsys.readouterr().err) == (2, "error: " + message.format(data=data) +
+                                             "\n")
+  shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
+
+
+def test_model_config_file_is_named(tmp_path):
+  with pytest.raises(hparams.HParamsError) as info:
+    ModelConfig.from_dict({"hidden_size": "256"}, source="electra_small/config.json")
+  assert str(info.value) == ('electra_small/config.json: hidden_size "256": expected an '
+                             'integer >= 1')
+
+
+def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
+  data, task = reviews
+  missing = str(tmp_path / "nowhere" / "model.ckpt")
+  code = run_finetuning.main(["--task", task, "--data-dir", str(data), "--init-checkpoint",
+                              missing, "--hparams", '{"debug": true}'])
+  err = capsys.readouterr().err
+  assert code == 2 and err.startswith(f"error: {missing}: no such checkpoint") and \
+      err.count("\n") == 1
+  # A valid one is used: the debug run's model is the checkpoint's, not the debug size.
+  export = str(data / "models" / "tiny" / "export")
+  config = finetune_config.load_config("electra_small", [task], str(data),
+                                       {"debug": True, "init_checkpoint": export})
+  finetuner = finetune_trainer.Finetuner(config)
+  assert finetuner.init.endswith("/tiny/export/model.ckpt")
+  assert finetuner.model_config.hidden_size == 32  # debug size: 144
