@@ -24,7 +24,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 import tf_keras
 
-from util import files, hparams
+from util import cli, files, hparams
 from util.progress import Progress
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
@@ -38,7 +38,7 @@ class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
 
 
-class TrainingInterrupted(Exception):
+class TrainingInterrupted(cli.Interrupted):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
 
