@@ -5,11 +5,13 @@ The three top-level scripts and the tools run their work through `run_command`: 
 Ctrl-C or SIGTERM each become one line naming what failed. A bug keeps its traceback.
 """
 
+import re
 import sys
 from typing import Callable, Optional
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]$")
 
 
 class Interrupted(Exception):
@@ -25,9 +27,10 @@ def error_message(e: BaseException) -> Optional[str]:
     return f"{both}: {e.strerror or e}"
   tf = sys.modules.get("tensorflow")  # only loaded TensorFlow can raise its errors
   if tf is not None and isinstance(e, tf.errors.OpError):
-    # Its messages name the file ("<what>: <path>; <reason>" or "<path>; <reason>"), but
-    # may go on over lines of graph context that say nothing to a user.
-    return " ".join(e.message.strip().splitlines()[0].split())
+    # Its messages name the file ("<path>; <reason>"), wrapped in the op's names and
+    # graph context, which say nothing to a user.
+    message = " ".join((e.message.strip().splitlines() or [""])[0].split())
+    return _OP_CONTEXT.sub("", message) or type(e).__name__
   if isinstance(e, ValueError):
     return str(e)
   return None

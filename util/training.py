@@ -13,6 +13,7 @@ what an uninterrupted one would.
 """
 
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -397,8 +398,8 @@ class TrainLoop:
           logged = self._log(step, scalars, progress, writer)
         if at_save or stopping:
           if data_manager is not None:
-            data_manager.save(checkpoint_number=step)
-          last_saved = manager.save(checkpoint_number=step)
+            save_checkpoint(data_manager, step)
+          last_saved = save_checkpoint(manager, step)
         if stopping:
           raise TrainingInterrupted(
               f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
@@ -460,6 +461,17 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
+  """manager.save; a failed save (a full disk, a read-only dir) leaves no <prefix>_temp
+  directory of half-written shards behind."""
+  try:
+    return manager.save(checkpoint_number=step)
+  except BaseException:
+    for path in glob.glob(os.path.join(glob.escape(manager.directory), "*_temp")):
+      shutil.rmtree(path, ignore_errors=True)
+    raise
 
 
 def read_log(path: str) -> Dict[int, Dict[str, float]]:
