@@ -5,7 +5,9 @@
 
 Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
 original did (sst, sts, ...); several tasks train together when separated by commas. A
-user's own TSV/CSV task is given as the path of its JSON description.
+user's own TSV/CSV task is given as the path of its JSON description. A GLUE or SQuAD
+task whose files are not under <data-dir>/finetuning_data is downloaded and prepared by
+TensorFlow Datasets (into the tfds_data_dir hyperparameter, else TFDS's default).
 """
 
 import argparse

@@ -16,8 +16,8 @@ import zlib
 from typing import Iterator, List, Optional, Tuple
 
 # First bytes -> (name, opener of a decompressing file object over a binary file).
-_COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.GzipFile), (b"BZh", "bzip2", bz2.BZ2File),
-                 (b"\xfd7zXZ\x00", "xz", lzma.LZMAFile))
+_COMPRESSIONS = ((b"\x1f\x8b", "gzip", lambda f: gzip.GzipFile(fileobj=f)),
+                 (b"BZh", "bzip2", bz2.BZ2File), (b"\xfd7zXZ\x00", "xz", lzma.LZMAFile))
 _SNIFF_BYTES = 1 << 16  # how much of each file is checked for being text
 _MAX_INVALID_FRACTION = 0.1  # more invalid UTF-8 than this: binary, not text with typos
 
