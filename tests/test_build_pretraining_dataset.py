@@ -384,7 +384,10 @@ def start_build(tmp_path, vocab_file):
        "--vocab-file", vocab_file, "--output-dir", str(tmp_path / "out"),
        "--num-processes", "2", "--num-out-files", "2", "--no-progress"],
       cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      start_new_session=True)
+      start_new_session=True,
+      # As from a terminal: a test runner started in the background ignores SIGINT,
+      # which its children would inherit.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   deadline = time.time() + 600
   while len(glob.glob(str(tmp_path / "out.tmp-*" / "*"))) < 2:
     assert process.poll() is None and time.time() < deadline, process.communicate()
