@@ -155,8 +155,8 @@ def build(config: BuildConfig) -> Stats:
       raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines only)")
     _replace_dir(tmp_dir, output_dir, config.overwrite)
   except OSError as e:
-    raise BuildError(f"writing {config.output_dir} failed: {e}; nothing was "
-                     "written") from None
+    raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
+                     "nothing was written") from None
   except KeyboardInterrupt:
     raise cli.Interrupted(f"nothing was written; {config.output_dir} is as it "
                           "was") from None
@@ -284,7 +284,7 @@ def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
   try:
     return _write_part(config, job, spans, num_out_files, out_dir, report)
   except (OSError, tf.errors.OpError) as e:  # e.g. a full disk
-    raise BuildError(f"writing {config.output_dir} failed: {getattr(e, 'message', e)}; "
+    raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
                      "nothing was written") from None
 
 
