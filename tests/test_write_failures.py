@@ -43,7 +43,7 @@ def run(*args):
 def assert_one_line_error(result, path, reason):
   """Exit status 2 and one line on stderr (besides training's progress lines)."""
   assert result.returncode == 2, result.stderr[-3000:]
-  lines = [line for line in result.stderr.splitlines() if not line.startswith("step ")]
+  lines = [line for line in result.stderr.splitlines() if " | elapsed " not in line]
   assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
   assert path in lines[0] and reason in lines[0], lines[0]
 
