@@ -13,6 +13,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from data_prep import prepare  # pylint: disable=wrong-import-position
+from util import cli  # pylint: disable=wrong-import-position
 
 
 def _bool(text: str) -> bool:
@@ -79,12 +80,11 @@ def main(argv=None) -> int:
       data_dir=args.data_dir, corpus_dir=args.corpus_dir, vocab_file=args.vocab_file,
       output_dir=args.output_dir, vocab_size=args.vocab_size,
       build={name: getattr(args, name) for name in build_flags})
-  try:
+
+  def build() -> int:
     prepare.prepare(options)
-  except (ValueError, OSError) as e:  # bad flags or files: one line, no traceback
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  return 0
+    return 0
+  return cli.run_command(build)
 
 
 if __name__ == "__main__":

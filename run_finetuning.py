@@ -5,7 +5,9 @@
 
 Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
 original did (sst, sts, ...); several tasks train together when separated by commas. A
-user's own TSV/CSV task is given as the path of its JSON description.
+user's own TSV/CSV task is given as the path of its JSON description. A GLUE or SQuAD
+task whose files are not under <data-dir>/finetuning_data is downloaded and prepared by
+TensorFlow Datasets (into the tfds_data_dir hyperparameter, else TFDS's default).
 """
 
 import argparse
@@ -16,8 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
 from finetune import trainer  # pylint: disable=g-import-not-at-top
-from util import hparams  # pylint: disable=g-import-not-at-top
-from util import training  # pylint: disable=g-import-not-at-top
+from util import cli, hparams  # pylint: disable=g-import-not-at-top
 
 
 def main(argv=None) -> int:
@@ -30,23 +31,19 @@ def main(argv=None) -> int:
   parser.add_argument("--data-dir", default="data")
   parser.add_argument("--hparams", default="", help="JSON object or JSON file")
   args = parser.parse_args(argv)
-  try:
+
+  def finetune() -> int:
     overrides = hparams.parse_hparams(args.hparams)
     if args.init_checkpoint:
       overrides["init_checkpoint"] = args.init_checkpoint
     config = finetune_config.load_config(args.model_name, args.task.split(","),
                                          args.data_dir, overrides)
     report = trainer.run(config)
-  except training.TrainingInterrupted as e:
-    print(f"interrupted: {e}", file=sys.stderr)
-    return 130
-  except ValueError as e:  # bad flags, data, checkpoints: one line, no traceback
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  print(f"results: {config.results_file('txt')}")
-  if report.get("plot"):
-    print(f"dev curves: {report['plot']}")
-  return 0
+    print(f"results: {config.results_file('txt')}")
+    if report.get("plot"):
+      print(f"dev curves: {report['plot']}")
+    return 0
+  return cli.run_command(finetune)
 
 
 if __name__ == "__main__":

@@ -32,21 +32,18 @@ def main(argv=None) -> int:
   except ValueError:
     parser.error(f"--export-steps {args.export_steps!r}: expected steps such as 1000,2000")
 
-  # TensorFlow loads after flag parsing, so --help and flag errors are instant.
-  from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
-  from pretrain import trainer  # pylint: disable=g-import-not-at-top
-  from util import hparams, training  # pylint: disable=g-import-not-at-top
-  try:
+  from util import cli  # pylint: disable=g-import-not-at-top
+
+  def pretrain() -> int:
+    # TensorFlow loads after flag parsing, so --help and flag errors are instant.
+    from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
+    from pretrain import trainer  # pylint: disable=g-import-not-at-top
+    from util import hparams  # pylint: disable=g-import-not-at-top
     config = pretrain_config.load_config(args.model_name, args.data_dir,
                                          hparams.parse_hparams(args.hparams))
     trainer.run(config, export_steps)
-  except training.TrainingInterrupted as e:
-    print(f"interrupted: {e}", file=sys.stderr)
-    return 130
-  except ValueError as e:  # bad input: one line, no traceback
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  return 0
+    return 0
+  return cli.run_command(pretrain)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ corpus size.
 
 Everything is written under a temporary directory beside the output directory and moved
 into place at the end: a reader sees the old shards or the new ones, never a mix, and a
-failed run leaves nothing behind.
+failed or interrupted run leaves nothing behind. Workers stop when their parent dies,
+and the temporary directory of a killed build is removed by the next one.
 """
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing
@@ -19,7 +21,9 @@ import os
 import queue as queue_lib
 import random
 import shutil
+import signal
 import sys
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -30,12 +34,14 @@ from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep.feature_spec import FILE_PATTERN
 from data_prep.vocab import Vocab, VocabError, load_vocab
+from util import cli
 from util.progress import Progress, format_count
 
 MASK_BATCH = 512
 GIANT_LINE_CHARS = 1 << 20  # longer lines are tokenized a piece at a time
 TEXT_BYTES_PER_SHARD = 8 << 20  # default --num-out-files: a shard per 8 MB of text
 MAX_DEFAULT_SHARDS = 1000
+TEMP_INFIX = ".tmp-"  # <output dir>.tmp-<pid>: a build's work in progress
 
 
 class BuildError(ValueError):
@@ -74,7 +80,7 @@ class Stats:
   real_positions: int = 0
   positions: int = 0
   invalid_bytes: int = 0
-  text_bytes: int = 0
+  file_bytes: int = 0  # of the corpus files read (compressed bytes of compressed files)
   loop_seconds: float = 0.0  # in the tokenize-pack-write loop, the slowest process's
   loop_cpu_seconds: float = 0.0  # CPU time in that loop, all processes together
 
@@ -124,6 +130,9 @@ def build(config: BuildConfig) -> Stats:
     raise BuildError(f"--num-processes: {config.num_processes}; expected at least 1")
   if not 0 < config.mask_prob < 1:
     raise BuildError(f"--mask-prob: {config.mask_prob}; expected a value in (0, 1)")
+  if config.num_out_files is not None and config.num_out_files < 1:
+    raise BuildError(f"--num-out-files: {config.num_out_files}; expected at least 1 (or "
+                     "leave it out for a file per 8 MB of text)")
   check_output_dir(config.output_dir, config.overwrite)
   vocab = load_vocab(config.vocab_file)
   check_vocab_case(vocab, config.do_lower_case)
@@ -137,7 +146,8 @@ def build(config: BuildConfig) -> Stats:
   parts = corpus_lib.split_work(files, config.num_processes)
 
   output_dir = os.path.abspath(config.output_dir)
-  tmp_dir = f"{output_dir}.tmp-{os.getpid()}"
+  remove_stale_temp_dirs(output_dir)
+  tmp_dir = f"{output_dir}{TEMP_INFIX}{os.getpid()}"
   try:
     os.makedirs(tmp_dir)  # beside the output dir: the final rename stays on one disk
     stats = _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes)
@@ -145,11 +155,35 @@ def build(config: BuildConfig) -> Stats:
       raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines only)")
     _replace_dir(tmp_dir, output_dir, config.overwrite)
   except OSError as e:
-    raise BuildError(f"writing {config.output_dir} failed: {e}; nothing was "
-                     "written") from None
+    raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
+                     "nothing was written") from None
+  except KeyboardInterrupt:
+    raise cli.Interrupted(f"nothing was written; {config.output_dir} is as it "
+                          "was") from None
   finally:
     shutil.rmtree(tmp_dir, ignore_errors=True)
   return stats
+
+
+def remove_stale_temp_dirs(output_dir: str):
+  """Deletes the temporary directories of builds whose process is gone (killed)."""
+  parent, prefix = os.path.split(output_dir + TEMP_INFIX)
+  for name in os.listdir(parent) if os.path.isdir(parent) else []:
+    pid = name[len(prefix):]
+    if name.startswith(prefix) and pid.isdigit() and not _is_running(int(pid)):
+      shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+      print(f"removed {os.path.join(parent, name)}, left by a build that was killed",
+            flush=True)
+
+
+def _is_running(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  return True
 
 
 def _replace_dir(new_dir: str, output_dir: str, overwrite: bool):
@@ -168,8 +202,8 @@ def _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes) -> Stats:
   progress = Progress("build", corpus_bytes, "B") if config.progress else None
   done_bytes, done_tokens = [0] * len(parts), [0] * len(parts)
 
-  def report(job, text_bytes, tokens, force=False):
-    done_bytes[job], done_tokens[job] = text_bytes, tokens
+  def report(job, file_bytes, tokens, force=False):
+    done_bytes[job], done_tokens[job] = file_bytes, tokens
     if progress:
       elapsed = max(time.time() - progress.t0, 1e-9)
       progress.update(sum(done_bytes), {
@@ -184,7 +218,9 @@ def _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes) -> Stats:
     # Spawned (not forked) workers: TensorFlow does not survive a fork.
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    with ctx.Pool(len(jobs), initializer=_init_worker, initargs=(queue,)) as pool:
+    with _children_ignore_ctrl_c():
+      pool = ctx.Pool(len(jobs), initializer=_init_worker, initargs=(queue, os.getpid()))
+    with pool:
       pending = pool.starmap_async(_write_part_in_worker, jobs)
       while not pending.ready():
         _drain(queue, report, timeout=0.5)
@@ -203,12 +239,35 @@ def _drain(queue, report, timeout):
     pass
 
 
+@contextlib.contextmanager
+def _children_ignore_ctrl_c():
+  """Processes started in the block ignore SIGINT from birth (an ignored signal stays
+  ignored across exec, and Python then installs no KeyboardInterrupt handler): Ctrl-C
+  reaches the whole process group, and the parent alone answers it, stopping the pool."""
+  if threading.current_thread() is not threading.main_thread():
+    yield  # only the main thread may set handlers; Ctrl-C goes there anyway
+    return
+  previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, previous)
+
+
+def _exit_with_parent(parent_pid: int):
+  """A worker's watch: a killed parent cannot stop it, so it stops itself."""
+  while os.getppid() == parent_pid:
+    time.sleep(1)
+  os._exit(1)
+
+
 _worker_queue = None
 
 
-def _init_worker(queue):
+def _init_worker(queue, parent_pid: int):
   global _worker_queue
   _worker_queue = queue
+  threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
   # One thread each: the processes are the parallelism.
   tf.config.threading.set_inter_op_parallelism_threads(1)
   tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -225,7 +284,7 @@ def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
   try:
     return _write_part(config, job, spans, num_out_files, out_dir, report)
   except (OSError, tf.errors.OpError) as e:  # e.g. a full disk
-    raise BuildError(f"writing {config.output_dir} failed: {getattr(e, 'message', e)}; "
+    raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
                      "nothing was written") from None
 
 
@@ -242,7 +301,7 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
   start, start_cpu = time.time(), time.process_time()
   last_report = start
   with writer:
-    for batch, batch_bytes in _line_batches(spans, config.blanks_separate_docs, stats):
+    for batch, file_bytes in _line_batches(spans, config.blanks_separate_docs, stats):
       ids, offsets = _tokenize_batch(tokenizer, [line for line in batch if line is not None],
                                      stats)
       row = 0
@@ -254,16 +313,16 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
           row += 1
         if example is not None:
           writer.add(example, stats)
-      stats.text_bytes += batch_bytes
+      stats.file_bytes += file_bytes
       if report and time.time() - last_report > 1:
         last_report = time.time()
-        report(job, stats.text_bytes, stats.tokens)
+        report(job, stats.file_bytes, stats.tokens)
   stats.single_segment = builder.single_segment
   stats.short_target = builder.short_target
   stats.loop_seconds = time.time() - start
   stats.loop_cpu_seconds = time.process_time() - start_cpu
   if report:
-    report(job, stats.text_bytes, stats.tokens)
+    report(job, stats.file_bytes, stats.tokens)
   return stats
 
 
@@ -330,7 +389,7 @@ def _line_batches(spans, blanks_separate_docs: bool, stats: Stats):
   """
   for span in spans:
     previous, has_text = None, False  # None: a blank line, or the start of the span
-    for block in corpus_lib.read_blocks(span):
+    for block, file_bytes in corpus_lib.read_blocks(span):
       text, invalid = corpus_lib.decode(block)
       stats.invalid_bytes += invalid
       lines = text.split("\n")
@@ -346,7 +405,7 @@ def _line_batches(spans, blanks_separate_docs: bool, stats: Stats):
         batch = [line for line in batch if line is not None]
         stats.documents += bool(batch) and not has_text
         has_text = has_text or bool(batch)
-      yield batch, len(block)
+      yield batch, file_bytes
     yield [None], 0
 
 

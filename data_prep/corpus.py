@@ -3,11 +3,23 @@
 The corpus is never loaded: each process reads its own byte range of the (sorted)
 files line by line. Ranges start and end at line starts, so every line belongs to
 exactly one process and the split depends only on the files and the process count.
+A gzip, bzip2 or xz file (known by its first bytes, whatever its name) is read
+decompressed and whole by one process; any other file must be text.
 """
 
+import bz2
 import dataclasses
+import gzip
+import lzma
 import os
-from typing import Iterator, List, Tuple
+import zlib
+from typing import Iterator, List, Optional, Tuple
+
+# First bytes -> (name, opener of a decompressing file object over a binary file).
+_COMPRESSIONS = ((b"\x1f\x8b", "gzip", lambda f: gzip.GzipFile(fileobj=f)),
+                 (b"BZh", "bzip2", bz2.BZ2File), (b"\xfd7zXZ\x00", "xz", lzma.LZMAFile))
+_SNIFF_BYTES = 1 << 16  # how much of each file is checked for being text
+_MAX_INVALID_FRACTION = 0.1  # more invalid UTF-8 than this: binary, not text with typos
 
 
 class CorpusError(ValueError):
@@ -23,7 +35,8 @@ class Span:
 
 
 def list_files(corpus_dir: str) -> List[str]:
-  """The corpus's text files, sorted by name (hidden files skipped)."""
+  """The corpus's files, sorted by name (hidden files skipped); each one text, or
+  compressed text, or a CorpusError naming it."""
   if not os.path.exists(corpus_dir):
     raise CorpusError(f"--corpus-dir: {corpus_dir} does not exist")
   if not os.path.isdir(corpus_dir):
@@ -35,13 +48,39 @@ def list_files(corpus_dir: str) -> List[str]:
     raise CorpusError(f"--corpus-dir: {corpus_dir} holds no text files")
   if not any(os.path.getsize(path) for path in files):
     raise CorpusError(f"--corpus-dir: every file in {corpus_dir} is empty")
+  for path in files:
+    check_text(path)
   return files
+
+
+def compression(path: str) -> Optional[str]:
+  """"gzip", "bzip2" or "xz" when the file starts as those do, else None."""
+  with open(path, "rb") as f:
+    start = f.read(6)
+  return next((name for magic, name, _ in _COMPRESSIONS if start.startswith(magic)), None)
+
+
+def check_text(path: str):
+  """Refuses a file whose start (decompressed, if compressed) is not UTF-8 text."""
+  sample = next(iter(read_blocks(Span(path, 0, os.path.getsize(path)), _SNIFF_BYTES,
+                                 whole_lines=False)), (b"", 0))[0][:_SNIFF_BYTES]
+  kind = compression(path)
+  what = f"{kind}-compressed file" if kind else "file"
+  expected = "expected UTF-8 text, or gzip/bzip2/xz-compressed UTF-8 text"
+  if b"\x00" in sample:
+    raise CorpusError(f"{path}: not text (this {what} holds NUL bytes); {expected}")
+  invalid = decode(sample)[1]
+  if invalid > _MAX_INVALID_FRACTION * len(sample):
+    raise CorpusError(f"{path}: not text ({invalid} of the first {len(sample)} bytes of "
+                      f"this {what} are not UTF-8); {expected}")
 
 
 def _next_line_start(path: str, offset: int, size: int) -> int:
   """The first line start at or after `offset` (reading only as far as the newline)."""
   if offset <= 0 or offset >= size:
     return min(max(offset, 0), size)
+  if compression(path):
+    return size  # a compressed file cannot be entered midway: its whole goes before
   with open(path, "rb") as f:
     f.seek(offset - 1)
     while True:
@@ -81,30 +120,46 @@ def split_work(files: List[str], num_parts: int) -> List[List[Span]]:
   return parts
 
 
-def read_blocks(span: Span, block_size: int = 1 << 20) -> Iterator[bytes]:
-  """The span in blocks of whole lines (a block grows to hold a line longer than it)."""
-  with open(span.path, "rb") as f:
-    f.seek(span.start)
-    remaining, carry = span.end - span.start, b""
-    while remaining > 0:
+def read_blocks(span: Span, block_size: int = 1 << 20,
+                whole_lines: bool = True) -> Iterator[Tuple[bytes, int]]:
+  """The span in blocks of whole lines (a block grows to hold a line longer than it),
+  each with the number of the file's bytes read for it (for progress: compressed bytes
+  of a compressed file). A compressed file is always read whole, decompressed."""
+  with open(span.path, "rb") as raw:
+    start = raw.read(6)
+    kind, opener = next(((name, o) for magic, name, o in _COMPRESSIONS
+                         if start.startswith(magic)), (None, None))
+    raw.seek(0 if opener else span.start)
+    stream = opener(raw) if opener else raw
+    remaining = None if opener else span.end - span.start
+    carry, position = b"", raw.tell()
+    while remaining is None or remaining > 0:
       # Reading as much as is carried over doubles the block for a long line (no
       # quadratic copying of a 50 MB line).
-      data = f.read(min(max(block_size, len(carry)), remaining))
+      size = max(block_size, len(carry))
+      try:
+        data = stream.read(size if remaining is None else min(size, remaining))
+      except (EOFError, OSError, lzma.LZMAError, zlib.error) as e:
+        if not opener:
+          raise
+        raise CorpusError(f"{span.path}: corrupt {kind} data ({e})") from None
       if not data:
         break
-      remaining -= len(data)
+      if remaining is not None:
+        remaining -= len(data)
       data = carry + data
-      cut = data.rfind(b"\n") + 1 if remaining > 0 else len(data)
+      cut = data.rfind(b"\n") + 1 if whole_lines else len(data)
       carry = data[cut:]
       if cut:
-        yield data[:cut]
+        consumed, position = raw.tell() - position, raw.tell()
+        yield data[:cut], consumed
     if carry:
-      yield carry
+      yield carry, raw.tell() - position
 
 
 def read_lines(span: Span) -> Iterator[Tuple[bytes, int]]:
   """(line without its newline, bytes consumed) for each line of the span."""
-  for block in read_blocks(span):
+  for block, _ in read_blocks(span):
     lines = block.split(b"\n")
     last = lines.pop()  # b"" when the block ends with a newline
     for line in lines:

@@ -37,7 +37,8 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
   from data_prep.tokenizer import basic_words
   counts = collections.Counter()
   for path in corpus_lib.list_files(corpus_dir):
-    for block in corpus_lib.read_blocks(corpus_lib.Span(path, 0, os.path.getsize(path))):
+    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
+                                                           os.path.getsize(path))):
       counts.update(basic_words(corpus_lib.decode(block)[0], lower_case, accents))
   counts.pop("\ue000", None)  # the marker of over-long words, not a word
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)

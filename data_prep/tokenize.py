@@ -17,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from data_prep import corpus as corpus_lib  # pylint: disable=wrong-import-position
 from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
+from util import cli  # pylint: disable=wrong-import-position
 from util.files import atomic_write  # pylint: disable=wrong-import-position
 
 BATCH = 2000
@@ -66,16 +67,15 @@ def main(argv=None) -> int:
   parser.add_argument("--no-lower-case", dest="lower_case", action="store_false")
   parser.add_argument("--no-strip-accents", dest="accents", action="store_false")
   args = parser.parse_args(argv)
-  try:
+
+  def tokenize() -> int:
     invalid = tokenize_file(args.vocab_file, args.input, args.output, args.lower_case,
                             args.accents)
-  except (ValueError, OSError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  if invalid:
-    print(f"{args.input}: {invalid} invalid UTF-8 bytes replaced by U+FFFD",
-          file=sys.stderr)
-  return 0
+    if invalid:
+      print(f"{args.input}: {invalid} invalid UTF-8 bytes replaced by U+FFFD",
+            file=sys.stderr)
+    return 0
+  return cli.run_command(tokenize)
 
 
 if __name__ == "__main__":

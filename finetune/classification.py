@@ -340,9 +340,10 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
 
 
 def read_tfds(task: SentenceTask, split: str, tfds_data_dir: Optional[str] = None,
-              max_examples: Optional[int] = None) -> List[SentenceExample]:
-  """Examples from a locally prepared TFDS dataset; never downloads."""
-  builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
+              max_examples: Optional[int] = None, builder=None) -> List[SentenceExample]:
+  """Examples from a locally prepared TFDS dataset (or `builder`); never downloads."""
+  if builder is None:
+    builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
   if builder is None:
     raise DataError(f"TensorFlow Datasets has no prepared {task.tfds_name} in "
                     f"{tfds_data_dir or 'its default data_dir'}")
@@ -366,16 +367,20 @@ def read_tfds(task: SentenceTask, split: str, tfds_data_dir: Optional[str] = Non
 
 
 def read_examples(task: SentenceTask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None,
-                  tfds_data_dir: Optional[str] = None) -> List[SentenceExample]:
-  """Examples of a split from the task's files, or from TFDS when only it has the task."""
+                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  fetch_missing: bool = False) -> List[SentenceExample]:
+  """Examples of a split from the task's files or, when they are missing, from TFDS:
+  prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
   try:
     path = split_file(task, data_dir, split)
-  except DataError:
-    if task.files_dir is None and tfds_source.prepared_builder(task.tfds_name,
-                                                               tfds_data_dir):
-      return read_tfds(task, split, tfds_data_dir, max_examples)
-    raise
+  except DataError as missing:
+    if task.files_dir is not None:
+      raise
+    builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
+                                                   tfds_data_dir, fetch_missing)
+    if builder is None:
+      raise
+    return read_tfds(task, split, tfds_data_dir, max_examples, builder)
   return read_split_file(task, split, path, max_examples)
 
 

@@ -236,10 +236,12 @@ def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
   return examples
 
 
-def read_tfds(task: QATask, split: str,
-              tfds_data_dir: Optional[str] = None) -> List[QAExample]:
-  """Questions of a SQuAD dataset prepared in TensorFlow Datasets; never downloads."""
-  builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
+def read_tfds(task: QATask, split: str, tfds_data_dir: Optional[str] = None,
+              builder=None) -> List[QAExample]:
+  """Questions of a SQuAD dataset prepared in TensorFlow Datasets (or `builder`); never
+  downloads."""
+  if builder is None:
+    builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
   if builder is None:
     raise DataError(f"TensorFlow Datasets has no prepared {task.tfds_name}")
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
@@ -266,12 +268,16 @@ def read_tfds(task: QATask, split: str,
 
 
 def read_examples(task: QATask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None) -> List[QAExample]:
-  """Questions of a split from the task's files, or from TFDS when only it has them."""
+                  tfds_data_dir: Optional[str] = None,
+                  fetch_missing: bool = False) -> List[QAExample]:
+  """Questions of a split from the task's files or, when they are missing, from TFDS:
+  prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
   try:
     path = split_file(task, data_dir, split)
-  except DataError:
-    if tfds_source.prepared_builder(task.tfds_name, tfds_data_dir):
-      return read_tfds(task, split, tfds_data_dir)
-    raise
+  except DataError as missing:
+    builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
+                                                   tfds_data_dir, fetch_missing)
+    if builder is None:
+      raise
+    return read_tfds(task, split, tfds_data_dir, builder)
   return read_file(task, path)

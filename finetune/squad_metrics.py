@@ -19,6 +19,7 @@ import sys
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from finetune.errors import DataError
+from util import cli
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -163,29 +164,52 @@ def _expect_mapping(value, path: str, what: str, value_type) -> Dict:
   return value
 
 
+def check_coverage(dataset: Sequence[Mapping], predictions: Mapping[str, str],
+                   pred_file: str, data_file: str) -> int:
+  """How many questions have no prediction; a DataError when none has one."""
+  qids = [qa["id"] for qa in _questions(dataset)]
+  missing = sum(1 for qid in qids if qid not in predictions)
+  if qids and missing == len(qids):
+    example = f" (e.g. {next(iter(predictions))!r})" if predictions else ""
+    raise DataError(f"{pred_file}: none of its {len(predictions)} question ids{example} "
+                    f"is a question of {data_file}; are these predictions for another "
+                    "data set?")
+  return missing
+
+
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("data_file", help="SQuAD JSON data (v1.1 or v2.0)")
   parser.add_argument("pred_file", help="JSON object of question id: answer text")
   parser.add_argument("--na-prob-file", help="JSON object of question id: no-answer score")
   args = parser.parse_args(argv)
-  try:
-    data = load_json(args.data_file, "SQuAD data")
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-      raise DataError(f"{args.data_file}: expected a SQuAD JSON object with a \"data\" list")
-    predictions = _expect_mapping(load_json(args.pred_file, "predictions"),
-                                  args.pred_file, "predictions", str)
-    na_probs = None
-    if args.na_prob_file:
-      na_probs = _expect_mapping(load_json(args.na_prob_file, "no-answer scores"),
-                                 args.na_prob_file, "no-answer scores", (int, float))
-    result = evaluate(data["data"], predictions, na_probs)
-  except (DataError, KeyError, TypeError) as e:
-    message = str(e) if isinstance(e, DataError) else f"malformed SQuAD data: {e!r}"
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-  print(json.dumps(result))
-  return 0
+
+  def score() -> int:
+    try:
+      data = load_json(args.data_file, "SQuAD data")
+      if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise DataError(f"{args.data_file}: expected a SQuAD JSON object with a \"data\" "
+                        "list")
+      predictions = _expect_mapping(load_json(args.pred_file, "predictions"),
+                                    args.pred_file, "predictions", str)
+      na_probs = None
+      if args.na_prob_file:
+        na_probs = _expect_mapping(load_json(args.na_prob_file, "no-answer scores"),
+                                   args.na_prob_file, "no-answer scores", (int, float))
+      missing = check_coverage(data["data"], predictions, args.pred_file, args.data_file)
+      result = evaluate(data["data"], predictions, na_probs)
+    except (KeyError, TypeError) as e:
+      raise DataError(f"{args.data_file}: malformed SQuAD data: {e!r}") from None
+    if missing:
+      # The official scripts print a line per such question; one count says the same.
+      v2 = "total" in result  # v2.0 scores only the predicted questions
+      print(f"warning: {missing} question(s) of {args.data_file} have no prediction in "
+            f"{args.pred_file}; " + ("they are left out of the scores" if v2 else
+                                     "they score 0") + ", as in the official script",
+            file=sys.stderr)
+    print(json.dumps(result))
+    return 0
+  return cli.run_command(score)
 
 
 if __name__ == "__main__":

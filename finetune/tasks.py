@@ -22,17 +22,19 @@ ALIASES = {alias: task.name for task in REGISTRY.values() for alias in task.alia
 
 def read_examples(task: Task, data_dir: str, split: str,
                   max_examples: Optional[int] = None,
-                  tfds_data_dir: Optional[str] = None) -> list:
+                  tfds_data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
   """The examples of one split of any task (the first `max_examples`, for debug runs).
 
-  Files under <data_dir>/finetuning_data come first; a task missing there is read from
-  TensorFlow Datasets when it is prepared in `tfds_data_dir` (GLUE and SQuAD).
+  Files under <data_dir>/finetuning_data come first; a GLUE or SQuAD task missing there
+  is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
+  `fetch_missing`, once TFDS has downloaded and prepared it there.
   """
   if isinstance(task, classification.SentenceTask):
     return classification.read_examples(task, data_dir, split, max_examples,
-                                        tfds_data_dir)
+                                        tfds_data_dir, fetch_missing)
   if isinstance(task, qa.QATask):
-    return qa.read_examples(task, data_dir, split, tfds_data_dir)[:max_examples]
+    return qa.read_examples(task, data_dir, split, tfds_data_dir,
+                            fetch_missing)[:max_examples]
   return tagging.read_examples(task, data_dir, split)[:max_examples]
 
 

@@ -1,11 +1,19 @@
-"""TensorFlow Datasets as an alternative source of task data: only what is prepared.
+"""TensorFlow Datasets as a source of task data: what is prepared, or fetched on demand.
 
-Tasks are read from TFDS only when the dataset is already prepared in the TFDS data
-directory; nothing is ever downloaded. tensorflow_datasets is imported lazily, so the
-readers of plain files do not need it.
+A GLUE or SQuAD task whose files are missing is downloaded and prepared by TFDS once
+(its progress bars shown) into the TFDS data directory and read from there. Offline,
+the download hosts are probed first, so the answer is one line at once rather than
+minutes of retries. tensorflow_datasets is imported lazily: the readers of plain files
+do not need it.
 """
 
-from typing import Dict, Iterator, Optional
+import socket
+import urllib.parse
+from typing import Dict, Iterator, List, Optional
+
+from finetune.errors import DataError
+
+PROBE_TIMEOUT_SECONDS = 5
 
 
 def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
@@ -21,6 +29,64 @@ def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
   except Exception:  # pylint: disable=broad-except
     return None  # a name this TFDS version lacks is the same as "not prepared"
   return builder if builder.is_prepared() else None
+
+
+def unreachable_hosts(builder) -> List[str]:
+  """The dataset's download hosts when none of them answers (offline), else []."""
+  hosts = sorted({urllib.parse.urlparse(url).hostname for url in builder.url_infos or {}}
+                 - {None})
+  for host in hosts:
+    try:
+      socket.create_connection((host, 443), timeout=PROBE_TIMEOUT_SECONDS).close()
+      return []
+    except OSError:
+      continue
+  return hosts
+
+
+def fetch(name: str, data_dir: Optional[str] = None, log=print):
+  """The builder of `name`, downloaded and prepared into `data_dir` (TFDS's default
+  when None) unless it already is; a DataError saying what failed otherwise."""
+  builder = prepared_builder(name, data_dir)
+  if builder is not None:
+    return builder
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    builder = tfds.builder(name, data_dir=data_dir)
+  except Exception as e:  # pylint: disable=broad-except
+    raise DataError(f"TensorFlow Datasets cannot build {name} ({_first_line(e)})") \
+        from None
+  where = f"{name} with TensorFlow Datasets into {builder.data_dir}"
+  offline = unreachable_hosts(builder)
+  if offline:
+    raise DataError(f"fetching {where} failed: cannot reach {', '.join(offline)} "
+                    "(offline?)")
+  log(f"preparing {where} (a download, once)")
+  try:
+    builder.download_and_prepare()
+  except Exception as e:  # pylint: disable=broad-except
+    raise DataError(f"fetching {where} failed: {_first_line(e)}") from None
+  return builder
+
+
+def instead_of_missing_files(missing: DataError, name: Optional[str],
+                            data_dir: Optional[str] = None, fetch_missing: bool = False):
+  """The TFDS builder to read task data from when its files are `missing`: prepared in
+  `data_dir` already or, with `fetch_missing`, now. Else `missing` is raised, followed
+  by why fetching failed (the files' expected places stay in the message)."""
+  builder = prepared_builder(name, data_dir)
+  if builder is not None or not name:
+    return builder
+  if not fetch_missing:
+    raise missing
+  try:
+    return fetch(name, data_dir)
+  except DataError as failed:
+    raise DataError(f"{missing}; {failed}") from None
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def records(builder, split: str, max_examples: Optional[int] = None) -> Iterator[Dict]:

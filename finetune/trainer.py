@@ -54,9 +54,12 @@ class Finetuner:
   def __init__(self, config: FinetuningConfig, log=print):
     self.config, self.log = config, log
     self.tasks = task_registry.get_tasks(config.task_names)
-    vocab = load_vocab(config.vocab_file)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
     self.init = self.init_checkpoint()
+    if not self.init and not config.debug and not os.path.isfile(config.vocab_file):
+      raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
+                       f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
+    vocab = load_vocab(self.vocab_file())
     if self.init:
       self.model_config = ckpt.config_from_checkpoint(self.init, "discriminator")
       self.model_config.check_sequence_length(config.max_seq_length, self.init)
@@ -85,7 +88,10 @@ class Finetuner:
     """Examples and features of task `index`'s split, read and featurized once."""
     task, key = self.tasks[index], (index, split)
     if key not in self.data:
-      examples = task_registry.read_examples(task, self.config.data_dir, split)
+      # Missing GLUE/SQuAD files are fetched by TensorFlow Datasets (once).
+      examples = task_registry.read_examples(task, self.config.data_dir, split,
+                                             tfds_data_dir=self.config.tfds_data_dir or None,
+                                             fetch_missing=True)
       if self.config.debug:
         examples = examples[:100]
       examples = self.runners[index].prepare_examples(examples, split)
@@ -123,6 +129,18 @@ class Finetuner:
     example = {k: v[:1] for k, v in features.items()}
     return FinetuningModel(self.model_config, heads).build_variables(
         example, self.config.max_seq_length)
+
+  def vocab_file(self) -> str:
+    """The configured vocab.txt or, when it is missing, the one beside the checkpoint
+    (a released model's zip holds both)."""
+    path = self.config.vocab_file
+    beside = os.path.join(os.path.dirname(self.init), "vocab.txt") if self.init else ""
+    if not os.path.isfile(path) and beside and os.path.isfile(beside):
+      return beside
+    if not os.path.isfile(path):
+      raise ValueError(f"{path}: no such vocabulary; put the vocab.txt the model was "
+                       "pre-trained with there, or set \"vocab_file\" in --hparams")
+    return path
 
   def init_checkpoint(self) -> str:
     """The pre-trained weights to start from, or "" (random, with a warning)."""
@@ -244,7 +262,7 @@ class Finetuner:
       init = self.init
       if not init and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
-              "weights", file=sys.stderr)
+              f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
       settings = training.LoopSettings(
           model_dir=model_dir, num_train_steps=num_steps,
           save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
@@ -301,6 +319,16 @@ class Finetuner:
             .shard(context.num_input_pipelines, context.input_pipeline_id)
             .map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
             .prefetch(tf.data.AUTOTUNE))
+
+
+def how_to_get_a_model(config: FinetuningConfig) -> str:
+  """Where a pre-trained model comes from, in the commands' real flags."""
+  return (f"pre-train one with `python run_pretraining.py --model-name {config.model_name}"
+          f" --data-dir {config.data_dir}` (after `python build_pretraining_dataset.py "
+          f"--data-dir {config.data_dir}`), or pass --init-checkpoint DIR with a released "
+          "ELECTRA checkpoint (electra_small.zip of github.com/google-research/electra, "
+          "unpacked; its vocab.txt is used); \"debug\": true in --hparams runs a tiny "
+          "random model instead")
 
 
 def format_scores(scores: Dict[str, Dict[str, float]]) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from model import checkpoint as ckpt
 from model.config import ModelConfig
+from util import cli
 from util.files import atomic_write
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -78,18 +79,17 @@ def main(argv=None):
   parser.add_argument("--inputs", required=True)
   parser.add_argument("--output", required=True)
   args = parser.parse_args(argv)
-  try:
+
+  def write_outputs() -> int:
     inputs = read_inputs(args.inputs)
     config = read_config(args.config) if args.config else None
     outputs = compute(args.checkpoint, inputs, config)
-  except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  with atomic_write(args.output, "wb") as f:
-    np.savez(f, **outputs)
-  shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
-  print(f"wrote {args.output}: {shapes}")
-  return 0
+    with atomic_write(args.output, "wb") as f:
+      np.savez(f, **outputs)
+    shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
+    print(f"wrote {args.output}: {shapes}")
+    return 0
+  return cli.run_command(write_outputs)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
 """build_pretraining_dataset: packing rules, determinism, the feature spec, bad input."""
 
+import bz2
 import collections
 import dataclasses
 import glob
+import gzip
+import lzma
 import os
 import random
 import resource
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,7 +27,7 @@ from data_prep.feature_spec import feature_spec
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
 from pretrain import masking
-from tests.conftest import shared_path
+from tests.conftest import ROOT, shared_path
 
 import build_pretraining_dataset
 
@@ -248,6 +254,7 @@ def test_giant_lines_tokenized_in_pieces_give_the_same_ids(vocab_file, monkeypat
     ("unwritable", "cannot create"),
     ("cased_vocab", "cased vocabulary"),
     ("too_few_files", "fewer than --num-processes"),
+    ("zero_files", "--num-out-files: 0; expected at least 1"),
 ])
 def test_bad_input_fails_clearly_and_writes_nothing(tmp_path, small_corpus, vocab_file,
                                                     setup, message):
@@ -276,6 +283,8 @@ def test_bad_input_fails_clearly_and_writes_nothing(tmp_path, small_corpus, voca
     vocab = str(vocab)
   elif setup == "too_few_files":
     kwargs = {"num_processes": 2, "num_out_files": 1}
+  elif setup == "zero_files":  # not taken for "the default"
+    kwargs = {"num_out_files": 0}
   before = sorted(os.listdir(tmp_path))
   with pytest.raises(ValueError, match=message):
     build_lib.build(config(corpus, vocab, out, **kwargs))
@@ -336,3 +345,84 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
       "--output-dir", str(tmp_path / "out")])
   err = capsys.readouterr().err
   assert status == 2 and err.startswith("error: --vocab-file:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
+def test_compressed_corpus_reads_as_its_text(tmp_path, small_corpus, vocab_file, compress):
+  text = open(os.path.join(small_corpus, "a.txt"), "rb").read()
+  for name, data in (("plain", text), ("packed", compress(text))):
+    (tmp_path / name / "corpus").mkdir(parents=True)
+    (tmp_path / name / "corpus" / "a.txt.gz").write_bytes(data)  # the name says nothing
+    build_lib.build(config(tmp_path / name / "corpus", vocab_file, tmp_path / name / "out",
+                           num_out_files=1))
+  assert file_bytes(tmp_path / "packed" / "out") == file_bytes(tmp_path / "plain" / "out")
+
+
+def test_binary_corpus_file_is_refused_by_name(tmp_path, small_corpus, vocab_file):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_bytes(open(os.path.join(small_corpus, "a.txt"), "rb").read())
+  image = corpus / "photo.png"
+  image.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 40)
+  with pytest.raises(corpus_lib.CorpusError, match=f"^{image}: not text .*NUL bytes"):
+    build_lib.build(config(corpus, vocab_file, tmp_path / "out"))
+  image.write_bytes(bytes(range(128, 256)) * 50)  # no NUL, but no UTF-8 either
+  with pytest.raises(corpus_lib.CorpusError, match=f"^{image}: not text .*not UTF-8"):
+    build_lib.build(config(corpus, vocab_file, tmp_path / "out"))
+  assert sorted(os.listdir(tmp_path)) == ["corpus"]
+
+
+def start_build(tmp_path, vocab_file):
+  """The script on the whole shared corpus with two workers, in its own process group,
+  once both workers write (their shards exist in the temporary directory)."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  os.symlink(shared_path("corpus", "english_corpus.txt"), corpus / "english.txt")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+  process = subprocess.Popen(
+      [sys.executable, "build_pretraining_dataset.py", "--corpus-dir", str(corpus),
+       "--vocab-file", vocab_file, "--output-dir", str(tmp_path / "out"),
+       "--num-processes", "2", "--num-out-files", "2", "--no-progress"],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      start_new_session=True,
+      # As from a terminal: a test runner started in the background ignores SIGINT,
+      # which its children would inherit.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  deadline = time.time() + 600
+  while len(glob.glob(str(tmp_path / "out.tmp-*" / "*"))) < 2:
+    assert process.poll() is None and time.time() < deadline, process.communicate()
+    time.sleep(0.2)
+  return process
+
+
+def group_ends(pgid, seconds=60):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    try:
+      os.killpg(pgid, 0)
+    except ProcessLookupError:
+      return True
+    time.sleep(0.2)
+  return False
+
+
+def test_ctrl_c_prints_one_line_and_leaves_nothing(tmp_path, vocab_file):
+  process = start_build(tmp_path, vocab_file)
+  os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+  _, err = process.communicate(timeout=120)
+  assert process.returncode == 130
+  assert err == f"interrupted: nothing was written; {tmp_path / 'out'} is as it was\n"
+  assert group_ends(process.pid)
+  assert sorted(os.listdir(tmp_path)) == ["corpus"]
+
+
+def test_killed_build_stops_its_workers_and_the_next_run_cleans_up(tmp_path, vocab_file,
+                                                                  small_corpus):
+  process = start_build(tmp_path, vocab_file)
+  os.kill(process.pid, signal.SIGKILL)  # the parent alone, no chance to clean up
+  process.communicate()
+  assert group_ends(process.pid), "the workers went on writing"
+  stale = glob.glob(str(tmp_path / "out.tmp-*"))
+  assert len(stale) == 1
+  build_lib.build(config(small_corpus, vocab_file, tmp_path / "out", num_out_files=1))
+  assert sorted(os.listdir(tmp_path)) == ["corpus", "out"]

@@ -165,7 +165,9 @@ def test_custom_task_through_the_script(tmp_path):
 
   bad = subprocess.run(
       [sys.executable, "run_finetuning.py", "--task", "glue/sst2", "--data-dir",
-       str(data), "--hparams", '{"debug": true}'], cwd=ROOT, capture_output=True, text=True)
+       # TFDS cannot fetch the task into /proc, online or not.
+       str(data), "--hparams", '{"debug": true, "tfds_data_dir": "/proc/no_tfds"}'],
+      cwd=ROOT, capture_output=True, text=True)
   assert bad.returncode == 2 and "Traceback" not in bad.stderr
   assert bad.stderr.strip().splitlines()[-1].startswith("error: ")
   assert "SST-2" in bad.stderr  # names the expected layout

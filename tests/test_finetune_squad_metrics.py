@@ -129,8 +129,10 @@ def test_command_line(tmp_path, capsys, dev_v1):
   v1_file = tmp_path / "dev-v1.1.json"
   v1_file.write_text(json.dumps({"version": "1.1", "data": dev_v1["data"][:1]}))
   (tmp_path / "none.json").write_text("{}")
-  code, out, _ = _run_cli(capsys, v1_file, tmp_path / "none.json")
-  assert code == 0 and json.loads(out) == {"exact_match": 0.0, "f1": 0.0}
+  code, out, err = _run_cli(capsys, v1_file, tmp_path / "none.json")
+  assert code == 2 and out == ""
+  assert err == (f"error: {tmp_path / 'none.json'}: none of its 0 question ids is a "
+                 f"question of {v1_file}; are these predictions for another data set?\n")
 
   (tmp_path / "broken.json").write_text('{"a": "b",\n "c" 1}')
   code, out, err = _run_cli(capsys, data_file, tmp_path / "broken.json")
@@ -142,3 +144,42 @@ def test_command_line(tmp_path, capsys, dev_v1):
   na_file.write_text(json.dumps({"only-one": 0.5}))
   code, _, err = _run_cli(capsys, data_file, pred_file, "--na-prob-file", na_file)
   assert code == 2 and "no no-answer probability for question" in err
+
+
+def test_command_line_counts_unanswered_and_refuses_foreign_predictions(tmp_path, capsys,
+                                                                        dev_v1):
+  v1_file = tmp_path / "dev-v1.1.json"
+  v1_file.write_text(json.dumps({"version": "1.1", "data": dev_v1["data"][:2]}))
+  dataset = dev_v1["data"][:2]
+  predictions = _perturbed_predictions(dataset, seed=1)
+  questions = [qa["id"] for a in dataset for p in a["paragraphs"] for qa in p["qas"]]
+  missing = sum(1 for qid in questions if qid not in predictions)
+  assert 0 < missing < len(questions)
+  pred_file = tmp_path / "predictions.json"
+  pred_file.write_text(json.dumps(predictions))
+  code, out, err = _run_cli(capsys, v1_file, pred_file)
+  assert code == 0
+  assert err == (f"warning: {missing} question(s) of {v1_file} have no prediction in "
+                 f"{pred_file}; they score 0, as in the official script\n")
+  official = squad_evaluate_v1_1.evaluate(dataset, predictions)  # the scores stay its
+  assert json.loads(out)["exact_match"] == pytest.approx(100 * official["exact_match"])
+  assert json.loads(out)["f1"] == pytest.approx(100 * official["final_f1"])
+
+  v2_data, _ = _v2_dataset(dev_v1, 5)
+  v2_file = tmp_path / "dev-v2.0.json"
+  v2_file.write_text(json.dumps(v2_data))
+  v2_questions = [qa["id"] for a in v2_data["data"] for p in a["paragraphs"]
+                  for qa in p["qas"]]
+  v2_predictions = {qid: "" for qid in v2_questions[::2]}
+  pred_file.write_text(json.dumps(v2_predictions))
+  code, out, err = _run_cli(capsys, v2_file, pred_file)
+  assert code == 0 and json.loads(out)["total"] == len(v2_predictions)
+  assert err.startswith(f"warning: {len(v2_questions) - len(v2_predictions)} question(s)")
+  assert "they are left out of the scores" in err
+
+  # Predictions of another data set: not a score of 0, a refusal naming the file.
+  pred_file.write_text(json.dumps({"5733be284776f41900661182": "Saint Bernadette"}))
+  code, out, err = _run_cli(capsys, v1_file, pred_file)
+  assert code == 2 and out == "" and err.count("\n") == 1
+  assert err.startswith(f"error: {pred_file}: none of its 1 question ids "
+                        "(e.g. '5733be284776f41900661182') is a question of")

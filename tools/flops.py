@@ -80,19 +80,22 @@ def main(argv=None) -> int:
 
   from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
-  from util import hparams  # pylint: disable=g-import-not-at-top
-  try:
-    config = pretrain_config.load_config(args.model_name, args.data_dir,
-                                         hparams.parse_hparams(args.hparams))
-    default_vocab = config.vocab_size == pretrain_config.PretrainingConfig.vocab_size
-    if default_vocab and os.path.isfile(config.vocab_file):
-      config = dataclasses.replace(config, vocab_size=len(load_vocab(config.vocab_file)))
-    result = summary(config, args.output_frac)
-  except (ValueError, TypeError) as e:  # bad input (TypeError: a value of the wrong type)
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  print(json.dumps(result) if args.json else describe(result))
-  return 0
+  from util import cli, hparams  # pylint: disable=g-import-not-at-top
+
+  def report() -> int:
+    try:
+      config = pretrain_config.load_config(args.model_name, args.data_dir,
+                                           hparams.parse_hparams(args.hparams))
+      default_vocab = config.vocab_size == pretrain_config.PretrainingConfig.vocab_size
+      if default_vocab and os.path.isfile(config.vocab_file):
+        config = dataclasses.replace(config,
+                                     vocab_size=len(load_vocab(config.vocab_file)))
+      result = summary(config, args.output_frac)
+    except TypeError as e:  # a hyperparameter of the wrong type: bad input, not a bug
+      raise ValueError(str(e)) from None
+    print(json.dumps(result) if args.json else describe(result))
+    return 0
+  return cli.run_command(report)
 
 
 if __name__ == "__main__":

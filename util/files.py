@@ -16,8 +16,11 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   """Yields a file object whose contents replace `path` only if the block succeeds."""
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                             dir=folder)
+  try:
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=folder)
+  except OSError as e:  # name the file the caller writes, not the temporary one
+    raise OSError(e.errno, e.strerror, path) from None
   try:
     with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding})) as f:
       yield f

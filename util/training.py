@@ -14,6 +14,7 @@ what an uninterrupted one would.
 
 import contextlib
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 import tf_keras
 
-from util import files, hparams
+from util import cli, files, hparams
 from util.progress import Progress
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
@@ -39,7 +40,7 @@ class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
 
 
-class TrainingInterrupted(Exception):
+class TrainingInterrupted(cli.Interrupted):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
 
@@ -463,8 +464,8 @@ class TrainLoop:
           logged = self._log(step, scalars, progress, writer)
         if at_save or stopping:
           if data_manager is not None:
-            data_manager.save(checkpoint_number=step)
-          last_saved = manager.save(checkpoint_number=step)
+            save_checkpoint(data_manager, step)
+          last_saved = save_checkpoint(manager, step)
         if stopping:
           raise TrainingInterrupted(
               f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
@@ -526,6 +527,17 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
+  """manager.save; a failed save (a full disk, a read-only dir) leaves no <prefix>_temp
+  directory of half-written shards behind."""
+  try:
+    return manager.save(checkpoint_number=step)
+  except BaseException:
+    for path in glob.glob(os.path.join(glob.escape(manager.directory), "*_temp")):
+      shutil.rmtree(path, ignore_errors=True)
+    raise
 
 
 def read_log(path: str) -> Dict[int, Dict[str, float]]:

@@ -1,0 +1,126 @@
+"""Every write failure ends in one line naming the path, in the real commands.
+
+A read-only directory (chmod; as root, the commands run without root's licence to
+ignore file permissions), a path under /proc, and a checkpoint save that fails halfway:
+exit status 2, one line on stderr naming the path, no traceback, no *_temp directory.
+"""
+
+import ctypes
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, shared_path
+from tests.test_pretrain_input_pipeline import make_data_dir
+
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+DEBUG_PRETRAINING = {"debug": True, "max_seq_length": 32, "train_batch_size": 4,
+                     "num_train_steps": 1, "save_checkpoints_steps": 1}
+
+
+def _obey_file_permissions():
+  """Run in the child before exec: root loses the capabilities that bypass chmod."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+    if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def run(*args):
+  # Level 3 silences TensorFlow's C++ start-up lines (e.g. CUDA probing), not ours.
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=600,
+                        preexec_fn=_obey_file_permissions if os.geteuid() == 0 else None)
+
+
+def assert_one_line_error(result, path, reason):
+  """Exit status 2 and one line on stderr (besides training's progress lines)."""
+  assert result.returncode == 2, result.stderr[-3000:]
+  lines = [line for line in result.stderr.splitlines() if " | elapsed " not in line]
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+  assert path in lines[0] and reason in lines[0], lines[0]
+
+
+def temp_dirs(root):
+  """Half-written checkpoints (<prefix>_temp) or builds (<output>.tmp-<pid>) under root."""
+  return [path for pattern in ("*_temp", "*.tmp-*")
+          for path in glob.glob(os.path.join(root, "**", pattern), recursive=True)]
+
+
+def read_only_dir(path):
+  os.makedirs(path)
+  os.chmod(path, 0o555)
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  return make_data_dir(tmp_path_factory.mktemp("records"), 32, num_lines=200)[0]
+
+
+def test_run_pretraining(data_dir, tmp_path):
+  locked = read_only_dir(tmp_path / "locked")
+  for model_dir, reason in ((locked, "Permission denied"),
+                            ("/proc/electra_test", "No such file or directory")):
+    result = run("run_pretraining.py", "--data-dir", data_dir, "--model-name", "w",
+                 "--hparams", json.dumps({**DEBUG_PRETRAINING, "model_dir": model_dir}))
+    assert_one_line_error(result, model_dir, reason)
+
+  # A save that fails after TensorFlow began writing its <prefix>_temp shards (here the
+  # data file's final name is taken by a directory; a full disk fails the same way).
+  model_dir = tmp_path / "half"
+  os.makedirs(model_dir / "ckpt-1.data-00000-of-00001" / "taken")
+  result = run("run_pretraining.py", "--data-dir", data_dir, "--model-name", "w",
+               "--hparams", json.dumps({**DEBUG_PRETRAINING, "model_dir": str(model_dir)}))
+  assert_one_line_error(result, str(model_dir / "ckpt-1_temp"), "Is a directory")
+  assert not temp_dirs(str(tmp_path))
+
+
+def test_run_finetuning(tmp_path):
+  data = tmp_path / "data"
+  for split, lines in (("train", 41), ("dev", 11)):
+    folder = data / "finetuning_data" / "sst"
+    os.makedirs(folder, exist_ok=True)
+    with open(shared_path("glue", "SST-2", f"{split}.tsv"), encoding="utf-8") as f:
+      (folder / f"{split}.tsv").write_text("".join(line for _, line in zip(range(lines), f)))
+  shutil.copyfile(shared_path("vocab", "bert_uncased_vocab.txt"), data / "vocab.txt")
+  locked = read_only_dir(tmp_path / "locked")
+  hparams = {"debug": True, "train_batch_size": 8, "max_seq_length": 16,
+             "num_train_epochs": 1}
+  for name, value, path, reason in (
+      ("model_dir", f"{locked}/sst", f"{locked}/sst_1", "Permission denied"),
+      ("results_dir", "/proc/electra_test", "/proc/electra_test",
+       "No such file or directory")):
+    result = run("run_finetuning.py", "--task", "sst", "--data-dir", str(data),
+                 "--hparams", json.dumps({**hparams, name: value}))
+    assert_one_line_error(result, path, reason)
+  assert not temp_dirs(str(tmp_path))
+
+
+def test_build_pretraining_dataset_and_tools(tmp_path):
+  corpus = tmp_path / "corpus"
+  os.makedirs(corpus)
+  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
+    (corpus / "a.txt").write_text("".join(line for _, line in zip(range(200), f)))
+  vocab = shared_path("vocab", "bert_uncased_vocab.txt")
+  locked = read_only_dir(tmp_path / "locked")
+  for output_dir, path, reason in (
+      (f"{locked}/records", locked, "cannot write in"),
+      ("/proc/electra_test/records", "/proc/electra_test", "No such file or directory")):
+    result = run("build_pretraining_dataset.py", "--corpus-dir", str(corpus),
+                 "--vocab-file", vocab, "--output-dir", output_dir, "--no-progress")
+    assert_one_line_error(result, path, reason)
+
+  for output, reason in ((f"{locked}/tokens.jsonl", "Permission denied"),
+                         ("/proc/electra_test.jsonl", "No such file or directory")):
+    result = run("-m", "data_prep.tokenize", "--vocab-file", vocab, "--input",
+                 str(corpus / "a.txt"), "--output", output)
+    assert_one_line_error(result, output, reason)
+  assert not temp_dirs(str(tmp_path))

@@ -1,0 +1,52 @@
+"""How every command ends: an expected failure is one line on stderr, never a traceback.
+
+The three top-level scripts and the tools run their work through `run_command`: bad input
+(ValueError), a file that cannot be read or written (OSError, TensorFlow's OpError), and
+Ctrl-C or SIGTERM each become one line naming what failed. A bug keeps its traceback.
+"""
+
+import re
+import sys
+from typing import Callable, Optional
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]$")
+
+
+class Interrupted(Exception):
+  """The user stopped the command; the message says what was kept or saved."""
+
+
+def error_message(e: BaseException) -> Optional[str]:
+  """The one line for an expected failure, or None for anything else (a bug)."""
+  if isinstance(e, OSError):
+    if e.filename is None:
+      return str(e)
+    both = f"{e.filename} -> {e.filename2}" if e.filename2 else str(e.filename)
+    return f"{both}: {e.strerror or e}"
+  tf = sys.modules.get("tensorflow")  # only loaded TensorFlow can raise its errors
+  if tf is not None and isinstance(e, tf.errors.OpError):
+    # Its messages name the file ("<path>; <reason>"), wrapped in the op's names and
+    # graph context, which say nothing to a user.
+    message = " ".join((e.message.strip().splitlines() or [""])[0].split())
+    return _OP_CONTEXT.sub("", message) or type(e).__name__
+  if isinstance(e, ValueError):
+    return str(e)
+  return None
+
+
+def run_command(body: Callable[[], int]) -> int:
+  """`body()`'s exit status; an expected failure printed as one line (status 2), an
+  interruption as one line (status 130)."""
+  try:
+    return body()
+  except (Interrupted, KeyboardInterrupt) as e:
+    print(f"interrupted: {str(e) or 'Ctrl-C'}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+  except Exception as e:  # pylint: disable=broad-except
+    message = error_message(e)
+    if message is None:
+      raise
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR
