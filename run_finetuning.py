@@ -3,21 +3,31 @@
   python run_finetuning.py --task glue/mnli [--model-name NAME | --init-checkpoint PATH]
       [--data-dir DIR] [--hparams JSON-or-file]
 
+  python run_finetuning.py --task T [same flags as training] --predict FILE [--output OUT]
+
 Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
 original did (sst, sts, ...); several tasks train together when separated by commas. A
 user's own TSV/CSV task is given as the path of its JSON description.
+
+--predict runs the model that the same flags fine-tuned on FILE, the task's input format
+without labels (its test TSV/CSV layout; SQuAD JSON or JSON lines of {"question",
+"context"}; one sentence per line for tagging), and writes one JSON line per input to
+OUT (default: standard output).
 """
 
 import argparse
 import os
+import shlex
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top
 from finetune import trainer  # pylint: disable=g-import-not-at-top
 from util import hparams  # pylint: disable=g-import-not-at-top
 from util import training  # pylint: disable=g-import-not-at-top
+from util.files import atomic_write  # pylint: disable=g-import-not-at-top
 
 
 def main(argv=None) -> int:
@@ -29,6 +39,10 @@ def main(argv=None) -> int:
                       help="pre-trained checkpoint (prefix or directory)")
   parser.add_argument("--data-dir", default="data")
   parser.add_argument("--hparams", default="", help="JSON object or JSON file")
+  parser.add_argument("--predict", default="", metavar="FILE",
+                      help="predict on FILE with the model these flags fine-tuned")
+  parser.add_argument("--output", default="", metavar="OUT",
+                      help="--predict's JSON lines go here (default: standard output)")
   args = parser.parse_args(argv)
   try:
     overrides = hparams.parse_hparams(args.hparams)
@@ -36,6 +50,8 @@ def main(argv=None) -> int:
       overrides["init_checkpoint"] = args.init_checkpoint
     config = finetune_config.load_config(args.model_name, args.task.split(","),
                                          args.data_dir, overrides)
+    if args.predict:
+      return predict(config, args)
     report = trainer.run(config)
   except training.TrainingInterrupted as e:
     print(f"interrupted: {e}", file=sys.stderr)
@@ -46,6 +62,31 @@ def main(argv=None) -> int:
   print(f"results: {config.results_file('txt')}")
   if report.get("plot"):
     print(f"dev curves: {report['plot']}")
+  return 0
+
+
+def training_command(args) -> str:
+  """The command line that fine-tunes the model --predict asks for."""
+  flags = ["--task", args.task, "--model-name", args.model_name]
+  for flag, value in (("--init-checkpoint", args.init_checkpoint),
+                      ("--data-dir", args.data_dir), ("--hparams", args.hparams)):
+    if value:
+      flags += [flag, value]
+  return shlex.join(["python", "run_finetuning.py"] + flags)
+
+
+def predict(config, args) -> int:
+  log = lambda message: print(message, file=sys.stderr)
+  try:
+    if args.output:
+      with atomic_write(args.output) as out:
+        predict_lib.predict_file(config, args.predict, out, log)
+      log(f"predictions: {args.output}")
+    else:
+      predict_lib.predict_file(config, args.predict, sys.stdout, log)
+  except trainer.NotFinetunedError as e:
+    print(f"error: {e}; fine-tune it first: {training_command(args)}", file=sys.stderr)
+    return 2
   return 0
 
 
