@@ -62,20 +62,22 @@ def exported(checkpoint, output, *flags):
 
 def test_discriminator_and_generator(tmp_path, inputs, capsys):
   data = tmp_path / "data"
+  data.mkdir()
   write_tiny_pretrained_model(data)
   export = data / "models" / "tiny" / "export"
   pair = ckpt.load_pair(str(export))
   ours = {k: tf.constant(v) for k, v in inputs.items()}
   mask = inputs["input_mask"].astype(bool)
 
-  folder = exported(export, tmp_path / "disc")
+  vocab = str(data / "vocab.txt")  # the fixture's export has none beside it
+  folder = exported(export, tmp_path / "disc", "--vocab", vocab)
   assert "(ElectraForPreTraining)" in capsys.readouterr().out
   theirs = hf_outputs(load(transformers.ElectraForPreTraining, folder), inputs)
   expected = pair.discriminator_logits(ours).numpy()
   np.testing.assert_allclose(theirs[mask], expected[mask], atol=1e-4)
   assert np.abs(expected[mask]).max() > 0.01  # not a trivially small comparison
 
-  folder = exported(export, tmp_path / "gen", "--part", "generator")
+  folder = exported(export, tmp_path / "gen", "--part", "generator", "--vocab", vocab)
   config = json.loads((folder / "config.json").read_text())
   assert (config["hidden_size"], config["embedding_size"]) == (8, 16)
   theirs = hf_outputs(load(transformers.ElectraForMaskedLM, folder), inputs)
@@ -85,8 +87,10 @@ def test_discriminator_and_generator(tmp_path, inputs, capsys):
 
 def test_tokenizer_gives_our_ids(tmp_path, inputs, capsys):
   data = tmp_path / "data"
+  data.mkdir()
   write_tiny_pretrained_model(data)
-  folder = exported(data / "models" / "tiny" / "export", tmp_path / "hf")
+  folder = exported(data / "models" / "tiny" / "export", tmp_path / "hf", "--vocab",
+                    str(data / "vocab.txt"))
   capsys.readouterr()
   hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
   for i, (a, b) in enumerate(SENTENCES):
@@ -135,6 +139,7 @@ def test_finetuned_sentence_classifier(tmp_path, inputs, capsys, task, folder_na
                              ours_on_sentences, atol=1e-4)
 
   # --part is for pre-trained checkpoints.
+  capsys.readouterr()
   assert export_hf.main(["--checkpoint", finetuner.trial_dir(1), "--output",
                          str(tmp_path / "x"), "--part", "generator"]) == 2
   err = capsys.readouterr().err.strip()
