@@ -13,6 +13,10 @@ GELU, then out_proj. The export makes its dense the identity plus a shift c and 
 -c into out_proj's bias. With c larger than any [CLS] value can be below 6 (a LayerNorm
 output is bounded: |x_i| <= |gamma_i| sqrt(H - 1) + |beta_i|), GELU is the identity in
 float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
+
+Reading goes the same way: model/checkpoint.py loads a transformers directory through
+the same mapping table, looking each variable up by hf_name; `model_config_values`
+turns transformers' config.json back into our sizes.
 """
 
 import re
@@ -114,3 +118,30 @@ def tokenizer_files(lower_case: bool, max_length: int) -> Dict[str, Dict[str, ob
               "strip_accents": None, "tokenize_chinese_chars": True,
               "model_max_length": max_length, **special},
           "special_tokens_map.json": special}
+
+
+# Weights in transformers' files that no mapping reads: a buffer, and the generator's
+# output embeddings (tied to its word embeddings).
+UNMAPPED = re.compile(r"(\.position_ids|^generator_lm_head\.weight)$")
+# config.json fields with only one value in the original architecture.
+FIXED = {"position_embedding_type": "absolute", "layer_norm_eps": 1e-12}
+
+
+def role(config: Dict[str, object]) -> str:
+  """"generator" for transformers' masked LM, else "discriminator" (its pre-training
+  model, the bare ElectraModel, or a fine-tuned one: the discriminator's encoder)."""
+  return "generator" if config.get("architectures", [""])[0] == GENERATOR else \
+      "discriminator"
+
+
+def model_config_values(config: Dict[str, object]) -> Dict[str, object]:
+  """Our ModelConfig fields from transformers' ElectraConfig (the inverse of
+  config_json); raises ValueError naming a field the original architecture lacks."""
+  for field, value in FIXED.items():
+    if config.get(field, value) != value:
+      raise ValueError(f"{field} {config[field]!r}: the original ELECTRA has {value!r}")
+  names = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+           "num_attention_heads", "intermediate_size", "hidden_act",
+           "hidden_dropout_prob", "attention_probs_dropout_prob",
+           "max_position_embeddings", "type_vocab_size", "initializer_range")
+  return {name: config[name] for name in names if name in config}

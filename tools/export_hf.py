@@ -43,11 +43,7 @@ def _read_json(path: str):
 
 def pretrained(path: str, part: str):
   """(weights, config.json, model sizes) of a part of an original-format checkpoint."""
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  saved = os.path.join(folder, "config.json")  # sizes run_pretraining.py exported
-  config = (ModelConfig.from_dict(_read_json(saved), source=saved)
-            if os.path.isfile(saved) else None)
-  pair = ckpt.load_pair(path, config, part)
+  pair = ckpt.load_pair(path, part=part)
   weights = hf.state_dict(ckpt.original_variables(pair, part))
   if part == "discriminator":
     return weights, hf.config_json(pair.model_config, hf.DISCRIMINATOR), pair.model_config
