@@ -16,6 +16,7 @@ from model import checkpoint as ckpt
 from model import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
+from tests.test_pretrain_input_pipeline import make_data_dir
 from tools import export_hf
 
 SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,
@@ -164,3 +165,45 @@ def test_bad_directories_one_line(tmp_path, capsys):
   assert error_of(capsys, pair, tmp_path) == (
       f"error: {config_file}: num_attention_heads 2, but a generator of hidden size 16 "
       "beside this discriminator has 1")
+
+
+def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
+  """Released ELECTRA-Small's generator is full width: the run takes its size from the
+  weights (the configured 0.25 would not fit) and evaluates the loaded pair."""
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = make_data_dir(tmp_path / "data", 64, num_lines=100, shards=1)
+  sizes = dict(SIZES, vocab_size=vocab_size, max_position_embeddings=512,
+               embedding_size=32, num_hidden_layers=1, num_attention_heads=1,
+               hidden_size=64)
+  folder = tmp_path / "electra-hf"
+  torch.manual_seed(0)
+  disc = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+      intermediate_size=128, **sizes))
+  gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+      intermediate_size=256, **sizes))
+  gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
+  disc.save_pretrained(str(folder / "electra-discriminator"))
+  gen.save_pretrained(str(folder / "electra-generator"))
+  model = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
+           "intermediate_size": 128}
+  hparams = {"debug": True, "max_seq_length": 64, "eval_batch_size": 8,
+             "num_eval_steps": 1, "do_train": False, "do_eval": True,
+             "embedding_size": 32, "model_hparam_overrides": model}
+  args = ["--data-dir", data_dir, "--model-name", "continued", "--init-checkpoint",
+          str(folder)]
+  capsys.readouterr()
+  assert run_pretraining.main(args + ["--hparams", json.dumps(hparams)]) == 0
+  out = capsys.readouterr().out
+  assert (f"from init_checkpoint {folder}: generator_hidden_size 1.0 (configured 0.25)"
+          in out)
+  assert f"initialized the generator and discriminator from {folder}" in out
+  saved = json.loads((tmp_path / "data" / "models" / "continued" /
+                      "pretrain_config.json").read_text())
+  assert saved["config"]["generator_hidden_size"] == 1.0
+
+  wrong = dict(hparams, model_hparam_overrides=dict(model, intermediate_size=96))
+  assert run_pretraining.main(args + ["--hparams", json.dumps(wrong)]) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: init_checkpoint {folder} has intermediate_size 128 (configured 96); set "
+      "\"model_hparam_overrides\": {\"intermediate_size\": 128} (or the model_size it "
+      "was pre-trained at)")
