@@ -16,6 +16,8 @@ from model import checkpoint as ckpt
 from model import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
+from pretrain import trainer
+from pretrain.config import load_config
 from tests.test_pretrain_input_pipeline import make_data_dir
 from tools import export_hf
 
@@ -197,9 +199,12 @@ def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
   assert (f"from init_checkpoint {folder}: generator_hidden_size 1.0 (configured 0.25)"
           in out)
   assert f"initialized the generator and discriminator from {folder}" in out
-  saved = json.loads((tmp_path / "data" / "models" / "continued" /
-                      "pretrain_config.json").read_text())
-  assert saved["config"]["generator_hidden_size"] == 1.0
+  config = trainer.fit_to_checkpoint(load_config("continued", data_dir, dict(
+      hparams, init_checkpoint=str(folder), vocab_size=vocab_size)))
+  assert (config.generator_hidden_size, config.model_config().generator_config()
+          .hidden_size) == (1.0, 64)
+  assert (tmp_path / "data" / "models" / "continued" / "results" /
+          "unsup_results.txt").is_file()
 
   wrong = dict(hparams, model_hparam_overrides=dict(model, intermediate_size=96))
   assert run_pretraining.main(args + ["--hparams", json.dumps(wrong)]) == 2
