@@ -3,22 +3,32 @@
   python run_finetuning.py --task glue/mnli [--model-name NAME | --init-checkpoint PATH]
       [--data-dir DIR] [--hparams JSON-or-file]
 
+  python run_finetuning.py --task T [same flags as training] --predict FILE [--output OUT]
+
 Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
 original did (sst, sts, ...); several tasks train together when separated by commas. A
 user's own TSV/CSV task is given as the path of its JSON description. A GLUE or SQuAD
 task whose files are not under <data-dir>/finetuning_data is downloaded and prepared by
 TensorFlow Datasets (into the tfds_data_dir hyperparameter, else TFDS's default).
+
+--predict runs the model that the same flags fine-tuned on FILE, the task's input format
+without labels (its test TSV/CSV layout; SQuAD JSON or JSON lines of {"question",
+"context"}; one sentence per line for tagging), and writes one JSON line per input to
+OUT (default: standard output).
 """
 
 import argparse
 import os
+import shlex
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top
 from finetune import trainer  # pylint: disable=g-import-not-at-top
 from util import cli, hparams  # pylint: disable=g-import-not-at-top
+from util.files import atomic_write  # pylint: disable=g-import-not-at-top
 
 
 def main(argv=None) -> int:
@@ -27,9 +37,14 @@ def main(argv=None) -> int:
                       help="task name(s), comma separated, or a task .json file")
   parser.add_argument("--model-name", default="electra_small")
   parser.add_argument("--init-checkpoint", default="",
-                      help="pre-trained checkpoint (prefix or directory)")
+                      help="pre-trained checkpoint (prefix or directory), or a Hugging "
+                      "Face ELECTRA directory")
   parser.add_argument("--data-dir", default="data")
   parser.add_argument("--hparams", default="", help="JSON object or JSON file")
+  parser.add_argument("--predict", default="", metavar="FILE",
+                      help="predict on FILE with the model these flags fine-tuned")
+  parser.add_argument("--output", default="", metavar="OUT",
+                      help="--predict's JSON lines go here (default: standard output)")
   args = parser.parse_args(argv)
 
   def finetune() -> int:
@@ -38,12 +53,39 @@ def main(argv=None) -> int:
       overrides["init_checkpoint"] = args.init_checkpoint
     config = finetune_config.load_config(args.model_name, args.task.split(","),
                                          args.data_dir, overrides)
+    if args.predict:
+      return predict(config, args)
     report = trainer.run(config)
     print(f"results: {config.results_file('txt')}")
     if report.get("plot"):
       print(f"dev curves: {report['plot']}")
     return 0
   return cli.run_command(finetune)
+
+
+def training_command(args) -> str:
+  """The command line that fine-tunes the model --predict asks for."""
+  flags = ["--task", args.task, "--model-name", args.model_name]
+  for flag, value in (("--init-checkpoint", args.init_checkpoint),
+                      ("--data-dir", args.data_dir), ("--hparams", args.hparams)):
+    if value:
+      flags += [flag, value]
+  return shlex.join(["python", "run_finetuning.py"] + flags)
+
+
+def predict(config, args) -> int:
+  log = lambda message: print(message, file=sys.stderr)
+  try:
+    if args.output:
+      with atomic_write(args.output) as out:
+        predict_lib.predict_file(config, args.predict, out, log)
+      log(f"predictions: {args.output}")
+    else:
+      predict_lib.predict_file(config, args.predict, sys.stdout, log)
+  except trainer.NotFinetunedError as e:
+    print(f"error: {e}; fine-tune it first: {training_command(args)}", file=sys.stderr)
+    return 2
+  return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Flags as the original (--data-dir, --model-name, --hparams JSON or a JSON file); the
 data-dir layout is the original's: <data-dir>/pretrain_tfrecords, <data-dir>/vocab.txt,
 <data-dir>/models/<model-name>. Re-running the same command resumes from the last
-checkpoint. The work is done by pretrain/trainer.py.
+checkpoint. --init-checkpoint continues pre-training from a released model: an
+original-format checkpoint, or a folder holding Hugging Face ELECTRA discriminator and
+generator directories. The work is done by pretrain/trainer.py.
 """
 
 import argparse
@@ -22,6 +24,10 @@ def main(argv=None) -> int:
                       help="name of the run; checkpoints go to <data-dir>/models/<name>")
   parser.add_argument("--hparams", default="",
                       help="JSON object (or a JSON file) of hyperparameters to override")
+  parser.add_argument("--init-checkpoint", default="",
+                      help="start from this pre-trained pair: an original-format checkpoint "
+                      "(prefix or directory) or a folder holding Hugging Face "
+                      "discriminator and generator directories")
   parser.add_argument("--export-steps", default="",
                       help="also export these kept training checkpoints (comma-separated "
                       "steps) to <model_dir>/export/step_<step>, e.g. to fine-tune from "
@@ -39,8 +45,10 @@ def main(argv=None) -> int:
     from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
     from pretrain import trainer  # pylint: disable=g-import-not-at-top
     from util import hparams  # pylint: disable=g-import-not-at-top
-    config = pretrain_config.load_config(args.model_name, args.data_dir,
-                                         hparams.parse_hparams(args.hparams))
+    overrides = hparams.parse_hparams(args.hparams)
+    if args.init_checkpoint:
+      overrides["init_checkpoint"] = args.init_checkpoint
+    config = pretrain_config.load_config(args.model_name, args.data_dir, overrides)
     trainer.run(config, export_steps)
     return 0
   return cli.run_command(pretrain)

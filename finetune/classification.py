@@ -10,6 +10,7 @@ predictions. Readers return `SentenceExample`s; tokenization happens elsewhere.
 
 import csv
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -277,12 +278,15 @@ def _resolve_columns(layout: SplitLayout, header: Optional[List[str]], path: str
   return resolved
 
 
-def read_split_file(task: SentenceTask, split: str, path: str,
-                    max_examples: Optional[int] = None) -> List[SentenceExample]:
-  """Examples of `split` from one TSV/CSV file laid out as the task defines."""
-  layout = _layout(task, split)
-  unlabeled_ok = split in task.test_splits
-  examples, skipped, columns = [], [], None
+def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
+              unlabeled_ok: bool, skipped: Optional[List[str]] = None
+              ) -> Iterator[SentenceExample]:
+  """Examples of one TSV/CSV file laid out as `layout`, read as they come.
+
+  `where` names the layout in errors ("glue/sst2 dev"); malformed rows of a task that
+  skips them are appended to `skipped`.
+  """
+  columns, eid = None, 0
   for line, fields in _rows(path, task.file_format):
     if columns is None:  # the first row: the header, or the first example
       header = fields if layout.header else None
@@ -291,16 +295,14 @@ def read_split_file(task: SentenceTask, split: str, path: str,
       if header is not None:
         if layout.num_columns and len(header) != needed:
           raise at(path, line, f"header has {len(header)} columns, expected {needed} "
-                               f"({task.name} {split} layout)")
+                               f"({where} layout)")
         continue
-    if max_examples is not None and len(examples) >= max_examples:
-      break
     wrong_count = (len(fields) != needed if layout.num_columns else len(fields) < needed)
     if wrong_count:
       problem = (f"expected {'' if layout.num_columns else 'at least '}{needed} "
                  f"{'tab' if task.file_format == 'tsv' else 'comma'}-separated columns "
-                 f"({task.name} {split} layout), found {len(fields)}")
-      if task.skip_malformed_rows:
+                 f"({where} layout), found {len(fields)}")
+      if task.skip_malformed_rows and skipped is not None:
         skipped.append(f"{path}:{line}: {problem}")
         continue
       raise at(path, line, problem)
@@ -308,8 +310,18 @@ def read_split_file(task: SentenceTask, split: str, path: str,
     if columns["label"] is not None:
       label = _parse_label(task, fields[columns["label"]], path, line)
     text_b = fields[columns["text_b"]] if columns["text_b"] is not None else None
-    examples.append(SentenceExample(eid=len(examples), text_a=fields[columns["text_a"]],
-                                    text_b=text_b, label=label))
+    yield SentenceExample(eid=eid, text_a=fields[columns["text_a"]], text_b=text_b,
+                          label=label)
+    eid += 1
+
+
+def read_split_file(task: SentenceTask, split: str, path: str,
+                    max_examples: Optional[int] = None) -> List[SentenceExample]:
+  """Examples of `split` from one TSV/CSV file laid out as the task defines."""
+  skipped = []
+  examples = list(itertools.islice(
+      iter_file(task, _layout(task, split), path, f"{task.name} {split}",
+                split in task.test_splits, skipped), max_examples))
   if skipped:
     # The original skips QQP's broken rows too; say how many and show the first.
     logging.warning("%s: skipped %d malformed rows, first: %s", path, len(skipped),
@@ -317,6 +329,13 @@ def read_split_file(task: SentenceTask, split: str, path: str,
   if not examples:
     raise DataError(f"{path}: the {split} split of {task.name} has no examples")
   return examples
+
+
+def unlabeled_layout(task: SentenceTask) -> Tuple[str, SplitLayout]:
+  """(name, layout) of the task's files without labels: its test split's, else its
+  training split's with the label column ignored."""
+  split = task.test_splits[0] if task.test_splits else task.train_split
+  return split, dataclasses.replace(_layout(task, split), label=None)
 
 
 def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:

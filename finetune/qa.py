@@ -135,8 +135,10 @@ def _load_squad_json(path: str):
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
-def _squad_examples(task: QATask, document, path: str) -> Iterator[QAExample]:
-  """The questions of a document in the official SQuAD JSON layout."""
+def _squad_examples(task: QATask, document, path: str,
+                    labelled: bool = True) -> Iterator[QAExample]:
+  """The questions of a document in the official SQuAD JSON layout (their answers
+  ignored when not `labelled`: questions to predict)."""
   if not isinstance(document, dict) or not isinstance(document.get("data"), list):
     raise DataError(f"{path}: expected a SQuAD JSON object with a \"data\" list of "
                     "articles")
@@ -152,6 +154,13 @@ def _squad_examples(task: QATask, document, path: str) -> Iterator[QAExample]:
             from None
       words, char_to_word = split_words(context)
       for qa in questions:
+        if not labelled:
+          if not isinstance(qa, dict) or "question" not in qa:
+            raise DataError(f"{where}: each question needs a \"question\"")
+          yield _example(eid, qa.get("id", str(eid)), qa["question"], context, words,
+                         char_to_word, [], False, f"{where} question {eid}")
+          eid += 1
+          continue
         try:
           qid, question, answers = qa["id"], qa["question"], qa.get("answers", [])
           pairs = [(answer["text"], answer["answer_start"]) for answer in answers]
@@ -205,6 +214,48 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
         yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
                                   example.gold_texts)
         eid += 1
+
+
+def _question_lines(path: str) -> Iterator[QAExample]:
+  """JSON lines of {"question", "context"[, "id"]}, one question each."""
+  eid = 0
+  with open(path, encoding="utf-8") as f:
+    for line_number, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      where = f"{path}:{line_number}"
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise DataError(f"{where}:{e.colno}: invalid JSON: {e.msg}") from None
+      if not isinstance(record, dict) or "question" not in record or \
+          "context" not in record:
+        raise DataError(f"{where}: expected a JSON object with \"question\" and "
+                        "\"context\"")
+      context = _check_context(record["context"], where)
+      words, char_to_word = split_words(context)
+      yield _example(eid, record.get("id", str(eid)), record["question"], context, words,
+                     char_to_word, [], False, where)
+      eid += 1
+
+
+def read_questions(path: str) -> Iterator[QAExample]:
+  """Questions to answer, without gold answers: JSON lines of {"question", "context"
+  [, "id"]} (read as they come), or a document in the SQuAD JSON layout."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      first = next((line for line in f if line.strip()), "")
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+  try:
+    record = json.loads(first)
+    is_lines = isinstance(record, dict) and "question" in record
+  except json.JSONDecodeError:
+    is_lines = False  # a SQuAD document spread over several lines
+  if is_lines:
+    return _question_lines(path)
+  return _squad_examples(QATask("questions", (), "squad", v2=True),
+                         _load_squad_json(path), path, labelled=False)
 
 
 def split_file(task: QATask, data_dir: str, split: str) -> str:

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from data_prep.tokenizer import basic_words
-from finetune.qa import QAExample
+from finetune.qa import QAExample, split_words
 from finetune.qa_features import Windows
 
 
@@ -29,6 +29,8 @@ class Predictions:
   answers: Dict[str, str]                 # question id -> best (non-null) answer text
   nbest: Dict[str, List[Dict[str, object]]]
   null_odds: Dict[str, float]             # SQuAD 2.0: larger means "no answer"
+  # [start, end) of each answer in its context's characters (none for a placeholder)
+  spans: Dict[str, Tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 def best_indexes(logits: np.ndarray, n: int) -> np.ndarray:
@@ -50,28 +52,53 @@ def _strip_spaces(text: str) -> Tuple[str, List[int]]:
   return "".join(text[i] for i in kept), kept
 
 
-def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True) -> str:
-  """The part of orig_text (original words) that the normalized pred_text covers.
+def final_span(pred_text: str, orig_text: str, lower_case: bool = True
+               ) -> Tuple[int, int]:
+  """[start, end) of the part of orig_text (original words) that the normalized
+  pred_text covers.
 
   pred_text comes from word pieces, so it is lower-cased, accent-free and split at
   punctuation. orig_text is basic-tokenized the same way; when the two agree
   character for character outside spaces, pred_text's place in it maps back onto
   orig_text. Otherwise the whole orig_text is the answer.
   """
+  whole = (0, len(orig_text))
   tok_text = " ".join(basic_words(orig_text, lower_case, lower_case))
   start = tok_text.find(pred_text)
   if start < 0:
-    return orig_text
+    return whole
   end = start + len(pred_text) - 1
   orig_chars, orig_positions = _strip_spaces(orig_text)
   tok_chars, tok_positions = _strip_spaces(tok_text)
   if len(orig_chars) != len(tok_chars):
-    return orig_text
+    return whole
   tok_to_stripped = {position: i for i, position in enumerate(tok_positions)}
   if start not in tok_to_stripped or end not in tok_to_stripped:
-    return orig_text  # pred_text starts or ends with a space
-  return orig_text[orig_positions[tok_to_stripped[start]]:
-                   orig_positions[tok_to_stripped[end]] + 1]
+    return whole  # pred_text starts or ends with a space
+  return (orig_positions[tok_to_stripped[start]],
+          orig_positions[tok_to_stripped[end]] + 1)
+
+
+def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True) -> str:
+  """The text of final_span: the answer in the context's own characters."""
+  start, end = final_span(pred_text, orig_text, lower_case)
+  return orig_text[start:end]
+
+
+def context_span(example: QAExample, first_word: int, start: int, end: int
+                 ) -> Tuple[int, int]:
+  """[start, end) in example.context of characters [start, end) of its words
+  first_word, ... joined by single spaces (final_span's orig_text)."""
+  _, char_to_word = split_words(example.context)
+  word_starts = np.searchsorted(char_to_word, np.arange(len(example.doc_tokens)))
+  lengths = [len(w) + 1 for w in example.doc_tokens[first_word:]]
+  joined_starts = np.concatenate([[0], np.cumsum(lengths)])
+
+  def to_context(position):  # a character of a word (final_span never ends on a space)
+    word = int(np.searchsorted(joined_starts, position, side="right")) - 1
+    return int(word_starts[first_word + word]) + position - int(joined_starts[word])
+
+  return to_context(start), to_context(end - 1) + 1
 
 
 def piece_text(tokens: Sequence[str]) -> str:
@@ -147,18 +174,23 @@ def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
       pred_text = piece_text([vocab_tokens[i] for i in input_ids[window, start:end + 1]])
       to_word = windows.token_to_word[window]
       orig_text = " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1])
-      text = get_final_text(pred_text, orig_text, lower_case)
+      span = final_span(pred_text, orig_text, lower_case)
+      text = orig_text[span[0]:span[1]]
       if text not in seen:
         seen.add(text)
-        nbest.append((text, float(start_scores[k]), float(end_scores[k])))
+        nbest.append((text, float(start_scores[k]), float(end_scores[k]),
+                      (int(to_word[start]),) + span))
     if not nbest:  # no valid span at all: a placeholder, as the original
-      nbest.append(("empty", 0.0, 0.0))
-    probabilities = _softmax([s + e for _, s, e in nbest])
+      nbest.append(("empty", 0.0, 0.0, None))
+    probabilities = _softmax([s + e for _, s, e, _ in nbest])
     result.nbest[example.qid] = [
         {"text": text, "probability": float(p), "start_logit": s, "end_logit": e}
-        for (text, s, e), p in zip(nbest, probabilities)]
-    best = next((entry for entry in nbest if entry[0]), ("", 0.0, 0.0))
+        for (text, s, e, _), p in zip(nbest, probabilities)]
+    best = next((entry for entry in nbest if entry[0]), ("", 0.0, 0.0, None))
     result.answers[example.qid] = best[0] if v2 else nbest[0][0]
+    chosen = best if v2 else nbest[0]
+    if chosen[3] is not None:
+      result.spans[example.qid] = context_span(example, *chosen[3])
     if v2:
       result.null_odds[example.qid] = (null if answerable_classifier
                                        else null - best[1] - best[2])

@@ -7,7 +7,7 @@ trains on. Span-level F1 lives in finetune.metrics.chunk_f1.
 """
 
 import dataclasses
-from typing import List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from finetune import layout
 from finetune.errors import DataError, at
@@ -76,6 +76,21 @@ def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExamp
   if not examples:
     raise DataError(f"{path}: no sentences")
   return examples
+
+
+def read_sentences(path: str) -> Iterator[TaggingExample]:
+  """Sentences to tag, one a line (words split at whitespace; blank lines skipped),
+  read as they come. Their tags are placeholders (all O)."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      eid = 0
+      for line in f:
+        words = tuple(line.split())
+        if words:
+          yield TaggingExample(eid, words, ("",) * len(words), ("O",) * len(words))
+          eid += 1
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def split_file(task: TaggingTask, data_dir: str, split: str) -> str:

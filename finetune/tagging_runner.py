@@ -91,6 +91,13 @@ class TaggingRunner(TaskRunner):
                            ["O"] * (len(example.words) - counts[i]))
             for i, example in enumerate(examples)]
 
+  def read_unlabeled(self, path):
+    return tagging.read_sentences(path)
+
+  def prediction_records(self, examples, features, outputs):
+    return [{"index": e.eid, "words": list(e.words), "tags": tags}
+            for e, tags in zip(examples, self.predicted_tags(examples, features, outputs))]
+
   def score(self, examples, features, outputs, split):
     spans = metrics.chunk_f1([e.tags for e in examples],
                              self.predicted_tags(examples, features, outputs))

@@ -8,7 +8,7 @@ the same interface.
 """
 
 import importlib
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +19,8 @@ from finetune.config import FinetuningConfig
 from finetune.sentence_features import encode
 from model.config import ModelConfig
 
+# The split name under which a user's file is featurized for --predict.
+PREDICT_SPLIT = "predict"
 # The diagnostic set is predicted by the MNLI classifier.
 SHARED_HEADS = {"glue/ax": "glue/mnli"}
 
@@ -59,6 +61,16 @@ class TaskRunner:
                         split: str, out_dir: str) -> List[str]:
     """Prediction files for a split (test sets, or a dev set's details); their paths."""
     return []
+
+  def read_unlabeled(self, path: str) -> Iterator:
+    """Examples of a user's file to predict, in the task's input format without
+    labels, read as they come."""
+    raise NotImplementedError
+
+  def prediction_records(self, examples: list, features: Dict[str, np.ndarray],
+                         outputs) -> List[Dict[str, object]]:
+    """One JSON-ready prediction per example, from the head's numpy outputs."""
+    raise NotImplementedError
 
 
 class SentenceHead(tf_keras.layers.Layer):
@@ -121,6 +133,20 @@ class SentenceRunner(TaskRunner):
 
   def score(self, examples, features, outputs, split):
     return metrics.score(self.task.metrics, features["label"], self.predictions(outputs))
+
+  def read_unlabeled(self, path):
+    name, layout = classification.unlabeled_layout(self.task)
+    return classification.iter_file(self.task, layout, path,
+                                    f"{self.task.name} {name}", True, skipped=[])
+
+  def prediction_records(self, examples, features, outputs):
+    if self.task.is_regression:
+      return [{"index": e.eid, "score": float(score)}
+              for e, score in zip(examples, outputs)]
+    probabilities = tf.nn.softmax(outputs).numpy()
+    return [{"index": e.eid, "label": self.task.labels[int(p.argmax())],
+             "probabilities": dict(zip(self.task.labels, map(float, p)))}
+            for e, p in zip(examples, probabilities)]
 
   def write_predictions(self, examples, features, outputs, split, out_dir):
     if split not in self.task.submission_files:

@@ -13,7 +13,7 @@ import json
 import os
 import statistics
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +40,10 @@ RESUMABLE_FIELDS = (
     "max_answer_length", "beam_size", "qa_na_threshold", "model_size",
     "model_hparam_overrides", "embedding_size", "vocab_size", "distribution_strategy",
     "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps")
+
+
+class NotFinetunedError(ValueError):
+  """A model directory without the fine-tuned checkpoint asked for."""
 
 
 @dataclasses.dataclass
@@ -115,14 +119,17 @@ class Finetuner:
 
   # ---- model ------------------------------------------------------------------
 
-  def build_model(self) -> FinetuningModel:
+  def build_model(self, features: Optional[Dict[str, np.ndarray]] = None
+                  ) -> FinetuningModel:
+    """The model, its variables built on one row of `features` (heads may need their
+    features); by default the training features, else the first task's first split."""
     heads = {}
     for runner in self.runners:
       if runner.head_name not in heads:
         heads[runner.head_name] = runner.make_head(self.model_config)
-    if self.config.do_train:
+    if features is None and self.config.do_train:
       features = self.train_features()
-    else:  # any split of the first task that has one: heads may need their features
+    elif features is None:
       task = self.tasks[0]
       split = next(iter(task.eval_splits + task.test_splits))
       features = self.split(0, split).features
@@ -226,6 +233,22 @@ class Finetuner:
   def trial_dir(self, trial: int) -> str:
     return f"{self.config.model_dir}_{trial}"
 
+  def finetuned_checkpoint(self, trial: int) -> str:
+    """The latest checkpoint of a trial's fine-tuned model, or a NotFinetunedError."""
+    model_dir = self.trial_dir(trial)
+    latest = tf.train.latest_checkpoint(model_dir)
+    if not latest:
+      raise NotFinetunedError(f"{model_dir} holds no fine-tuned model of "
+                              f"{self.config.tasks_label}")
+    return latest
+
+  def restore(self, model, trial: int) -> str:
+    """Loads the trial's fine-tuned weights into a built model; the checkpoint's path."""
+    latest = self.finetuned_checkpoint(trial)
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+    self.log(f"loaded {latest}")
+    return latest
+
   def run_trial(self, trial: int) -> Dict[str, object]:
     """Trains (or, with do_train false, reloads) and scores one trial."""
     config = self.config
@@ -290,12 +313,11 @@ class Finetuner:
               f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
           self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
     else:
-      latest = tf.train.latest_checkpoint(model_dir)
-      if not latest:
-        raise ValueError(f"do_train is false but {model_dir} holds no fine-tuned model; "
-                         "train first (do_train true) or set model_dir")
-      tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-      self.log(f"loaded {latest}")
+      try:
+        self.restore(model, trial)
+      except NotFinetunedError as e:
+        raise ValueError(f"do_train is false but {e}; train first (do_train true) or "
+                         "set model_dir") from None
     if config.do_eval and scores is None:  # trained: the last epoch's scores are final
       scores = self.evaluate(model)
     result = {"trial": trial, "scores": scores or {}, "history": history}

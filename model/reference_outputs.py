@@ -3,7 +3,8 @@
   python -m model.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
       --inputs IN.npz --output OUT.npz
 
-CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks).
+CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks), or
+a folder holding Hugging Face ELECTRA discriminator and generator directories.
 IN.npz holds int32 input_ids, input_mask, segment_ids [batch, seq]. OUT.npz receives
 float32 discriminator_hidden [batch, seq, H], discriminator_logits [batch, seq],
 generator_hidden [batch, seq, h] and generator_logits [batch, seq, vocab], computed in

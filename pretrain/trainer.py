@@ -54,12 +54,50 @@ def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
     print(f"vocab_size {size}, from {config.vocab_file}", flush=True)
     config = dataclasses.replace(config, vocab_size=size)
   if config.init_checkpoint:
-    checkpoint_vocab = original_checkpoint.config_from_checkpoint(
-        config.init_checkpoint).vocab_size
-    if checkpoint_vocab != config.vocab_size:
-      raise InputError(f"init_checkpoint {config.init_checkpoint} has a vocabulary of "
-                       f"{checkpoint_vocab} tokens but vocab_size is {config.vocab_size} "
-                       f"({config.vocab_file}); use the checkpoint's vocab.txt")
+    config = fit_to_checkpoint(config)
+  return config
+
+
+# The discriminator's sizes a run must set to start from a checkpoint: where each is set.
+SIZE_HPARAMS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "embedding_size", "max_position_embeddings",
+                "type_vocab_size")
+GENERATOR_HPARAMS = ("generator_hidden_size", "generator_layers",
+                     "untied_generator_embeddings")
+
+
+def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
+  """The config with the generator's size of init_checkpoint (a released ELECTRA-Small's
+  is full width, generator_hidden_size 1.0); refuses other size mismatches, saying
+  which hparam to set."""
+  path = config.init_checkpoint
+  theirs, ours = original_checkpoint.config_from_checkpoint(path), config.model_config()
+  if theirs.vocab_size != config.vocab_size:
+    raise InputError(f"init_checkpoint {path} has a vocabulary of {theirs.vocab_size} "
+                     f"tokens but vocab_size is {config.vocab_size} ({config.vocab_file}); "
+                     "use the checkpoint's vocab.txt")
+  if theirs.untied_generator and ours.untied_generator:
+    adopted = {name: getattr(theirs, name) for name in GENERATOR_HPARAMS
+               if getattr(theirs, name) != getattr(ours, name)}
+    if adopted:
+      print(f"from init_checkpoint {path}: " + ", ".join(
+          f"{name} {value} (configured {getattr(ours, name)})"
+          for name, value in adopted.items()), flush=True)
+      config = dataclasses.replace(config, **adopted)
+      ours = config.model_config()
+  theirs_sizes = dict(theirs.to_dict(), embedding_size=theirs.embedding_width)
+  ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
+  differ = {name: theirs_sizes[name] for name in SIZE_HPARAMS
+            if theirs_sizes[name] != ours_sizes[name]}
+  if theirs.untied_generator != ours.untied_generator:
+    differ["untied_generator"] = theirs.untied_generator
+  if differ:
+    described = ", ".join(f"{n} {v} (configured {ours_sizes[n]})" for n, v in differ.items())
+    top = {n: v for n, v in differ.items() if n in ("embedding_size", "untied_generator")}
+    inner = {n: v for n, v in differ.items() if n not in top}
+    setting = json.dumps({**top, **({"model_hparam_overrides": inner} if inner else {})})
+    raise InputError(f"init_checkpoint {path} has {described}; set {setting[1:-1]} "
+                     "(or the model_size it was pre-trained at)")
   return config
 
 

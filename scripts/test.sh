@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Sets up .venv (scripts/setup.sh) and runs the test suite; extra args go to pytest.
+# Sets up .venv (scripts/setup.sh, then requirements-test.txt) and runs the test suite;
+# extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Test-only requirements (transformers and torch for the Hugging Face export tests).
+stamp=.venv/.requirements-test.sha256
+want=$(sha256sum requirements-test.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "test: installing requirements-test.txt into .venv" >&2
+  .venv/bin/python -m pip install --quiet -r requirements-test.txt
+  echo "$want" > "$stamp"
+fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,60 @@
+"""Predictions of a fine-tuned model on a user's file: one JSON line per input.
+
+The model is trial 1 of the run that the same configuration trains (its checkpoint in
+<model_dir>_1, its sizes from the finetuning_config.json saved beside it). The file is
+read, featurized, run and post-processed in chunks by the task's runner (its
+read_unlabeled and prediction_records), so a large file streams through with a
+progress line, and the featurization and answer extraction are the evaluation's own.
+"""
+
+import itertools
+import json
+import os
+from typing import IO
+
+from finetune.config import FinetuningConfig
+from finetune.errors import DataError
+from finetune.task_runner import PREDICT_SPLIT
+from finetune.trainer import Finetuner
+from model.config import ModelConfig
+from util import training
+from util.progress import Progress
+
+TRIAL = 1
+
+
+def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
+                 chunk_size: int = 1024) -> int:
+  """Writes the predictions of the task's fine-tuned model on `path` to `out`; returns
+  how many inputs were predicted."""
+  if len(config.task_names) != 1:
+    raise ValueError(f"--predict runs one task's model; --task names "
+                     f"{len(config.task_names)} ({','.join(config.task_names)})")
+  finetuner = Finetuner(config, log)
+  checkpoint = finetuner.finetuned_checkpoint(TRIAL)  # refuse before reading the file
+  saved = os.path.join(finetuner.trial_dir(TRIAL), "finetuning_config.json")
+  if os.path.isfile(saved):  # the sizes it was trained with, whatever init says now
+    with open(saved, encoding="utf-8") as f:
+      finetuner.model_config = ModelConfig(**json.load(f)["model"])
+  if not os.path.isfile(path):
+    raise DataError(f"{path}: no such file to predict")
+  training.set_precision(config.mixed_precision)
+  runner = finetuner.runners[0]
+  examples = iter(runner.read_unlabeled(path))
+  progress = Progress(f"predict {os.path.basename(path)}", None, "inputs")
+  model, done = None, 0
+  while chunk := list(itertools.islice(examples, chunk_size)):
+    features = runner.features(chunk, PREDICT_SPLIT)
+    if model is None:
+      model = finetuner.build_model(features)
+      finetuner.restore(model, TRIAL)
+    outputs = finetuner.predict(model, features)[runner.head_name]
+    for record in runner.prediction_records(chunk, features, outputs):
+      out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    done += len(chunk)
+    progress.update(done)
+  if not done:
+    raise DataError(f"{path}: no inputs to predict")
+  progress.update(done, force=True)
+  log(f"predicted {done} inputs of {path} with {checkpoint}")
+  return done

@@ -1,0 +1,214 @@
+"""Hugging Face ELECTRA directories in: checkpoints built by transformers itself (random
+init, tiny sizes) load through the mapping table and give transformers' outputs within
+1e-4; ours -> HF -> ours is bit-identical; pre-training takes the generator's size from
+the weights; bad directories are refused in one line naming the file and weight."""
+
+import json
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import tensorflow as tf
+import torch
+import transformers
+
+from model import checkpoint as ckpt
+from model import reference_outputs
+from model.config import ModelConfig
+from model.electra import ElectraPair
+from pretrain import trainer
+from pretrain.config import load_config
+from tests.test_pretrain_input_pipeline import make_data_dir
+from tools import export_hf
+
+SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,
+             type_vocab_size=2, hidden_act="gelu")
+
+
+def hf_pair(folder, generator_hidden=16, generator_layers=1, same_embeddings=True):
+  """folder/discriminator and folder/generator, as save_pretrained writes them; the
+  generator's sizes follow its width (heads max(1, h // 64), inner 4h) as released."""
+  torch.manual_seed(0)
+  disc = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+      hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=40,
+      **SIZES)).eval()
+  gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+      hidden_size=generator_hidden, num_hidden_layers=generator_layers,
+      num_attention_heads=1, intermediate_size=4 * generator_hidden, **SIZES)).eval()
+  if same_embeddings:  # shared in pre-training, so equal in released pairs
+    gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
+  disc.save_pretrained(str(folder / "discriminator"))
+  gen.save_pretrained(str(folder / "generator"))
+  return disc, gen
+
+
+def batch(seed=1):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, SIZES["vocab_size"], [2, 12]).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 9:] = 0
+  segments = np.zeros_like(ids)
+  segments[:, 6:] = 1
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+def torch_outputs(model, inputs):
+  with torch.no_grad():
+    return model(input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
+                 attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+                 token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long))
+
+
+def test_pair_from_transformers_matches_it(tmp_path, capsys):
+  disc, gen = hf_pair(tmp_path)
+  config = ckpt.config_from_checkpoint(str(tmp_path))
+  assert (config.hidden_size, config.num_attention_heads, config.intermediate_size,
+          config.generator_hidden_size, config.generator_layers) == (32, 2, 40, 0.5, 0.5)
+  inputs = batch()
+  np.savez(tmp_path / "in.npz", **inputs)
+  assert reference_outputs.main(["--checkpoint", str(tmp_path), "--inputs",
+                                 str(tmp_path / "in.npz"), "--output",
+                                 str(tmp_path / "out.npz")]) == 0
+  ours = np.load(tmp_path / "out.npz")
+  real = inputs["input_mask"].astype(bool)
+  theirs = torch_outputs(disc, inputs).logits.numpy()
+  np.testing.assert_allclose(ours["discriminator_logits"][real], theirs[real], atol=1e-4)
+  assert np.abs(theirs).max() > 0.01
+  theirs = torch_outputs(gen, inputs).logits.numpy()
+  np.testing.assert_allclose(ours["generator_logits"][real], theirs[real], atol=1e-4)
+
+  # Fine-tuning's encoder from the discriminator directory alone (pytorch_model.bin too).
+  disc.save_pretrained(str(tmp_path / "bin"), safe_serialization=False)
+  for folder in ("discriminator", "bin"):
+    path = str(tmp_path / folder)
+    encoder = ElectraPair(ckpt.config_from_checkpoint(path, "discriminator")) \
+        .build_variables().discriminator
+    assert ckpt.load_discriminator_encoder(encoder, path) == path
+    hidden = encoder({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+    expected = torch_outputs(disc.electra, inputs).last_hidden_state.numpy()
+    np.testing.assert_allclose(hidden.numpy()[real], expected[real], atol=1e-4)
+  capsys.readouterr()
+
+
+def test_round_trip_is_bit_identical(tmp_path, capsys):
+  config = ModelConfig.from_dict(dict(SIZES, hidden_size=32, num_hidden_layers=2,
+                                      generator_hidden_size=0.5))
+  pair = ElectraPair(config).build_variables()
+  ckpt.save_original(pair, str(tmp_path / "ours" / "model.ckpt"))
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("".join(f"t{i}\n" for i in range(SIZES["vocab_size"])))
+  for part in ("discriminator", "generator"):
+    assert export_hf.main(["--checkpoint", str(tmp_path / "ours"), "--output",
+                           str(tmp_path / "hf" / part), "--part", part,
+                           "--vocab", str(vocab)]) == 0
+  again = ckpt.load_pair(str(tmp_path / "hf"))
+  assert again.model_config == config
+  before = ckpt.original_variables(pair)
+  after = ckpt.original_variables(again)
+  assert [n for n, _, _ in before] == [n for n, _, _ in after]
+  for (name, a, _), (_, b, _) in zip(before, after):
+    assert np.array_equal(a.numpy(), b.numpy()), name
+  capsys.readouterr()
+
+
+def error_of(capsys, checkpoint, tmp_path):
+  capsys.readouterr()  # transformers' saving progress
+  np.savez(tmp_path / "in.npz", **batch())
+  assert reference_outputs.main(["--checkpoint", str(checkpoint), "--inputs",
+                                 str(tmp_path / "in.npz"), "--output",
+                                 str(tmp_path / "out.npz")]) == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1, err
+  assert not (tmp_path / "out.npz").exists()
+  return err
+
+
+def test_bad_directories_one_line(tmp_path, capsys):
+  bert = tmp_path / "bert"
+  transformers.BertForMaskedLM(transformers.BertConfig(
+      vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+      intermediate_size=32)).save_pretrained(str(bert))
+  assert error_of(capsys, bert, tmp_path) == (
+      f"error: {bert}/config.json: model_type 'bert' (BertForMaskedLM), not ELECTRA; "
+      "expected a Hugging Face ELECTRA directory (model_type \"electra\")")
+
+  pair = tmp_path / "pair"
+  hf_pair(pair)
+  assert "a Hugging Face discriminator only; the pair needs its generator too" in \
+      error_of(capsys, pair / "discriminator", tmp_path)
+
+  weights_file = pair / "generator" / "model.safetensors"
+  weights = safetensors.numpy.load_file(str(weights_file))
+  query = "electra.encoder.layer.0.attention.self.query.weight"
+  gone = {k: v for k, v in weights.items() if k != query}
+  weights_file.write_bytes(safetensors.numpy.save(gone))
+  assert error_of(capsys, pair, tmp_path) == (
+      f"error: {weights_file}: 1 weight(s) the pair needs are missing: {query}")
+
+  weights_file.write_bytes(safetensors.numpy.save(
+      {**weights, query: np.zeros([16, 8], np.float32)}))
+  assert error_of(capsys, pair, tmp_path) == (
+      f"error: {weights_file}: 1 weight(s) with the wrong shape for its config.json: "
+      f"{query} has [16, 8], expected [16, 16]")
+
+  other = tmp_path / "other"
+  hf_pair(other, same_embeddings=False)
+  assert error_of(capsys, other, tmp_path) == (
+      f"error: {other}/generator/model.safetensors: 3 embedding weight(s) differ from "
+      "the discriminator's, which the generator shares in ELECTRA: "
+      "electra.embeddings.position_embeddings.weight, "
+      "electra.embeddings.token_type_embeddings.weight, "
+      "electra.embeddings.word_embeddings.weight")
+
+  config_file = pair / "generator" / "config.json"
+  weights_file.write_bytes(safetensors.numpy.save(weights))
+  config = json.loads(config_file.read_text())
+  config_file.write_text(json.dumps({**config, "num_attention_heads": 2}))
+  assert error_of(capsys, pair, tmp_path) == (
+      f"error: {config_file}: num_attention_heads 2, but a generator of hidden size 16 "
+      "beside this discriminator has 1")
+
+
+def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
+  """Released ELECTRA-Small's generator is full width: the run takes its size from the
+  weights (the configured 0.25 would not fit) and evaluates the loaded pair."""
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = make_data_dir(tmp_path / "data", 64, num_lines=100, shards=1)
+  sizes = dict(SIZES, vocab_size=vocab_size, max_position_embeddings=512,
+               embedding_size=32, num_hidden_layers=1, num_attention_heads=1,
+               hidden_size=64)
+  folder = tmp_path / "electra-hf"
+  torch.manual_seed(0)
+  disc = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+      intermediate_size=128, **sizes))
+  gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+      intermediate_size=256, **sizes))
+  gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
+  disc.save_pretrained(str(folder / "electra-discriminator"))
+  gen.save_pretrained(str(folder / "electra-generator"))
+  model = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
+           "intermediate_size": 128}
+  hparams = {"debug": True, "max_seq_length": 64, "eval_batch_size": 8,
+             "num_eval_steps": 1, "do_train": False, "do_eval": True,
+             "embedding_size": 32, "model_hparam_overrides": model}
+  args = ["--data-dir", data_dir, "--model-name", "continued", "--init-checkpoint",
+          str(folder)]
+  capsys.readouterr()
+  assert run_pretraining.main(args + ["--hparams", json.dumps(hparams)]) == 0
+  out = capsys.readouterr().out
+  assert (f"from init_checkpoint {folder}: generator_hidden_size 1.0 (configured 0.25)"
+          in out)
+  assert f"initialized the generator and discriminator from {folder}" in out
+  config = trainer.fit_to_checkpoint(load_config("continued", data_dir, dict(
+      hparams, init_checkpoint=str(folder), vocab_size=vocab_size)))
+  assert (config.generator_hidden_size, config.model_config().generator_config()
+          .hidden_size) == (1.0, 64)
+  assert (tmp_path / "data" / "models" / "continued" / "results" /
+          "unsup_results.txt").is_file()
+
+  wrong = dict(hparams, model_hparam_overrides=dict(model, intermediate_size=96))
+  assert run_pretraining.main(args + ["--hparams", json.dumps(wrong)]) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: init_checkpoint {folder} has intermediate_size 128 (configured 96); set "
+      "\"model_hparam_overrides\": {\"intermediate_size\": 128} (or the model_size it "
+      "was pre-trained at)")

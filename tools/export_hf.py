@@ -1,0 +1,146 @@
+"""Writes a model as a Hugging Face transformers ELECTRA directory.
+
+  python -m tools.export_hf --checkpoint DIR --output HF_DIR
+      [--part discriminator|generator] [--vocab FILE] [--cased]
+
+DIR is a pre-trained checkpoint in the original format (run_pretraining.py's export/,
+a released model, or a prefix): its discriminator becomes ElectraForPreTraining, its
+generator (--part generator) ElectraForMaskedLM. DIR may also be a fine-tuned sentence
+task's model directory (<model_dir>_<trial>, holding finetuning_config.json): it becomes
+ElectraForSequenceClassification with the task's labels (a regression for STS-B-like
+tasks). HF_DIR receives config.json, model.safetensors, vocab.txt, tokenizer_config.json
+and special_tokens_map.json, each file whole or not at all. Nothing here needs torch.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import safetensors.numpy
+import tensorflow as tf
+
+from finetune import tasks as task_registry
+from finetune.classification import SentenceTask
+from finetune.modeling import FinetuningModel
+from finetune.task_runner import runner_for
+from model import checkpoint as ckpt
+from model import huggingface as hf
+from model.config import ModelConfig
+from util.files import atomic_write
+
+FINETUNING_CONFIG = "finetuning_config.json"
+
+
+def _read_json(path: str):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f"{path}: cannot read ({e})") from None
+
+
+def pretrained(path: str, part: str):
+  """(weights, config.json, model sizes) of a part of an original-format checkpoint."""
+  pair = ckpt.load_pair(path, part=part)
+  weights = hf.state_dict(ckpt.original_variables(pair, part))
+  if part == "discriminator":
+    return weights, hf.config_json(pair.model_config, hf.DISCRIMINATOR), pair.model_config
+  sizes = pair.generator_model_config
+  return weights, hf.config_json(sizes, hf.GENERATOR), sizes
+
+
+def finetuned(folder: str):
+  """(weights, config.json, model sizes, fine-tuning settings) of a fine-tuned sentence
+  classifier or regressor."""
+  saved = _read_json(os.path.join(folder, FINETUNING_CONFIG))
+  settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
+  names = settings["task_names"]
+  task = task_registry.get_task(names[0])
+  if len(names) != 1 or not isinstance(task, SentenceTask):
+    raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; only a model of one "
+                     "sentence classification or regression task has a transformers "
+                     "class (ElectraForSequenceClassification)")
+  latest = tf.train.latest_checkpoint(folder)
+  if not latest:
+    raise ValueError(f"{folder}: holds {FINETUNING_CONFIG} but no checkpoint")
+  runner = runner_for(task, None, None)
+  model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
+  model.build_variables()
+  # Every weight of the model must come from the checkpoint (its optimizer slots do not).
+  tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
+      .expect_partial()
+  weights = hf.state_dict(ckpt.encoder_variables(model.encoder, "electra"))
+  dense = model.heads[runner.head_name].dense
+  last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
+  weights.update(hf.classifier_weights(dense.kernel.numpy(), dense.bias.numpy(),
+                                       last_norm.gamma.numpy(), last_norm.beta.numpy()))
+  config = hf.config_json(sizes, hf.CLASSIFIER,
+                          **hf.classification_labels(task.labels))
+  return weights, config, sizes, settings
+
+
+def find_vocab(path: str, candidates) -> str:
+  for candidate in candidates:
+    if candidate and os.path.isfile(candidate):
+      return candidate
+  raise ValueError(f"{path}: no vocab.txt beside the checkpoint; pass --vocab FILE")
+
+
+def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
+           lower_case: bool = True) -> str:
+  """Writes HF_DIR; returns the transformers class it holds."""
+  folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+  if os.path.isfile(os.path.join(folder, FINETUNING_CONFIG)):
+    if part:
+      raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported as "
+                       "ElectraForSequenceClassification); --part applies to "
+                       "pre-trained checkpoints")
+    weights, config, sizes, settings = finetuned(folder)
+    lower_case = settings["do_lower_case"]
+    vocab = find_vocab(folder, [vocab, settings["vocab_file"]])
+  else:
+    weights, config, sizes = pretrained(checkpoint, part or "discriminator")
+    vocab = find_vocab(checkpoint, [vocab, os.path.join(folder, "vocab.txt"),
+                                    os.path.join(folder, os.pardir, "vocab.txt")])
+  vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
+  if vocab_size != sizes.vocab_size:
+    raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
+                     f"of {sizes.vocab_size}; pass the model's vocab.txt with --vocab")
+  os.makedirs(output, exist_ok=True)
+  with atomic_write(os.path.join(output, "model.safetensors"), "wb") as f:
+    f.write(safetensors.numpy.save(weights, metadata={"format": "pt"}))
+  with atomic_write(os.path.join(output, "vocab.txt")) as f, \
+      open(vocab, encoding="utf-8") as source:
+    shutil.copyfileobj(source, f)
+  files = {"config.json": config,
+           **hf.tokenizer_files(lower_case, sizes.max_position_embeddings)}
+  for name, value in files.items():
+    with atomic_write(os.path.join(output, name)) as f:
+      json.dump(value, f, indent=2)
+  return config["architectures"][0]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", required=True,
+                      help="original-format checkpoint, or a fine-tuned model directory")
+  parser.add_argument("--output", required=True, help="the Hugging Face directory")
+  parser.add_argument("--part", choices=("discriminator", "generator"), default="",
+                      help="of a pre-trained checkpoint (default: discriminator)")
+  parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
+  parser.add_argument("--cased", action="store_true",
+                      help="the model's tokenizer keeps case and accents")
+  args = parser.parse_args(argv)
+  try:
+    kind = export(args.checkpoint, args.output, args.part, args.vocab, not args.cased)
+  except ValueError as e:  # checkpoint, config and vocabulary problems: one line
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(f"wrote {args.output} ({kind})")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,68 @@
+"""Shows which word-pieces of a text ELECTRA's discriminator thinks were replaced.
+
+  python -m tools.replaced_tokens --checkpoint DIR (--text "..." | --input FILE)
+      [--json] [--corrupt [--seed N]] [--vocab FILE] [--cased]
+
+DIR is a pre-trained model: run_pretraining.py's export/, an original checkpoint, a
+Hugging Face ELECTRA discriminator directory, or (for --corrupt, which needs the
+generator too) a folder holding the discriminator's and the generator's. Each word-piece
+is printed with its replaced probability, * marking those above 0.5; --input scores
+each line of FILE. --corrupt first masks 15% of the word-pieces and lets the generator
+fill them (sampled, seeded by --seed), then shows which replacements were caught.
+--json prints one JSON object per line of input. The work is in
+pretrain/replaced_tokens.py.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def read_lines(path: str):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return f.read().splitlines()
+  except OSError as e:
+    raise ValueError(f"{path}: cannot read ({e.strerror})") from None
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", required=True, help="the pre-trained model")
+  source = parser.add_mutually_exclusive_group(required=True)
+  source.add_argument("--text", help="the text to score")
+  source.add_argument("--input", metavar="FILE", help="score each line of FILE")
+  parser.add_argument("--json", action="store_true", help="JSON lines output")
+  parser.add_argument("--corrupt", action="store_true",
+                      help="let the generator replace 15%% of the word-pieces first")
+  parser.add_argument("--seed", type=int, default=0, help="--corrupt's random seed")
+  parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
+  parser.add_argument("--cased", action="store_true",
+                      help="the model's tokenizer keeps case and accents")
+  args = parser.parse_args(argv)
+
+  from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
+  try:
+    lines = [args.text] if args.input is None else read_lines(args.input)
+    scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, not args.cased,
+                                    corrupt=args.corrupt)
+    results = scorer.score(lines, args.seed if args.corrupt else None,
+                           where=args.input or "--text")
+  except ValueError as e:  # checkpoints, vocabularies, inputs: one line
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  for i, scored in enumerate(results):
+    if args.json:
+      print(json.dumps({"line": i + 1, **scored.to_json()}, ensure_ascii=False))
+    else:
+      print(("\n" if i else "") + replaced_tokens.format_text(scored))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
