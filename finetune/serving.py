@@ -34,6 +34,7 @@ dropped anyway, but 25 spacing marks (Mc) have a class, and where one of class 2
 word tokenizes identically.
 """
 
+import functools
 import os
 import shutil
 import sys
@@ -47,6 +48,7 @@ import tensorflow_text as tf_text
 
 from data_prep import reference_tokenizer as ref
 from data_prep.tokenizer import _LONG_WORD_MARK, _MAX_WORD_BYTES
+from finetune import classification, tagging
 
 SAVED_MODEL = "saved_model"
 _SPACE, _MARK = 0x20, ord(_LONG_WORD_MARK)
@@ -54,6 +56,7 @@ _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 _DROP, _KEEP, _TO_SPACE, _CJK = 0, 1, 2, 3
 
 
+@functools.lru_cache(maxsize=None)  # seconds per process, not per export
 def _code_point_classes():
   """Per code point: the step-1 action, Python-whitespace, BERT punctuation (numpy)."""
   code_points = np.arange(sys.maxunicode + 1)
@@ -89,12 +92,13 @@ def _re2_class(code_points) -> str:
   return "[" + "".join(ranges) + "]"
 
 
-def _sigma_pattern(kept: np.ndarray) -> str:
+@functools.lru_cache(maxsize=None)
+def _sigma_pattern() -> str:
   """A regex of U+03A3 in Python's Final_Sigma context (str.lower's one context rule):
   a cased character, case-ignorables, the sigma, case-ignorables, then no cased one.
   Python's cased / case-ignorable sets are read off str.lower's behaviour."""
   cased, ignorable = [], []
-  for cp in np.flatnonzero(kept):
+  for cp in np.flatnonzero(_code_point_classes()[0] != _DROP):
     ch = chr(cp)
     if 0xD800 <= cp < 0xE000:
       continue
@@ -107,11 +111,12 @@ def _sigma_pattern(kept: np.ndarray) -> str:
   return f"({c}{i}*)\\x{{3a3}}({i}*(?:{other}|$))"
 
 
-def _char_map(kept: np.ndarray, lower_case: bool, accents: bool):
+@functools.lru_cache(maxsize=None)
+def _char_map(lower_case: bool, accents: bool):
   """Sorted code points that step 3 changes and their replacements ([K, width], -1
   padded): str.lower, then NFD without Mn marks."""
   keys, values = [], []
-  for cp in np.flatnonzero(kept):
+  for cp in np.flatnonzero(_code_point_classes()[0] != _DROP):
     ch = chr(cp)
     if 0xD800 <= cp < 0xE000:
       continue
@@ -141,7 +146,7 @@ def _pad(values: tf.Tensor, width: int) -> tf.Tensor:
 
 
 class GraphTokenizer(tf.Module):
-  """String tensor [B] -> ragged int32 WordPiece ids [B, None], as data_prep's Tokenizer."""
+  """Strings [B] -> ragged int32 WordPiece ids [B, None], as data_prep's Tokenizer."""
 
   def __init__(self, vocab_tokens: Sequence[str], lower_case: bool = True,
                accents: bool = True):
@@ -150,9 +155,9 @@ class GraphTokenizer(tf.Module):
     self.lower_case, self.accents = lower_case, accents
     self._action_starts, self._actions = map(tf.constant, _runs(action))
     self._word_starts, self._word = map(tf.constant, _runs(~not_word))
-    self._sigma = _sigma_pattern(action != _DROP) if lower_case else None
+    self._sigma = _sigma_pattern() if lower_case else None
     if lower_case or accents:
-      keys, table = _char_map(action != _DROP, lower_case, accents)
+      keys, table = _char_map(lower_case, accents)
       self._map_keys, self._map_table = tf.constant(keys), tf.constant(table)
     # Python's str.split() whitespace: how --predict splits a tagging sentence.
     self.split_pattern = _re2_class(np.flatnonzero(python_space)) + "+"
@@ -208,3 +213,154 @@ class GraphTokenizer(tf.Module):
   def __call__(self, text: tf.Tensor) -> tf.RaggedTensor:
     """WordPiece ids [B, None] of a string tensor [B]."""
     return self._wordpiece.tokenize(self.normalize(text))
+
+
+def _concat(parts: List[tf.RaggedTensor]) -> tf.RaggedTensor:
+  return tf.concat(parts, axis=1)
+
+
+def _column(value, like: tf.RaggedTensor) -> tf.RaggedTensor:
+  """A ragged [B, 1] of `value` for every row of `like`."""
+  column = tf.fill([like.nrows(), 1], tf.constant(value, tf.int32))
+  return tf.RaggedTensor.from_tensor(column)
+
+
+def _keep_first(pieces: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
+  """Each row's first counts[row] items."""
+  return tf.ragged.boolean_mask(
+      pieces, tf.ragged.range(pieces.row_lengths()) < tf.cast(counts, tf.int64)[:, None])
+
+
+def _model_inputs(ids: tf.RaggedTensor, segments: tf.RaggedTensor, length: int):
+  shape = [None, length]
+  return {"input_ids": ids.to_tensor(0, shape=shape),
+          "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+          "segment_ids": segments.to_tensor(0, shape=shape)}
+
+
+class ServingModule(tf.Module):
+  """The model's variables, the tokenizer and one prediction function per task."""
+
+  def __init__(self, model, runners, vocab, lower_case: bool, max_seq_length: int):
+    super().__init__(name="serving")
+    self.tokenizer = GraphTokenizer(vocab.tokens, lower_case, lower_case)
+    self.model_variables = list(model.variables)
+    self._length = max_seq_length
+    self._cls, self._sep, self._unk = vocab.cls_id, vocab.sep_id, vocab.unk_id
+
+    def head(runner, batch):  # a closure: the Keras objects themselves are not saved
+      hidden = model.encoder(batch, training=False)
+      return model.heads[runner.head_name](hidden, batch, training=False)
+    self._head = head
+    functions = {}
+    for runner in runners:
+      function = self._function(runner)
+      if function is not None:
+        functions[runner.task.name.replace("/", "_")] = function
+        functions.setdefault("serving_default", function)
+    self.functions = functions
+
+  def _function(self, runner):
+    task = runner.task
+    if isinstance(task, classification.SentenceTask):
+      pair = classification.unlabeled_layout(task)[1].text_b is not None
+      return self._sentence_function(runner, pair)
+    if isinstance(task, tagging.TaggingTask):
+      return self._tagging_function(runner)
+    return None
+
+  def _sentence_function(self, runner, pair: bool):
+    task, length = runner.task, self._length
+    labels = tf.constant(task.labels or [""])
+    spec = tf.TensorSpec([None], tf.string)
+
+    def outputs(batch):
+      out = self._head(runner, batch)
+      if task.is_regression:
+        return {"score": out}
+      label_id = tf.argmax(out, -1)
+      return {"probabilities": tf.nn.softmax(out), "label_id": label_id,
+              "label": tf.gather(labels, label_id)}
+
+    def encode(a, b=None):
+      cls, sep = _column(self._cls, a), _column(self._sep, a)
+      if b is None:
+        a = _keep_first(a, length - 2)
+        ids = _concat([cls, a, sep])
+        return _model_inputs(ids, tf.zeros_like(ids), length)
+      # The original's truncation in closed form: the longer loses pieces, B on a tie.
+      budget = tf.constant(length - 3, tf.int64)
+      len_a, len_b = a.row_lengths(), b.row_lengths()
+      keep_b = tf.minimum(len_b, tf.maximum(budget // 2, budget - len_a))
+      a, b = _keep_first(a, tf.minimum(len_a, budget - keep_b)), _keep_first(b, keep_b)
+      first = _concat([cls, a, sep])
+      second = _concat([b, _column(self._sep, b)])
+      return _model_inputs(_concat([first, second]),
+                           _concat([tf.zeros_like(first), tf.ones_like(second)]), length)
+
+    if pair:
+      return tf.function(lambda text_a, text_b: outputs(encode(
+          self.tokenizer(text_a), self.tokenizer(text_b))), input_signature=[spec, spec])
+    return tf.function(lambda text_a: outputs(encode(self.tokenizer(text_a))),
+                       input_signature=[spec])
+
+  def _tagging_function(self, runner):
+    length = self._length
+    tags = tf.constant(tagging.to_bio(runner.labels))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tag(text):
+      words = tf_text.regex_split(text, self.tokenizer.split_pattern)
+      pieces = self.tokenizer(words.flat_values)
+      # A word BERT's cleaning empties still gets a slot: [UNK], as in --predict.
+      empty = tf.equal(pieces.row_lengths(), 0)
+      pieces = tf.ragged.boolean_mask(
+          _concat([pieces, _column(self._unk, pieces)]),
+          _concat([tf.ones_like(pieces, tf.bool), tf.RaggedTensor.from_tensor(
+              empty[:, None])]))
+      counts = tf.cast(pieces.row_lengths(), tf.int32)
+      # Each word's last piece + 1 within its sentence; words fit while [SEP] does.
+      before = tf.cumsum(counts, exclusive=True)
+      ends = before + counts - tf.gather(before, tf.gather(words.row_starts(),
+                                                           words.value_rowids()))
+      kept = words.with_flat_values(ends + 2 <= length)
+      positions = tf.ragged.boolean_mask(words.with_flat_values(1 + ends - counts), kept)
+      word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
+      word_pieces = tf.ragged.boolean_mask(word_pieces, kept).merge_dims(1, 2)
+      ids = _concat([_column(self._cls, word_pieces), word_pieces,
+                     _column(self._sep, word_pieces)])
+      batch = _model_inputs(ids, tf.ones_like(ids), length)
+      batch["word_positions"] = positions.to_tensor(0, shape=[None, length])
+      best = tf.argmax(self._head(runner, batch), -1, output_type=tf.int32)
+      # Words past max_seq_length are O (label 0); -1 and "" pad past a sentence's end.
+      in_model = positions.row_lengths()
+      cut = words.row_lengths() - in_model
+      width = tf.maximum(tf.reduce_max(cut), 0)
+      tag_id = _concat([tf.RaggedTensor.from_tensor(best, lengths=in_model),
+                        tf.RaggedTensor.from_tensor(tf.zeros([words.nrows(), width],
+                                                             tf.int32), lengths=cut)])
+      return {"tag_id": tag_id.to_tensor(-1),
+              "tag": tf.gather(tags, tag_id).to_tensor("")}
+    return tag
+
+
+def export(model, runners, vocab, lower_case: bool, max_seq_length: int,
+           model_dir: str) -> str:
+  """Writes <model_dir>/saved_model (temp dir, then renamed); its path, or "" when no
+  task of the run can be served yet (QA)."""
+  module = ServingModule(model, runners, vocab, lower_case, max_seq_length)
+  if not module.functions:
+    return ""
+  path = os.path.join(model_dir, SAVED_MODEL)
+  tmp = tempfile.mkdtemp(prefix=f".{SAVED_MODEL}.", dir=model_dir)
+  try:
+    tf.saved_model.save(module, tmp, signatures=module.functions)
+    old = path + ".old"
+    if os.path.exists(path):
+      os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return path
