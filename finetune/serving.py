@@ -228,7 +228,7 @@ def _column(value, like: tf.RaggedTensor) -> tf.RaggedTensor:
 def _keep_first(pieces: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
   """Each row's first counts[row] items."""
   return tf.ragged.boolean_mask(
-      pieces, tf.ragged.range(pieces.row_lengths()) < tf.cast(counts, tf.int64)[:, None])
+      pieces, tf.ragged.range(pieces.row_lengths()) < counts[:, None])
 
 
 def _model_inputs(ids: tf.RaggedTensor, segments: tf.RaggedTensor, length: int):
@@ -285,7 +285,7 @@ class ServingModule(tf.Module):
     def encode(a, b=None):
       cls, sep = _column(self._cls, a), _column(self._sep, a)
       if b is None:
-        a = _keep_first(a, length - 2)
+        a = a[:, :length - 2]
         ids = _concat([cls, a, sep])
         return _model_inputs(ids, tf.zeros_like(ids), length)
       # The original's truncation in closed form: the longer loses pieces, B on a tie.

@@ -27,15 +27,19 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
   with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
     corpus = f.read().split("\n")[:3000]
   lines = ADVERSARIAL + _code_point_lines() + corpus
-  got = serving.GraphTokenizer(vocab.tokens, lower_case, lower_case)(tf.constant(lines))
+  graph = serving.GraphTokenizer(vocab.tokens, lower_case, lower_case)
+  got = graph(tf.constant(lines))
   ids, offsets = Tokenizer(vocab, lower_case, lower_case).batch_ids(lines)
   for i, (line, row) in enumerate(zip(lines, got.to_list())):
     assert row == ids[offsets[i]:offsets[i + 1]].tolist(), f"line {i}: {line[:80]!r}"
-  # The documented exception: NFD sorts two adjacent combining spacing marks.
-  text = "a\U0001d16d\U0001d165"
-  graph = serving.GraphTokenizer(vocab.tokens, True, True)
-  assert graph.normalize(tf.constant([text])).numpy()[0].decode() != \
-      Tokenizer(vocab).normalize(text).decode()
+  # Invalid UTF-8 counts as U+FFFD, which BERT drops (as data_prep's readers' do).
+  raw = "naïve café".encode() + b"\xff\xc3 ok"
+  assert graph(tf.constant([raw])).to_list()[0] == Tokenizer(
+      vocab, lower_case, lower_case).ids(raw.decode("utf-8", errors="replace"))
+  if lower_case:  # the documented exception: NFD sorts adjacent combining spacing marks
+    text = "a\U0001d16d\U0001d165"
+    assert graph.normalize(tf.constant([text])).numpy()[0].decode() == text
+    assert Tokenizer(vocab).normalize(text).decode() == "a\U0001d165\U0001d16d"
 
 
 # Loads the SavedModel with nothing of the project importable, calls each signature on
@@ -72,16 +76,16 @@ def keras_outputs(config, index, split):
   return finetuner.outputs(model, index, split)
 
 
-def test_sentence_pair_and_regression_export(tmp_path):
+def test_sentence_pair_single_and_regression_export(tmp_path):
   data = tmp_path / "data"
-  for folder in ("MRPC", "STS-B"):
+  for folder in ("MRPC", "STS-B", "SST-2"):
     for split in ("train", "dev"):
       head_of(shared_path("glue", folder, f"{split}.tsv"),
               data / "finetuning_data" / folder / f"{split}.tsv", 33)
   write_tiny_pretrained_model(data)
   # Short sequences: the pair truncation is exercised on most rows.
   config = finetune_config.load_config(
-      "tiny", ["glue/mrpc", "glue/stsb"], str(data),
+      "tiny", ["glue/mrpc", "glue/stsb", "glue/sst2"], str(data),
       {"train_batch_size": 16, "eval_batch_size": 32, "max_seq_length": 24,
        "num_train_epochs": 1.0})
   trainer.run(config, log=lambda _: None)
@@ -90,16 +94,20 @@ def test_sentence_pair_and_regression_export(tmp_path):
       name for name in os.listdir(f"{config.model_dir}_1") if name.startswith(".")]
   mrpc, mrpc_logits = keras_outputs(config, 0, "dev")
   stsb, stsb_scores = keras_outputs(config, 1, "dev")
+  sst2, sst2_logits = keras_outputs(config, 2, "dev")
   pairs = lambda split: {"text_a": [e.text_a for e in split.examples],
                          "text_b": [e.text_b for e in split.examples]}
   out = call_in_clean_process(tmp_path, {"path": path, "serving_default": pairs(mrpc),
-                                         "glue_stsb": pairs(stsb)})
+                                         "glue_stsb": pairs(stsb), "glue_sst2": {
+                                             "text_a": [e.text_a for e in sst2.examples]}})
   probabilities = tf.nn.softmax(mrpc_logits).numpy()
   assert len(out["serving_default"]["probabilities"]) == len(mrpc.examples) == 32
   np.testing.assert_allclose(out["serving_default"]["probabilities"], probabilities,
                              atol=1e-5)
   assert out["serving_default"]["label"] == [str(k) for k in probabilities.argmax(-1)]
   np.testing.assert_allclose(out["glue_stsb"]["score"], stsb_scores, atol=1e-5)
+  np.testing.assert_allclose(out["glue_sst2"]["probabilities"],
+                             tf.nn.softmax(sst2_logits).numpy(), atol=1e-5)
 
 
 def test_tagging_export(tmp_path):
