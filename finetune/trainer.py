@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from finetune import tasks as task_registry
+from finetune import serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.task_runner import runner_for
@@ -312,6 +312,10 @@ class Finetuner:
           history.append({"epoch": epoch, "step": end, **{
               f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
           self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
+      exported = serving.export(model, self.runners, self.tokenizer.vocab,
+                                config.do_lower_case, config.max_seq_length, model_dir)
+      self.log(f"wrote the serving SavedModel {exported}" if exported else
+               "no serving SavedModel: QA tasks are not exported yet")
     else:
       try:
         self.restore(model, trial)

@@ -57,6 +57,10 @@ def run_lock(directory: str):
   os.makedirs(parent, exist_ok=True)
   # No fallback to a plain marker file where flock is missing: a killed run's marker
   # would block every later run.
+  try:  # filelock reports an uncreatable lock file as held: say what failed instead
+    open(lock_path, "a").close()
+  except OSError as e:
+    raise OSError(e.errno, e.strerror, directory) from None
   lock = filelock.FileLock(lock_path, blocking=False, fallback_to_soft=False)
   try:
     lock.acquire()
