@@ -87,7 +87,11 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
       ours = config.model_config()
   theirs_sizes = dict(theirs.to_dict(), embedding_size=theirs.embedding_width)
   ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
-  differ = {name: theirs_sizes[name] for name in SIZE_HPARAMS
+  # Original-format weights do not store the head count (it was inferred as H // 64):
+  # only a Hugging Face config.json states it.
+  stated = SIZE_HPARAMS if original_checkpoint.hf_parts(path) else tuple(
+      n for n in SIZE_HPARAMS if n != "num_attention_heads")
+  differ = {name: theirs_sizes[name] for name in stated
             if theirs_sizes[name] != ours_sizes[name]}
   if theirs.untied_generator != ours.untied_generator:
     differ["untied_generator"] = theirs.untied_generator

@@ -95,7 +95,7 @@ def test_run_finetuning(tmp_path):
   hparams = {"debug": True, "train_batch_size": 8, "max_seq_length": 16,
              "num_train_epochs": 1}
   for name, value, path, reason in (
-      ("model_dir", f"{locked}/sst", f"{locked}/sst_1", "Permission denied"),
+      ("model_dir", f"{locked}/sst", f"{locked}/sst: ", "Permission denied"),
       ("results_dir", "/proc/electra_test", "/proc/electra_test",
        "No such file or directory")):
     result = run("run_finetuning.py", "--task", "sst", "--data-dir", str(data),
