@@ -116,6 +116,6 @@ def test_chunking_trains_and_scores_the_test_split(tmp_path):
   assert "chunk test f1: median" in open(config.results_file("txt")).read()
   bad = finetune_config.load_config("tiny", ["chunk"], str(data),
                                     {**overrides, "gradient_accumulation_steps": 3})
-  with pytest.raises(ValueError, match="gradient_accumulation_steps 3 must be a positive "
-                                       "divisor of train_batch_size 16"):
+  with pytest.raises(ValueError, match="gradient_accumulation_steps 3 must divide "
+                                       "train_batch_size 16"):
     trainer.run(bad, log=lambda _: None)
