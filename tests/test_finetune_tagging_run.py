@@ -94,12 +94,19 @@ def first_sentences(src, dst, count):
     f.write("\n\n".join(blocks) + "\n")
 
 
-def test_chunking_trains_and_scores_the_test_split(tmp_path):
+def chunk_data(tmp_path, train: int, test: int):
+  """<tmp_path>/data with the first CoNLL-2000 sentences of each split and a tiny
+  pre-trained model."""
   data = tmp_path / "data"
-  for split, count in (("train", 320), ("test", 100)):
+  for split, count in (("train", train), ("test", test)):
     first_sentences(shared_path("conll2000", f"{split}.txt"),
                     data / "finetuning_data" / "chunk" / f"{split}.txt", count)
   write_tiny_pretrained_model(data)
+  return data
+
+
+def test_chunking_trains_and_scores_the_test_split(tmp_path):
+  data = chunk_data(tmp_path, 320, 100)
   # Each step's batch of 16 runs as 2 accumulated micro-batches.
   overrides = {"max_seq_length": 96, "train_batch_size": 16, "eval_batch_size": 50,
                "num_train_epochs": 2.0, "learning_rate": 2e-3,

@@ -17,7 +17,7 @@ from finetune import tagging, trainer
 from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
 from tests.test_finetune_qa import as_v2, squad_subset, write
-from tests.test_finetune_tagging_run import first_sentences
+from tests.test_finetune_tagging_run import chunk_data
 
 
 def train(data, task, overrides):
@@ -173,11 +173,7 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
 
 
 def test_chunking_predictions_match_evaluation(tmp_path, capsys):
-  data = tmp_path / "data"
-  for split, count in (("train", 96), ("test", 40)):
-    first_sentences(shared_path("conll2000", f"{split}.txt"),
-                    data / "finetuning_data" / "chunk" / f"{split}.txt", count)
-  write_tiny_pretrained_model(data)
+  data = chunk_data(tmp_path, 96, 40)
   overrides = {"max_seq_length": 48, "train_batch_size": 16, "eval_batch_size": 20,
                "num_train_epochs": 1.0, "learning_rate": 2e-3}
   config = train(data, "chunk", overrides)

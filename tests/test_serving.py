@@ -17,7 +17,7 @@ from finetune import config as finetune_config
 from finetune import serving, tagging, trainer
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
-from tests.test_finetune_tagging_run import first_sentences
+from tests.test_finetune_tagging_run import chunk_data
 from tests.test_tokenization import ADVERSARIAL, _code_point_lines
 
 
@@ -111,11 +111,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
 
 
 def test_tagging_export(tmp_path):
-  data = tmp_path / "data"
-  for split, count in (("train", 32), ("test", 20)):
-    first_sentences(shared_path("conll2000", f"{split}.txt"),
-                    data / "finetuning_data" / "chunk" / f"{split}.txt", count)
-  write_tiny_pretrained_model(data)
+  data = chunk_data(tmp_path, 32, 20)
   # max_seq_length 24 cuts the longer sentences: their last words are tagged O.
   config = finetune_config.load_config(
       "tiny", ["chunk"], str(data), {"train_batch_size": 16, "eval_batch_size": 20,
