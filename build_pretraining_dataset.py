@@ -7,13 +7,18 @@ data/vocab.txt and writes data/pretrain_tfrecords/. The flags are the original's
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from data_prep import prepare  # pylint: disable=wrong-import-position
+from data_prep.build_config import BuildConfig  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
+
+
+PATH_FIELDS = ("corpus_dir", "vocab_file", "output_dir")  # PrepareOptions resolves them
 
 
 def _bool(text: str) -> bool:
@@ -73,16 +78,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  build_flags = ("max_seq_length", "num_processes", "blanks_separate_docs", "do_lower_case",
-                 "strip_accents", "seed", "num_out_files", "static_masking", "mask_prob",
-                 "overwrite", "progress")
-  options = prepare.PrepareOptions(
-      data_dir=args.data_dir, corpus_dir=args.corpus_dir, vocab_file=args.vocab_file,
-      output_dir=args.output_dir, vocab_size=args.vocab_size,
-      build={name: getattr(args, name) for name in build_flags})
 
   def build() -> int:
-    prepare.prepare(options)
+    settings = BuildConfig(**{f.name: getattr(args, f.name)
+                              for f in dataclasses.fields(BuildConfig)
+                              if f.name not in PATH_FIELDS})  # checked here, in one line
+    prepare.prepare(prepare.PrepareOptions(
+        data_dir=args.data_dir, corpus_dir=args.corpus_dir, vocab_file=args.vocab_file,
+        output_dir=args.output_dir, vocab_size=args.vocab_size, build=settings))
     return 0
   return cli.run_command(build)
 

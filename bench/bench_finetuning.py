@@ -38,8 +38,8 @@ def run_ours(steps: int, warmup: int, xla: bool) -> float:
   from finetune.modeling import FinetuningModel
   from finetune.task_runner import SentenceHead
   from model.config import ModelConfig
-  from model.optimization import create_optimizer
-  from util import training
+  from training.optimization import create_optimizer
+  from training.loop import LoopSettings, TrainLoop
 
   batch = random_batch(np)
   batch["label"] = batch["label"].astype(np.float32)
@@ -55,10 +55,10 @@ def run_ours(steps: int, warmup: int, xla: bool) -> float:
     return loss * BATCH, {}
 
   with tempfile.TemporaryDirectory() as model_dir:
-    settings = training.LoopSettings(model_dir=model_dir, num_train_steps=warmup,
+    settings = LoopSettings(model_dir=model_dir, num_train_steps=warmup,
                                      save_checkpoints_steps=10**9, log_every_steps=10**9,
                                      use_xla=xla)
-    loop = training.TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
+    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
                               settings)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()
     loop.run(dataset_fn)

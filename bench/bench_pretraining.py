@@ -1,7 +1,7 @@
 """Pre-training throughput: steps/s, tokens/s and peak memory of the real training step.
 
-Runs the same compiled step as run_pretraining.py (util/training.py's TrainLoop with the
-pretrain/objective.py model and model/optimization.py optimizer) on random token ids,
+Runs the same compiled step as run_pretraining.py (training/loop.py's TrainLoop with the
+pretrain/objective.py model and training/optimization.py optimizer) on random token ids,
 after one untimed step (tracing). Prints one JSON line per configuration.
 
   python bench/bench_pretraining.py --model-size small --batch-size 128 --steps 5
@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from data_prep import feature_spec  # pylint: disable=wrong-import-position
+from data_prep import records  # pylint: disable=wrong-import-position
 from pretrain import trainer  # pylint: disable=wrong-import-position
 from pretrain.config import load_config  # pylint: disable=wrong-import-position
 
@@ -42,7 +42,7 @@ VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int = 512):
   rng = np.random.default_rng(0)
   path = os.path.join(folder, "pretrain_tfrecords",
-                      feature_spec.FILE_PATTERN.format(index=0, count=1))
+                      records.FILE_PATTERN.format(index=0, count=1))
   os.makedirs(os.path.dirname(path))
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(count):

@@ -31,8 +31,8 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
   from finetune.modeling import FinetuningModel
   from finetune.qa_heads import SpanHead, span_loss
   from model.config import ModelConfig
-  from model.optimization import create_optimizer
-  from util import training
+  from training.optimization import create_optimizer
+  from training.loop import LoopSettings, TrainLoop
 
   rng = np.random.default_rng(0)
   ids = rng.integers(1000, VOCAB, (batch, SEQ)).astype(np.int32)
@@ -54,10 +54,10 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
 
   dataset = tf.data.Dataset.from_tensors(features).repeat()
   with tempfile.TemporaryDirectory() as model_dir:
-    settings = training.LoopSettings(
+    settings = LoopSettings(
         model_dir=model_dir, num_train_steps=1, save_checkpoints_steps=10**9,
         log_every_steps=10**9, gradient_accumulation_steps=accumulation)
-    loop = training.TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
+    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
                               settings)
     loop.run(lambda context: dataset)  # the first step traces the graph
     settings.num_train_steps = 1 + steps

@@ -16,14 +16,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from util import training  # pylint: disable=g-import-not-at-top,wrong-import-position
+from training.curves import LOG_NAME, plot_panels, read_log
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 
 
 def windowed(log_path: str, window: int):
   """[(last step of the window, {scalar: mean})] over consecutive windows of steps."""
-  entries = training.read_log(log_path)
+  entries = read_log(log_path)
   last = max(entries, default=0)
   rows, bucket = [], []
   for step, values in entries.items():
@@ -50,7 +50,7 @@ def main():
     with open(os.path.join(model_dir, "pretrain_config.json"), encoding="utf-8") as f:
       config = json.load(f)["config"]
     tokens = config["train_batch_size"] * config["max_seq_length"]
-    rows = windowed(os.path.join(model_dir, training.LOG_NAME), args.window)
+    rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)
     for scalar in SCALARS:
       panels[scalar][name] = [(step * tokens / 1e6, m[scalar]) for step, m in rows
                               if scalar in m]
@@ -58,7 +58,7 @@ def main():
         f"{step} steps ({step * tokens / 1e6:.1f}M tok): mlm acc "
         f"{m.get('masked_lm_accuracy', float('nan')):.3f}, disc loss "
         f"{m.get('disc_loss', float('nan')):.3f}" for step, m in rows[::max(1, len(rows) // 6)]))
-  print(training.plot_panels(panels, "training tokens (millions)", args.output, columns=2))
+  print(plot_panels(panels, "training tokens (millions)", args.output, columns=2))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import time
 from typing import Optional
 
 from data_prep import build as build_lib
+from data_prep.build_config import BuildConfig
 from data_prep import corpus as corpus_lib
 from data_prep import default_corpus
 from data_prep import vocab as vocab_lib
@@ -28,7 +29,8 @@ class PrepareOptions:
   output_dir: Optional[str] = None
   vocab_size: int = 30522
   default_corpus_bytes: int = DEFAULT_CORPUS_BYTES
-  build: dict = dataclasses.field(default_factory=dict)  # the rest of BuildConfig
+  # The build's settings; its paths, when empty, come from the fields above.
+  build: BuildConfig = BuildConfig()
 
 
 def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
@@ -48,8 +50,8 @@ def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
   corpus_dir = options.corpus_dir or os.path.join(options.data_dir, "corpus")
   vocab_file = options.vocab_file or os.path.join(options.data_dir, "vocab.txt")
   output_dir = options.output_dir or os.path.join(options.data_dir, "pretrain_tfrecords")
-  config = build_lib.BuildConfig(corpus_dir=corpus_dir, vocab_file=vocab_file,
-                                 output_dir=output_dir, **options.build)
+  config = dataclasses.replace(options.build, corpus_dir=corpus_dir, vocab_file=vocab_file,
+                               output_dir=output_dir)
   # Refuse a bad output dir before spending minutes on a corpus or a vocab.
   build_lib.check_output_dir(output_dir, config.overwrite)
 

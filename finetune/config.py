@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from finetune import tasks as task_registry
 from model.config import ModelConfig
 from util import hparams
-from util.training import ScaleSettings
+from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,8 +25,9 @@ from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.task_runner import runner_for
 from model import checkpoint as ckpt
-from model.optimization import create_optimizer
-from util import training
+from training import curves, resume, runtime
+from training.loop import LoopSettings, TrainLoop
+from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
 RUN_CONFIG = "finetuning_config.json"
@@ -165,7 +166,7 @@ class Finetuner:
     return ""
 
   def run_signature(self) -> Dict[str, object]:
-    """What fixes a trial's trained weights (training.check_resume compares it)."""
+    """What fixes a trial's trained weights (resume.check_resume compares it)."""
     return {"init_checkpoint": os.path.abspath(self.init) if self.init else "",
             "model": self.model_config.to_dict(),
             **{k: v for k, v in self.config.to_dict().items()
@@ -255,11 +256,9 @@ class Finetuner:
     seed = config.seed + trial - 1
     model_dir = self.trial_dir(trial)
     if config.do_train:
-      training.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
+      resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                             config.overwrite_model_dir)
-    training.set_precision(config.mixed_precision)
-    training.use_checkpointed_dropout(seed)
-    strategy = training.make_strategy(config.distribution_strategy, config.tpu_address)
+    strategy = runtime.start_run(config, seed)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size
@@ -279,23 +278,24 @@ class Finetuner:
       optimizer = create_optimizer(
           config.learning_rate, max(1, num_steps),
           int(num_steps * config.warmup_proportion), config.weight_decay_rate,
-          lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay))
+          lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay),
+          mixed_precision=config.mixed_precision)
     history, scores = [], None
     if config.do_train:
       init = self.init
       if not init and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
-      settings = training.LoopSettings(
+      settings = LoopSettings(
           model_dir=model_dir, num_train_steps=num_steps,
           save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
           log_every_steps=config.log_every_steps, use_xla=config.use_xla,
           gradient_accumulation_steps=config.gradient_accumulation_steps,
           tokens_per_step=batch * config.max_seq_length,
-          learning_rate=optimizer.learning_rate_at, label=f"trial {trial} step")
-      loop = training.TrainLoop(strategy, model, optimizer,
-                                self.loss_fn(model, batch), settings)
-      training.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
+          learning_rate=logged_learning_rate(optimizer), label=f"trial {trial} step")
+      loop = TrainLoop(strategy, model, optimizer,
+                       self.loss_fn(model, batch), settings)
+      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
                                 finetuning=config.to_dict(),
                                 model=self.model_config.to_dict())
       epochs = max(1, int(np.ceil(config.num_train_epochs)))
@@ -375,7 +375,7 @@ def summarize(trials: List[Dict[str, object]]) -> Dict[str, object]:
 def plot_history(trials, path: str):
   """The dev metrics after each epoch, one line per trial."""
   keys = {k for t in trials for h in t["history"] for k in h if k not in ("epoch", "step")}
-  return training.plot_panels(
+  return curves.plot_panels(
       {key: {f"trial {t['trial']}": [(h["epoch"], h[key]) for h in t["history"] if key in h]
              for t in trials} for key in keys}, "epoch", path, columns=2)
 
@@ -383,7 +383,7 @@ def plot_history(trials, path: str):
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
   One run at a time per model_dir: another is refused while this one runs."""
-  with training.run_dir_lock(config, config.model_dir):
+  with runtime.run_dir_lock(config, config.model_dir):
     return _run(config, log)
 
 

@@ -12,9 +12,9 @@ from typing import Any, Dict, Optional
 
 from model import flops as model_flops
 from model.config import ModelConfig
-from pretrain import masking
+from data_prep import records
 from util import hparams
-from util.training import ScaleSettings
+from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +92,7 @@ class PretrainingConfig(ScaleSettings):
 
   @property
   def max_predictions_per_seq(self) -> int:
-    return masking.max_predictions_per_seq(self.mask_prob, self.max_seq_length)
+    return records.max_predictions_per_seq(self.mask_prob, self.max_seq_length)
 
   @property
   def results_txt(self) -> str:

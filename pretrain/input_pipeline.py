@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from data_prep import feature_spec
+from data_prep import records
 from pretrain.config import PretrainingConfig
 
 SHUFFLE_BUFFER = 1000  # examples; kept small because checkpoints hold the buffer
@@ -63,7 +63,7 @@ def check_files(files: List[str], max_seq_length: int) -> Optional[int]:
   static_length = None
   for path in files:
     features = _first_example(path).features.feature
-    missing = [n for n in feature_spec.SEQUENCE_FEATURES if n not in features]
+    missing = [n for n in records.SEQUENCE_FEATURES if n not in features]
     if missing:
       raise InputError(f"{path}: records lack the feature(s) {', '.join(missing)}; "
                        "expected pre-training records from build_pretraining_dataset.py")
@@ -98,7 +98,7 @@ def make_dataset(files: List[str], batch_size: int, max_seq_length: int, *,
   With an input_context, each worker reads its own share of the shards (or of the
   records, when there are fewer shards than workers).
   """
-  spec = feature_spec.feature_spec(max_seq_length, static_mask_length)
+  spec = records.feature_spec(max_seq_length, static_mask_length)
   workers = input_context.num_input_pipelines if input_context else 1
   worker = input_context.input_pipeline_id if input_context else 0
   shard_files = workers > 1 and len(files) >= workers

@@ -27,13 +27,13 @@ from typing import Dict, Optional, Tuple
 import tensorflow as tf
 import tf_keras
 
-from data_prep.feature_spec import STATIC_MASK_FEATURES
+from data_prep.records import STATIC_MASK_FEATURES
 from data_prep.vocab import load_vocab
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.heads import GeneratorHead
-from pretrain import masking
+from data_prep import masking
 from pretrain.config import PretrainingConfig
 from util.hparams import HParamsError
 
@@ -173,7 +173,7 @@ class PretrainingModel(tf_keras.Model):
               ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     """(total loss, outputs) for one per-replica batch; `seed` is an int [2] tensor.
 
-    Replicas need different seeds (util.training.stateless_seed folds in the replica
+    Replicas need different seeds (training.runtime.stateless_seed folds in the replica
     id). The loss is this replica's mean; outputs hold the scalars "mlm_loss" (masked
     positions), "cloze_loss" (two-tower generators) and "disc_loss", and the tensors
     PretrainingMetrics reads.

@@ -18,7 +18,8 @@ import tensorflow as tf
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from model import checkpoint as ckpt
-from pretrain import masking, objective
+from data_prep import masking, records
+from pretrain import objective
 
 THRESHOLD = 0.5  # above it, the discriminator calls a word-piece replaced
 MASK_PROB = 0.15
@@ -87,7 +88,7 @@ class Scorer:
     mask_seed, sample_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     masked = masking.mask_inputs(
         ids, mask, mask_prob=MASK_PROB,
-        max_predictions=masking.max_predictions_per_seq(MASK_PROB, ids.shape[1]),
+        max_predictions=records.max_predictions_per_seq(MASK_PROB, ids.shape[1]),
         mask_id=self.vocab.mask_id, special_ids=(self.vocab.cls_id, self.vocab.sep_id),
         seed=mask_seed)
     logits = self.pair.generator_logits(dict(inputs, input_ids=masked.input_ids),

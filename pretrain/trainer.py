@@ -1,7 +1,7 @@
 """Pre-training: build the objective and optimizer, train, evaluate, export.
 
 The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
-util/training.py's; this module adds what is specific to pre-training: the model dir's
+training/'s; this module adds what is specific to pre-training: the model dir's
 config check, stateless per-step seeds for masking and sampling, the eval metrics
 written to <model_dir>/results/unsup_results.{txt,json}, and the export of the trained
 generator and discriminator in the original release's format (<model_dir>/export:
@@ -16,17 +16,19 @@ import shutil
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
-import tf_keras
 
 from data_prep.vocab import load_vocab
 from model import checkpoint as original_checkpoint
-from model.optimization import create_optimizer
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.objective import PretrainingModel
-from util import files, training
+from training import resume, runtime
+from training.curves import CURVES_NAME
+from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
+from training.optimization import create_optimizer, logged_learning_rate
+from util import files
 
 RUN_CONFIG = "pretrain_config.json"
 EXPORT_DIR = "export"
@@ -112,12 +114,12 @@ def run_signature(config: PretrainingConfig) -> Dict:
 
 def check_model_dir(config: PretrainingConfig):
   """Refuses a model dir that holds another model's run, unless overwrite_model_dir."""
-  training.check_resume(config.model_dir, RUN_CONFIG, run_signature(config),
+  resume.check_resume(config.model_dir, RUN_CONFIG, run_signature(config),
                         config.overwrite_model_dir)
 
 
 def write_run_config(config: PretrainingConfig):
-  training.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
+  resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
                             config=config.to_dict())
 
 
@@ -130,20 +132,14 @@ class Pretrainer:
     self.static_mask_length = input_pipeline.check_files(self.files,
                                                          config.max_seq_length)
     check_model_dir(config)
-    self.strategy = training.make_strategy(config.distribution_strategy,
-                                           config.tpu_address)
-    training.set_precision(config.mixed_precision)
-    training.use_checkpointed_dropout(config.seed)
+    self.strategy = runtime.start_run(config, config.seed)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       self.optimizer = create_optimizer(
           config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-          weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power)
-      if config.mixed_precision == "mixed_float16":
-        # Dynamic loss scaling; float16 gradients would underflow without it.
-        self.optimizer = tf_keras.mixed_precision.LossScaleOptimizer(self.optimizer)
-    schedule = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-    settings = training.LoopSettings(
+          weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+          mixed_precision=config.mixed_precision)
+    settings = LoopSettings(
         model_dir=config.model_dir, num_train_steps=config.num_train_steps,
         save_checkpoints_steps=config.save_checkpoints_steps,
         keep_checkpoint_max=config.keep_checkpoint_max,
@@ -152,12 +148,12 @@ class Pretrainer:
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=config.flops().train_flops_per_step,
-        learning_rate=lambda step: float(schedule.learning_rate_at(step - 1)))
-    self.loop = training.TrainLoop(self.strategy, self.model, self.optimizer,
-                                   self._loss, settings)
+        learning_rate=logged_learning_rate(self.optimizer))
+    self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
+                           self._loss, settings)
 
   def _loss(self, batch, step, replica_id, micro_step):
-    seed = training.stateless_seed(self.config.seed, step, replica_id, micro_step)
+    seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
     loss, outputs = self.model.compute(batch, seed, training=True)
     scalars = {k: outputs[k] for k in ("mlm_loss", "cloze_loss", "disc_loss")
                if k in outputs}
@@ -221,7 +217,7 @@ class Pretrainer:
 
     def replica_fn(batch, index):
       replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
-      seed = training.stateless_seed(self.config.seed, EVAL_SEED_OFFSET + index,
+      seed = runtime.stateless_seed(self.config.seed, EVAL_SEED_OFFSET + index,
                                      replica_id)
       _, outputs = self.model.compute(batch, seed, training=False)
       metrics.update(outputs)
@@ -244,7 +240,7 @@ class Pretrainer:
     if step is None:
       step = int(self.loop.step.numpy())
     else:
-      path = os.path.join(self.config.model_dir, f"{training.CHECKPOINT_NAME}-{step}")
+      path = os.path.join(self.config.model_dir, f"{CHECKPOINT_NAME}-{step}")
       if not tf.io.gfile.exists(path + ".index"):
         kept = tf.train.get_checkpoint_state(self.config.model_dir)
         raise InputError(f"{path}: no such training checkpoint (kept: " + (", ".join(
@@ -296,7 +292,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
-  with training.run_dir_lock(config, config.model_dir):
+  with runtime.run_dir_lock(config, config.model_dir):
     return _run(config, export_steps)
 
 
@@ -309,7 +305,7 @@ def _run(config: PretrainingConfig, export_steps: Sequence[int]) -> Dict[str, fl
     if prefix:
       print(f"exported the generator and discriminator to {prefix} (original format; "
             f"fine-tuning loads {os.path.dirname(prefix)})", flush=True)
-      print(f"training curves: {os.path.join(config.model_dir, training.CURVES_NAME)}; "
+      print(f"training curves: {os.path.join(config.model_dir, CURVES_NAME)}; "
             f"TensorBoard: tensorboard --logdir {config.model_dir}", flush=True)
   if config.do_eval:
     results = trainer.evaluate()

@@ -20,13 +20,15 @@ import tensorflow as tf
 from scipy import stats as scipy_stats
 
 from data_prep import build as build_lib
+from data_prep import build_config
+from data_prep import lines as lines_lib
 from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep import prepare as prepare_lib
-from data_prep.feature_spec import feature_spec
+from data_prep.records import feature_spec
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
-from pretrain import masking
+from data_prep import masking, records
 from tests.conftest import ROOT, shared_path
 
 import build_pretraining_dataset
@@ -51,7 +53,7 @@ def small_corpus(tmp_path_factory, vocab_file):
 
 
 def config(corpus_dir, vocab_file, output_dir, **kwargs):
-  return build_lib.BuildConfig(corpus_dir=str(corpus_dir), vocab_file=vocab_file,
+  return build_config.BuildConfig(corpus_dir=str(corpus_dir), vocab_file=vocab_file,
                                output_dir=str(output_dir), progress=False, **kwargs)
 
 
@@ -162,7 +164,7 @@ def test_two_processes_do_not_depend_on_scheduling(tmp_path, small_corpus, vocab
   files = corpus_lib.list_files(small_corpus)
   serial = tmp_path / "serial"
   serial.mkdir()
-  total = build_lib.Stats()
+  total = build_config.Stats()
   for job, spans in reversed(list(enumerate(corpus_lib.split_work(files, 2)))):
     total.add(build_lib.write_part(cfg, job, spans, 2, str(serial)))
   assert file_bytes(tmp_path / "spawned") == file_bytes(serial)
@@ -170,6 +172,28 @@ def test_two_processes_do_not_depend_on_scheduling(tmp_path, small_corpus, vocab
   assert untimed(stats) == untimed(total)
   single = build_lib.build(config(small_corpus, vocab_file, tmp_path / "one", seed=5))
   assert (single.tokens, single.lines) == (stats.tokens, stats.lines)
+
+
+def test_record_files_equal_tensorflows_and_the_writer_needs_no_tensorflow(tmp_path):
+  # The writer's framing and checksums: byte for byte what tf.io.TFRecordWriter writes
+  # for the same records (empty, short, and longer than a varint byte of length).
+  payloads = [b"", b"x", bytes(range(256)) * 3, os.urandom(70_000)]
+  ours, theirs = str(tmp_path / "ours.tfrecord"), str(tmp_path / "tf.tfrecord")
+  record_file = records.RecordFile(ours)
+  for payload in payloads:
+    record_file.write(payload)
+  record_file.close()
+  with tf.io.TFRecordWriter(theirs) as writer:
+    for payload in payloads:
+      writer.write(payload)
+  assert open(ours, "rb").read() == open(theirs, "rb").read()
+  # The build's modules load without TensorFlow (only the tokenizer and static masking
+  # bring it in, when they run).
+  script = ("import sys; from data_prep import build, records; "
+            "print('tensorflow' in sys.modules)")
+  run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                       text=True, check=True)
+  assert run.stdout.strip() == "False"
 
 
 def test_split_work_cuts_at_line_starts_and_covers_everything(small_corpus):
@@ -186,7 +210,7 @@ def test_static_masking_follows_the_masking_rules(tmp_path, small_corpus, vocab_
   build_lib.build(config(small_corpus, vocab_file, tmp_path / "plain", seed=3))
   build_lib.build(config(small_corpus, vocab_file, tmp_path / "masked", seed=3,
                          static_masking=True))
-  n_pred = masking.max_predictions_per_seq(0.15, L)
+  n_pred = records.max_predictions_per_seq(0.15, L)
   plain = read_records(str(tmp_path / "plain"))
   masked = read_records(str(tmp_path / "masked"), n_pred)
   assert np.array_equal(plain["input_mask"], masked["input_mask"])
@@ -237,9 +261,9 @@ def test_giant_lines_tokenized_in_pieces_give_the_same_ids(vocab_file, monkeypat
   texts = ["short line", "Ünïcode wörds, and   more words " * 9, "x" * 120 + " tail",
            "no-spaces-" * 20, "", "ends with a space " * 7 + " "]
   ids, offsets = tokenizer.batch_ids(texts)
-  monkeypatch.setattr(build_lib, "GIANT_LINE_CHARS", 40)
-  stats = build_lib.Stats()
-  got_ids, got_offsets = build_lib._tokenize_batch(tokenizer, texts, stats)
+  monkeypatch.setattr(lines_lib, "GIANT_LINE_CHARS", 40)
+  stats = build_config.Stats()
+  got_ids, got_offsets = lines_lib.tokenize_batch(tokenizer, texts, stats)
   assert got_ids == ids.tolist() and got_offsets == offsets.tolist()
   assert stats.tokens == len(ids) and stats.dropped_tokens == 0
 
@@ -254,7 +278,9 @@ def test_giant_lines_tokenized_in_pieces_give_the_same_ids(vocab_file, monkeypat
     ("unwritable", "cannot create"),
     ("cased_vocab", "cased vocabulary"),
     ("too_few_files", "fewer than --num-processes"),
-    ("zero_files", "--num-out-files: 0; expected at least 1"),
+    ("zero_files", "--num-out-files 0: expected an integer >= 1 or null"),
+    ("zero_processes", "--num-processes 0: expected an integer >= 1"),
+    ("mask_prob_one", r"--mask-prob 1.0: expected a number in \(0, 1\)"),
 ])
 def test_bad_input_fails_clearly_and_writes_nothing(tmp_path, small_corpus, vocab_file,
                                                     setup, message):
@@ -285,6 +311,10 @@ def test_bad_input_fails_clearly_and_writes_nothing(tmp_path, small_corpus, voca
     kwargs = {"num_processes": 2, "num_out_files": 1}
   elif setup == "zero_files":  # not taken for "the default"
     kwargs = {"num_out_files": 0}
+  elif setup == "zero_processes":
+    kwargs = {"num_processes": 0}
+  elif setup == "mask_prob_one":
+    kwargs = {"mask_prob": 1.0, "static_masking": True}
   before = sorted(os.listdir(tmp_path))
   with pytest.raises(ValueError, match=message):
     build_lib.build(config(corpus, vocab, out, **kwargs))
@@ -323,7 +353,7 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path, small_corpus, vocab_f
 def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path):
   options = prepare_lib.PrepareOptions(data_dir=str(tmp_path / "data"), vocab_size=4000,
                                        default_corpus_bytes=400_000,
-                                       build={"progress": False})
+                                       build=build_config.BuildConfig(progress=False))
   stats = prepare_lib.prepare(options, log=lambda *_: None)
   data = tmp_path / "data"
   assert sorted(os.listdir(data)) == ["corpus", "pretrain_tfrecords", "vocab.txt"]

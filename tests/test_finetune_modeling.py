@@ -55,8 +55,8 @@ def test_gradient_accumulation_with_embedding_gradients_matches_the_full_batch(t
   (and clipping, active at this learning rate, must see the same global norm)."""
   import tensorflow as tf
   import tf_keras
-  from model.optimization import create_optimizer
-  from util import training
+  from training.optimization import create_optimizer
+  from training.loop import LoopSettings, TrainLoop
   rng = np.random.default_rng(0)
   batch = {"input_ids": rng.integers(1, 50, (8, 6)).astype(np.int32),
            "input_mask": np.ones((8, 6), np.int32), "segment_ids": np.zeros((8, 6), np.int32),
@@ -74,10 +74,10 @@ def test_gradient_accumulation_with_embedding_gradients_matches_the_full_batch(t
       logits = model(b, training=True)["t"]
       return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
           b["label"], logits)), {}
-    settings = training.LoopSettings(model_dir=str(tmp_path / str(accumulation)),
+    settings = LoopSettings(model_dir=str(tmp_path / str(accumulation)),
                                      num_train_steps=2, log_every_steps=1,
                                      gradient_accumulation_steps=accumulation)
-    training.TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
+    TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
                        settings).run(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
     weights.append([w.numpy() for w in model.weights])
   for a, b in zip(*weights):

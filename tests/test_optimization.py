@@ -1,4 +1,4 @@
-"""model/optimization.py against a NumPy transcription of the original's update rule."""
+"""training/optimization.py against a NumPy transcription of the original's update rule."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from model import optimization
+from training import optimization
 from tests.conftest import ROOT
 
 
@@ -201,7 +201,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from model import optimization
+    from training import optimization
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 

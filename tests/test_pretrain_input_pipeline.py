@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import feature_spec
+from data_prep import records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from pretrain import input_pipeline
@@ -69,7 +69,7 @@ def make_data_dir(root, seq_length=64, num_lines=1500, shards=2):
   sequences = [[new_id[i] for i in seq] for seq in sequences]
   for i in range(shards):
     write_records(os.path.join(root, "pretrain_tfrecords",
-                               feature_spec.FILE_PATTERN.format(index=i, count=shards)),
+                               records.FILE_PATTERN.format(index=i, count=shards)),
                   sequences[i::shards], seq_length)
   with open(os.path.join(root, "vocab.txt"), "w", encoding="utf-8") as f:
     f.write("".join(bert[i] + "\n" for i in used))

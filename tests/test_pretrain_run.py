@@ -24,7 +24,8 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
-from util import training
+from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training.loop import TrainingInterrupted
 
 SEQ = 64
 # One small layer: enough to show each variant trains, quick to build.
@@ -61,7 +62,7 @@ def test_debug_model_learns_then_eval_and_export(data):
   config = config_for(data_dir, "learn", num_train_steps=200, save_checkpoints_steps=100,
                       do_eval=True, num_eval_steps=4, eval_batch_size=16)
   results = trainer.run(config)
-  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  log = read_log(os.path.join(config.model_dir, LOG_NAME))
   assert sorted(log) == [1] + list(range(5, 201, 5))
   early, late = [1], range(150, 201, 5)  # at initialization; after most training
   assert window_mean(log, "mlm_loss", late) < window_mean(log, "mlm_loss", early) - 1.0
@@ -91,7 +92,7 @@ def test_debug_model_learns_then_eval_and_export(data):
   assert "generator_predictions/output_bias" in names and "global_step" in names
   pair = original_checkpoint.load_pair(export)
   assert pair.model_config.hidden_size == 144
-  assert os.path.getsize(os.path.join(config.model_dir, training.CURVES_NAME)) > 10000
+  assert os.path.getsize(os.path.join(config.model_dir, CURVES_NAME)) > 10000
   assert tf.io.gfile.glob(os.path.join(config.model_dir, "train", "events.*"))
 
   # The same command again: nothing left to train; the model dir's config matches.
@@ -111,7 +112,7 @@ def test_mlm_only_baseline_trains(data):
   config = config_for(data_dir, "mlm_only", num_train_steps=20, save_checkpoints_steps=20,
                       electra_objective=False, **TINY_MODEL)
   trainer.run(config)
-  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  log = read_log(os.path.join(config.model_dir, LOG_NAME))
   assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
   assert "disc_loss" not in log[20]
   # FLOPs so far (the data's vocabulary sets vocab_size) and a measured rate.
@@ -124,10 +125,10 @@ def test_mlm_only_baseline_trains(data):
 
 def sigterm_when_logged(model_dir, step):
   """Sends this process SIGTERM once the run has logged `step` (from a thread)."""
-  path = os.path.join(model_dir, training.LOG_NAME)
+  path = os.path.join(model_dir, LOG_NAME)
 
   def watch():
-    while not (os.path.exists(path) and step in training.read_log(path)):
+    while not (os.path.exists(path) and step in read_log(path)):
       time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGTERM)
   thread = threading.Thread(target=watch, daemon=True)
@@ -144,13 +145,13 @@ def test_electric_trains_and_kill_and_resume_continues_the_same_curve(data_dir):
   killed = dataclasses.replace(whole, model_name="killed",
                                model_dir=whole.model_dir.replace("whole", "killed"))
   watcher = sigterm_when_logged(killed.model_dir, 3)
-  with pytest.raises(training.TrainingInterrupted, match="SIGTERM at step"):
+  with pytest.raises(TrainingInterrupted, match="SIGTERM at step"):
     trainer.run(killed)
   watcher.join()
   stopped = int(tf.train.latest_checkpoint(killed.model_dir).rsplit("-", 1)[1])
   assert 3 <= stopped < 8
   trainer.run(killed)  # the same command again
-  logs = [training.read_log(os.path.join(c.model_dir, training.LOG_NAME))
+  logs = [read_log(os.path.join(c.model_dir, LOG_NAME))
           for c in (whole, killed)]
   assert sorted(logs[1]) == list(range(1, 9))
   for step in range(1, 9):
@@ -252,14 +253,15 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from pretrain import trainer
 from tests import test_pretrain_run as t
-from util import training
+from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training.loop import TrainingInterrupted
 losses = {}
 for strategy in ("default", "mirrored"):
   config = t.config_for(sys.argv[1], "mirror_" + strategy, num_train_steps=3,
                         log_every_steps=1, distribution_strategy=strategy,
                         electra_objective=False, **t.NO_DROPOUT_TINY_MODEL)
   trainer.run(config)
-  log = training.read_log(os.path.join(config.model_dir, training.LOG_NAME))
+  log = read_log(os.path.join(config.model_dir, LOG_NAME))
   losses[strategy] = [log[s]["loss"] for s in (1, 2, 3)]
 print(json.dumps(losses))
 """

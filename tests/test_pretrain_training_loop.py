@@ -1,4 +1,4 @@
-"""The shared training loop (util/training.py) on a toy regression model.
+"""The shared training loop (training/loop.py) on a toy regression model.
 
 A toy model keeps these checks fast; tests/test_pretrain_run.py runs the same loop on
 the real pre-training model end to end (MirroredStrategy over two CPUs included).
@@ -17,7 +17,9 @@ import tensorflow as tf
 import tf_keras
 
 from tests.conftest import ROOT
-from util import training
+from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
+from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
 
 
 def toy_dataset(batch_size=8):
@@ -34,7 +36,7 @@ def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
     pred = model(batch["x"], training=True)
     loss = tf.reduce_mean(tf.square(pred - batch["y"]))
     if noisy:
-      seed = training.stateless_seed(7, step, replica_id, micro_step)
+      seed = stateless_seed(7, step, replica_id, micro_step)
       loss += 0.01 * tf.random.stateless_normal([], seed)
     if nan_from_step is not None:
       loss *= tf.where(step >= nan_from_step, float("nan"), 1.0)
@@ -51,7 +53,7 @@ def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
 def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
               batch_size=8, **loss_options):
   """Builds the toy model and trains it to num_steps; returns (weights, loop)."""
-  training.use_checkpointed_dropout(3)
+  use_checkpointed_dropout(3)
   strategy = strategy or tf.distribute.get_strategy()
   with strategy.scope():
     model = tf_keras.Sequential([tf_keras.layers.Dense(16, activation="relu"),
@@ -60,11 +62,11 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
     model.build([None, 5])
     optimizer = tf_keras.optimizers.legacy.Adam(0.05)
   loss_fn = toy_loss(**loss_options)
-  settings = training.LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
+  settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
                                    save_checkpoints_steps=2, keep_checkpoint_max=3,
                                    log_every_steps=1,
                                    gradient_accumulation_steps=accumulation)
-  loop = training.TrainLoop(strategy, model, optimizer,
+  loop = TrainLoop(strategy, model, optimizer,
                             lambda *args: loss_fn(model, *args), settings)
   def dataset_fn(context):
     # Each worker takes its consecutive share of the global batch, as tf.distribute
@@ -78,8 +80,8 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
 
 
 def log_losses(model_dir):
-  return {s: e["loss"] for s, e in training.read_log(
-      os.path.join(model_dir, training.LOG_NAME)).items()}
+  return {s: e["loss"] for s, e in read_log(
+      os.path.join(model_dir, LOG_NAME)).items()}
 
 
 def test_resume_continues_the_same_run_exactly(tmp_path):
@@ -90,12 +92,12 @@ def test_resume_continues_the_same_run_exactly(tmp_path):
   for a, b in zip(whole, resumed):
     np.testing.assert_array_equal(a, b)  # same data, dropout masks and noise seeds
   assert log_losses(tmp_path / "a") == log_losses(tmp_path / "b")
-  assert os.path.getsize(tmp_path / "b" / training.CURVES_NAME) > 1000
+  assert os.path.getsize(tmp_path / "b" / CURVES_NAME) > 1000
 
 
 def test_sigterm_saves_then_stops_and_rerun_finishes_identically(tmp_path):
   whole, _ = train_toy(str(tmp_path / "a"), 7)
-  with pytest.raises(training.TrainingInterrupted, match="SIGTERM at step") as info:
+  with pytest.raises(TrainingInterrupted, match="SIGTERM at step") as info:
     train_toy(str(tmp_path / "b"), 7, signal_at_step=2)
   step = int(str(info.value).split("at step ")[1].split(":")[0])
   assert 3 <= step < 7
@@ -106,7 +108,7 @@ def test_sigterm_saves_then_stops_and_rerun_finishes_identically(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
-  with pytest.raises(training.NonFiniteLossError, match="NaN/inf at step 4") as info:
+  with pytest.raises(NonFiniteLossError, match="NaN/inf at step 4") as info:
     train_toy(str(tmp_path), 8, nan_from_step=3)
   latest = tf.train.latest_checkpoint(str(tmp_path))
   assert latest.endswith("ckpt-2") and latest in str(info.value)
@@ -127,8 +129,10 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
 WORKER_SCRIPT = """
 import json, sys
 from tests import test_pretrain_training_loop as t
-from util import training
-strategy = training.make_strategy("multi_worker")
+from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
+from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
+strategy = make_strategy("multi_worker")
 weights, _ = t.train_toy(sys.argv[1], 3, strategy=strategy, dropout=0.0, noisy=False)
 print(json.dumps({"replicas": strategy.num_replicas_in_sync,
                   "weights": [w.tolist() for w in weights]}))
@@ -167,4 +171,4 @@ def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
 
 def test_unknown_strategy_suggests_the_closest():
   with pytest.raises(ValueError, match="did you mean 'mirrored'"):
-    training.make_strategy("mirored")
+    make_strategy("mirored")

@@ -132,8 +132,9 @@ def _fields(cls) -> Dict[str, tuple]:
   return _FIELDS[cls]
 
 
-def check_value(cls, name: str, value):
-  """`value` converted to field `name`'s type; HParamsError if the field refuses it."""
+def check_value(cls, name: str, value, shown_name: Optional[str] = None):
+  """`value` converted to field `name`'s type; HParamsError (naming the field
+  `shown_name`, by default `name`) if the field refuses it."""
   kind, allowed = _fields(cls)[name]
   converted = _convert(kind, value)
   if converted is _INVALID or (allowed is not None and converted is not None and
@@ -142,16 +143,19 @@ def check_value(cls, name: str, value):
       shown = json.dumps(value)
     except (TypeError, ValueError):
       shown = repr(value)
-    raise HParamsError(f"{name} {shown}: expected {_describe(kind, allowed)}")
+    raise HParamsError(f"{shown_name or name} {shown}: expected "
+                       f"{_describe(kind, allowed)}")
   return converted
 
 
-def check_fields(obj):
+def check_fields(obj, flag_style: bool = False):
   """Checks every field of dataclass `obj` (call from __post_init__), converting 3.0 to
-  3 for integers and 3 to 3.0 for numbers in place."""
+  3 for integers and 3 to 3.0 for numbers in place. `flag_style` names a field as the
+  command-line flag it comes from (--num-processes), not as a hyperparameter."""
   for name in _fields(type(obj)):
     value = getattr(obj, name)
-    converted = check_value(type(obj), name, value)
+    shown = "--" + name.replace("_", "-") if flag_style else name
+    converted = check_value(type(obj), name, value, shown)
     if converted is not value:
       object.__setattr__(obj, name, converted)
 

@@ -1,7 +1,7 @@
 """The training-loop skeleton that pre-training and fine-tuning share.
 
-It owns what every phase needs and no phase should re-implement: the tf.distribute
-strategy chosen by a flag, the mixed-precision policy, XLA, gradient accumulation, a
+It owns what every phase needs and no phase should re-implement: replicas of a
+tf.distribute strategy (training/runtime.py makes it), XLA, gradient accumulation, a
 checkpoint manager that resumes exactly (step, model, optimizer slots, the data iterator
 and the dropout generator's state), SIGINT/SIGTERM save-then-exit, a guard that stops on
 a NaN/inf loss without saving over the last good checkpoint, a progress line, TensorBoard
@@ -12,11 +12,9 @@ step and replica id let it derive stateless random seeds, so a resumed run draws
 what an uninterrupted one would.
 """
 
-import contextlib
 import dataclasses
 import glob
 import json
-import math
 import os
 import shutil
 import signal
@@ -26,14 +24,12 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 import tf_keras
 
-from util import cli, files, hparams
+from training.curves import CURVES_NAME, LOG_NAME, plot_curves
+from training.runtime import is_chief
+from util import cli
 from util.progress import Progress
 
-STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 CHECKPOINT_NAME = "ckpt"
-LOG_NAME = "train_log.jsonl"
-CURVES_NAME = "training_curves.png"
 
 
 class NonFiniteLossError(ValueError):
@@ -43,144 +39,6 @@ class NonFiniteLossError(ValueError):
 class TrainingInterrupted(cli.Interrupted):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
-
-@dataclasses.dataclass(frozen=True)
-class ScaleSettings:
-  """How a run uses its hardware: fields shared by the pre-training and fine-tuning
-  configs (new: the original ran on one device in float32)."""
-  distribution_strategy: str = hparams.field("default", choices=STRATEGIES)
-  tpu_address: Optional[str] = None
-  mixed_precision: str = hparams.field("float32", choices=PRECISIONS)
-  use_xla: bool = False
-  # Each step's batch runs as this many micro-batches whose gradients are summed: the
-  # same update in less memory.
-  gradient_accumulation_steps: int = hparams.field(1, at_least=1)
-
-
-def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
-  """The strategy a `distribution_strategy` flag names."""
-  if name == "default":
-    return tf.distribute.get_strategy()
-  if name == "one_device":
-    gpus = tf.config.list_logical_devices("GPU")
-    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-  if name == "mirrored":
-    gpus = tf.config.list_logical_devices("GPU")
-    # Without GPUs, mirror over the logical CPU devices (tests configure two).
-    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices(
-        "CPU")]
-    return tf.distribute.MirroredStrategy(devices)
-  if name == "multi_worker":
-    if "TF_CONFIG" not in os.environ:
-      raise ValueError("distribution_strategy 'multi_worker' needs the TF_CONFIG "
-                       "environment variable (cluster and task of this worker)")
-    return tf.distribute.MultiWorkerMirroredStrategy()
-  if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
-  raise ValueError("distribution_strategy: " + hparams.unknown_name_message(
-      name, STRATEGIES, "strategy") + f" (expected one of {', '.join(STRATEGIES)})")
-
-
-def set_precision(policy: str):
-  """Sets the global Keras policy; must run before the model is built."""
-  if policy not in PRECISIONS:
-    raise ValueError(f"mixed_precision {policy!r}: expected one of {', '.join(PRECISIONS)}")
-  tf_keras.mixed_precision.set_global_policy(policy)
-
-
-def use_checkpointed_dropout(seed: int):
-  """Dropout draws from tf.random.Generator variables, which checkpoints hold.
-
-  Keras' default (legacy stateful ops) restarts its random stream in every process, so a
-  resumed run would drop different units than an uninterrupted one.
-  """
-  tf_keras.backend.experimental.enable_tf_random_generator()
-  tf_keras.utils.set_random_seed(seed)
-
-
-def _is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
-  return task_type in (None, "chief") or (
-      task_type == "worker" and task_id == 0 and "chief" not in cluster)
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-  resolver = getattr(strategy, "cluster_resolver", None)
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
-    return True
-  return _is_chief_task(resolver.task_type, resolver.task_id,
-                        resolver.cluster_spec().as_dict())
-
-
-def run_dir_lock(config: ScaleSettings, directory: str):
-  """files.run_lock(directory), taken by the chief only: the workers of a multi-worker
-  run share its directory. Decided from TF_CONFIG, before any strategy exists."""
-  if config.distribution_strategy == "multi_worker":
-    try:
-      cluster_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError as e:
-      raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
-    task = cluster_config.get("task", {})
-    if not _is_chief_task(task.get("type"), task.get("index", 0),
-                          cluster_config.get("cluster", {})):
-      return contextlib.nullcontext()
-  return files.run_lock(directory)
-
-
-def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool):
-  """Refuses to resume a model dir whose run had another `signature` (what fixes the
-  trained weights; a nested dict such as the model's sizes compares field by field)
-  than this one, unless `overwrite`: then deletes that run so this one starts over.
-  <model_dir>/<config_name> is the JSON write_run_config wrote."""
-  path = os.path.join(model_dir, config_name)
-  if not os.path.exists(path):
-    return
-  try:
-    with open(path, encoding="utf-8") as f:
-      previous = json.load(f)
-  except (OSError, ValueError) as e:
-    raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
-                               "set \"overwrite_model_dir\": true to start over") from None
-  if "signature" not in previous:  # written before runs were signed: nothing to compare
-    return
-  changed = _changes(previous["signature"], json.loads(json.dumps(signature)))
-  if not changed:
-    return
-  if not overwrite:
-    raise hparams.HParamsError(
-        f"{model_dir} holds a run with a different config ({'; '.join(changed[:4])}); "
-        "use another model_dir, or set \"overwrite_model_dir\": true to delete that run "
-        "and start over")
-  print(f"overwrite_model_dir: deleting the previous run in {model_dir}", flush=True)
-  shutil.rmtree(model_dir)
-
-
-def _changes(old: Dict, new: Dict) -> list:
-  """"name: old -> new" per differing field; nested dicts' fields after the top level's."""
-  names = sorted(set(old) | set(new))
-  nested = [k for k in names
-            if isinstance(old.get(k), dict) or isinstance(new.get(k), dict)]
-  changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in names
-             if k not in nested and old.get(k) != new.get(k)]
-  for name in nested:
-    changed += _changes(old.get(name) or {}, new.get(name) or {})
-  return changed
-
-
-def write_run_config(model_dir: str, config_name: str, signature: Dict, **contents):
-  """<model_dir>/<config_name>: the run's signature (for check_resume) and `contents`."""
-  with files.atomic_write(os.path.join(model_dir, config_name)) as f:
-    json.dump({"signature": signature, **contents}, f, indent=2, sort_keys=True)
-
-
-def stateless_seed(*parts) -> tf.Tensor:
-  """An int64 [2] seed that depends only on `parts` (ints or scalar tensors)."""
-  seed = tf.constant([0, 0], tf.int64)
-  for part in parts:
-    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(part, tf.int64))
-  return seed
 
 
 @dataclasses.dataclass
@@ -539,55 +397,3 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
       shutil.rmtree(path, ignore_errors=True)
     raise
 
-
-def read_log(path: str) -> Dict[int, Dict[str, float]]:
-  """step -> scalars; a step logged twice (redone after a resume) keeps the last entry."""
-  entries = {}
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        if line.strip():
-          entry = json.loads(line)
-          entries[entry.pop("step")] = entry
-  return dict(sorted(entries.items()))
-
-
-def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
-                columns: int = 3) -> Optional[str]:
-  """One panel per name, one line per series label ("" for a single unlabeled line);
-  `panels` is {name: {label: [(x, y), ...]}}. Written atomically; returns the path."""
-  panels = {name: series for name, series in panels.items()
-            if any(points for points in series.values())}
-  if not panels:
-    return None
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  cols = min(columns, len(panels))
-  rows = math.ceil(len(panels) / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
-  for ax, (name, series) in zip(axes.flat, sorted(panels.items())):
-    for label, points in series.items():
-      if points:
-        ax.plot(*zip(*points), marker="o" if len(points) < 20 else None,
-                label=label or None)
-    ax.set_title(name)
-    ax.set_xlabel(xlabel)
-    if any(series):
-      ax.legend(fontsize=7)
-  for ax in list(axes.flat)[len(panels):]:
-    ax.axis("off")
-  fig.tight_layout()
-  with files.atomic_write(png_path, "wb") as f:
-    fig.savefig(f, format="png")
-  plt.close(fig)
-  return png_path
-
-
-def plot_curves(log_path: str, png_path: str) -> Optional[str]:
-  """One panel per logged scalar against the step; returns the PNG path if written."""
-  entries = read_log(log_path)
-  # train_flops is step x a constant: a straight line that says nothing a panel should.
-  names = {k for entry in entries.values() for k in entry} - {"train_flops"}
-  return plot_panels({name: {"": [(s, e[name]) for s, e in entries.items() if name in e]}
-                      for name in names}, "step", png_path)

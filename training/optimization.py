@@ -177,16 +177,28 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
 
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                      weight_decay_rate: float = 0.01, lr_decay_power: float = 1.0,
-                     lr_multiplier: Optional[Callable[[tf.Variable], float]] = None
-                     ) -> AdamWeightDecay:
+                     lr_multiplier: Optional[Callable[[tf.Variable], float]] = None,
+                     mixed_precision: str = "float32"):
   """The original's optimizer: AdamW (b1 0.9, b2 0.999, eps 1e-6), clipping at 1.0.
 
   `lr_multiplier(variable) -> float` scales each variable's learning rate (layer-wise
   decay in fine-tuning); it is called once per variable, with the variable as passed to
-  apply_gradients.
+  apply_gradients. Under mixed_float16 it comes wrapped in a LossScaleOptimizer (dynamic
+  loss scaling): float16 gradients would underflow without it. Both phases build their
+  optimizer here, so a precision means the same in each.
   """
   schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                    power=lr_decay_power)
-  return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate, beta_1=0.9,
-                         beta_2=0.999, epsilon=1e-6, clip_norm=GRADIENT_CLIP_NORM,
-                         lr_multiplier=lr_multiplier)
+  optimizer = AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate, beta_1=0.9,
+                              beta_2=0.999, epsilon=1e-6, clip_norm=GRADIENT_CLIP_NORM,
+                              lr_multiplier=lr_multiplier)
+  if mixed_precision == "mixed_float16":
+    return tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
+def logged_learning_rate(optimizer) -> Callable[[int], float]:
+  """step -> the base learning rate of that step's update (the step-th, applied when
+  `iterations` was step - 1): what the loop logs after `step` steps."""
+  adam = getattr(optimizer, "inner_optimizer", optimizer)
+  return lambda step: float(adam.learning_rate_at(step - 1))

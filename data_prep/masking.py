@@ -11,13 +11,10 @@ import collections
 
 import tensorflow as tf
 
+
 MaskedInputs = collections.namedtuple(
     "MaskedInputs", ["input_ids", "masked_lm_positions", "masked_lm_ids",
                      "masked_lm_weights"])
-
-
-def max_predictions_per_seq(mask_prob: float, max_seq_length: int) -> int:
-  return int((mask_prob + 0.005) * max_seq_length)
 
 
 def candidates_mask(input_ids, input_mask, special_ids):

@@ -1,0 +1,54 @@
+"""What a data build is asked (BuildConfig, checked when made) and what it did (Stats)."""
+
+import dataclasses
+from typing import Optional
+
+from util import hparams
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildConfig:
+  """The build's settings; each is a flag of build_pretraining_dataset.py (the paths are
+  filled in by data_prep.prepare when left empty)."""
+  corpus_dir: str = ""
+  vocab_file: str = ""
+  output_dir: str = ""
+  max_seq_length: int = hparams.field(128, at_least=8)
+  num_processes: int = hparams.field(1, at_least=1)
+  blanks_separate_docs: bool = True
+  do_lower_case: bool = True
+  strip_accents: bool = True
+  seed: int = hparams.field(0, at_least=0)
+  num_out_files: Optional[int] = hparams.field(None, at_least=1)
+  static_masking: bool = False
+  mask_prob: float = hparams.field(0.15, above=0, below=1)
+  overwrite: bool = False
+  progress: bool = True
+
+  def __post_init__(self):
+    hparams.check_fields(self, flag_style=True)
+
+
+@dataclasses.dataclass
+class Stats:
+  """What one process did; summed over processes for the closing summary."""
+  documents: int = 0
+  lines: int = 0
+  tokens: int = 0
+  unk_tokens: int = 0
+  dropped_tokens: int = 0  # cut by truncation to max_seq_length
+  examples: int = 0
+  single_segment: int = 0
+  short_target: int = 0
+  real_positions: int = 0
+  positions: int = 0
+  invalid_bytes: int = 0
+  file_bytes: int = 0  # of the corpus files read (compressed bytes of compressed files)
+  loop_seconds: float = 0.0  # in the tokenize-pack-write loop, the slowest process's
+  loop_cpu_seconds: float = 0.0  # CPU time in that loop, all processes together
+
+  def add(self, other: "Stats"):
+    for field in dataclasses.fields(self):
+      combine = max if field.name == "loop_seconds" else sum
+      setattr(self, field.name, combine((getattr(self, field.name),
+                                         getattr(other, field.name))))

@@ -1,0 +1,105 @@
+"""A phase's run-time set-up: strategy, precision, dropout seeds, the chief, the run lock.
+
+Both phases start the same way (`start_run`), so a setting means the same in each.
+"""
+
+import contextlib
+import json
+import os
+from typing import Dict, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
+from util import files, hparams
+
+
+def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
+  """The precision policy and checkpointed dropout seeded by `seed`, then the strategy;
+  call before building a model."""
+  set_precision(settings.mixed_precision)
+  use_checkpointed_dropout(seed)
+  return make_strategy(settings.distribution_strategy, settings.tpu_address)
+
+
+def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
+  """The strategy a `distribution_strategy` flag names."""
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "one_device":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+  if name == "mirrored":
+    gpus = tf.config.list_logical_devices("GPU")
+    # Without GPUs, mirror over the logical CPU devices (tests configure two).
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices(
+        "CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+  if name == "multi_worker":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("distribution_strategy 'multi_worker' needs the TF_CONFIG "
+                       "environment variable (cluster and task of this worker)")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  raise ValueError("distribution_strategy: " + hparams.unknown_name_message(
+      name, STRATEGIES, "strategy") + f" (expected one of {', '.join(STRATEGIES)})")
+
+
+def set_precision(policy: str):
+  """Sets the global Keras policy; must run before the model is built."""
+  if policy not in PRECISIONS:
+    raise ValueError(f"mixed_precision {policy!r}: expected one of {', '.join(PRECISIONS)}")
+  tf_keras.mixed_precision.set_global_policy(policy)
+
+
+def use_checkpointed_dropout(seed: int):
+  """Dropout draws from tf.random.Generator variables, which checkpoints hold.
+
+  Keras' default (legacy stateful ops) restarts its random stream in every process, so a
+  resumed run would drop different units than an uninterrupted one.
+  """
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  tf_keras.utils.set_random_seed(seed)
+
+
+def _is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
+  return task_type in (None, "chief") or (
+      task_type == "worker" and task_id == 0 and "chief" not in cluster)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
+    return True
+  return _is_chief_task(resolver.task_type, resolver.task_id,
+                        resolver.cluster_spec().as_dict())
+
+
+def run_dir_lock(config: ScaleSettings, directory: str):
+  """files.run_lock(directory), taken by the chief only: the workers of a multi-worker
+  run share its directory. Decided from TF_CONFIG, before any strategy exists."""
+  if config.distribution_strategy == "multi_worker":
+    try:
+      cluster_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError as e:
+      raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
+    task = cluster_config.get("task", {})
+    if not _is_chief_task(task.get("type"), task.get("index", 0),
+                          cluster_config.get("cluster", {})):
+      return contextlib.nullcontext()
+  return files.run_lock(directory)
+
+
+
+def stateless_seed(*parts) -> tf.Tensor:
+  """An int64 [2] seed that depends only on `parts` (ints or scalar tensors)."""
+  seed = tf.constant([0, 0], tf.int64)
+  for part in parts:
+    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(part, tf.int64))
+  return seed
+
