@@ -36,7 +36,7 @@ def run_ours(steps: int, warmup: int, xla: bool) -> float:
   import numpy as np
   import tensorflow as tf
   from finetune.modeling import FinetuningModel
-  from finetune.task_runner import SentenceHead
+  from finetune.sentence.head import SentenceHead
   from model.config import ModelConfig
   from training.optimization import create_optimizer
   from training.loop import LoopSettings, TrainLoop

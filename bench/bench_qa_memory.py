@@ -29,7 +29,7 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
   import numpy as np
   import tensorflow as tf
   from finetune.modeling import FinetuningModel
-  from finetune.qa_heads import SpanHead, span_loss
+  from finetune.qa.head import SpanHead, span_loss
   from model.config import ModelConfig
   from training.optimization import create_optimizer
   from training.loop import LoopSettings, TrainLoop

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 

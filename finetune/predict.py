@@ -14,7 +14,7 @@ from typing import IO
 
 from finetune.config import FinetuningConfig
 from finetune.errors import DataError
-from finetune.task_runner import PREDICT_SPLIT
+from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
 from training.runtime import set_precision

@@ -40,7 +40,7 @@ import shutil
 import sys
 import tempfile
 import unicodedata
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -48,7 +48,8 @@ import tensorflow_text as tf_text
 
 from data_prep import reference_tokenizer as ref
 from data_prep.tokenizer import _LONG_WORD_MARK, _MAX_WORD_BYTES
-from finetune import classification, tagging
+from finetune.sentence import data as sentence_data
+from finetune.tagging import data as tagging_data
 
 SAVED_MODEL = "saved_model"
 _SPACE, _MARK = 0x20, ord(_LONG_WORD_MARK)
@@ -262,10 +263,10 @@ class ServingModule(tf.Module):
 
   def _function(self, runner):
     task = runner.task
-    if isinstance(task, classification.SentenceTask):
-      pair = classification.unlabeled_layout(task)[1].text_b is not None
+    if isinstance(task, sentence_data.SentenceTask):
+      pair = sentence_data.unlabeled_layout(task)[1].text_b is not None
       return self._sentence_function(runner, pair)
-    if isinstance(task, tagging.TaggingTask):
+    if isinstance(task, tagging_data.TaggingTask):
       return self._tagging_function(runner)
     return None
 
@@ -306,7 +307,7 @@ class ServingModule(tf.Module):
 
   def _tagging_function(self, runner):
     length = self._length
-    tags = tf.constant(tagging.to_bio(runner.labels))
+    tags = tf.constant(tagging_data.to_bio(runner.labels))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tag(text):

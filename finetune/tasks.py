@@ -3,20 +3,27 @@
 `get_task("glue/sst2")`, `get_task("sst")` (the original's name) and
 `get_task("my_task.json")` (a user's task description) return task definitions;
 `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the original's
-multi-task runs take it; `read_examples(task, data_dir, split)` reads any task's split.
-Per-task hyperparameter defaults live in configs/finetuning/task_defaults.json.
+multi-task runs take it; `read_examples(task, data_dir, split)` reads any task's split;
+`runner_for(task, ...)` is the runner of its family. Per-task hyperparameter defaults
+live in configs/finetuning/task_defaults.json.
 """
 
 from typing import Dict, List, Optional, Union
 
-from finetune import classification, qa, tagging
 from finetune.errors import DataError
+from finetune.qa import data as qa_data
+from finetune.qa.runner import QARunner
+from finetune.runner import TaskRunner
+from finetune.sentence import data as sentence_data
+from finetune.sentence.runner import SentenceRunner
+from finetune.tagging import data as tagging_data
+from finetune.tagging.runner import TaggingRunner
 from util.hparams import load_preset, unknown_name_message
 
-Task = Union[classification.SentenceTask, qa.QATask, tagging.TaggingTask]
+Task = Union[sentence_data.SentenceTask, qa_data.QATask, tagging_data.TaggingTask]
 
-REGISTRY = {task.name: task for task in (*classification.GLUE_TASKS, *qa.QA_TASKS,
-                                         tagging.CHUNKING)}
+REGISTRY = {task.name: task for task in (*sentence_data.GLUE_TASKS, *qa_data.QA_TASKS,
+                                         tagging_data.CHUNKING)}
 ALIASES = {alias: task.name for task in REGISTRY.values() for alias in task.aliases}
 
 
@@ -29,20 +36,20 @@ def read_examples(task: Task, data_dir: str, split: str,
   is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
   `fetch_missing`, once TFDS has downloaded and prepared it there.
   """
-  if isinstance(task, classification.SentenceTask):
-    return classification.read_examples(task, data_dir, split, max_examples,
+  if isinstance(task, sentence_data.SentenceTask):
+    return sentence_data.read_examples(task, data_dir, split, max_examples,
                                         tfds_data_dir, fetch_missing)
-  if isinstance(task, qa.QATask):
-    return qa.read_examples(task, data_dir, split, tfds_data_dir,
+  if isinstance(task, qa_data.QATask):
+    return qa_data.read_examples(task, data_dir, split, tfds_data_dir,
                             fetch_missing)[:max_examples]
-  return tagging.read_examples(task, data_dir, split)[:max_examples]
+  return tagging_data.read_examples(task, data_dir, split)[:max_examples]
 
 
 def get_task(name: str) -> Task:
   """A registered task by canonical name or alias, or a user's task from a .json path."""
   name = name.strip()
   if name.endswith(".json"):
-    return classification.load_custom_task(name)
+    return sentence_data.load_custom_task(name)
   name = ALIASES.get(name, name)
   if name not in REGISTRY:
     raise DataError(unknown_name_message(name, list(REGISTRY) + list(ALIASES), "task") +
@@ -70,3 +77,16 @@ def task_defaults(tasks: List[Task]) -> Dict[str, object]:
   if len(tasks) != 1:
     return {}
   return dict(load_preset("finetuning", "task_defaults").get(tasks[0].name, {}))
+
+
+RUNNERS = {sentence_data.SentenceTask: SentenceRunner, qa_data.QATask: QARunner,
+           tagging_data.TaggingTask: TaggingRunner}
+
+
+def runner_for(task: Task, config, tokenizer) -> TaskRunner:
+  """The runner of a task's family, for a run's FinetuningConfig and Tokenizer."""
+  for task_type, runner in RUNNERS.items():
+    if isinstance(task, task_type):
+      return runner(task, config, tokenizer)
+  raise ValueError(f"task {task.name}: no fine-tuning runner for "
+                   f"{type(task).__name__} tasks")

@@ -2,7 +2,7 @@
 
 Several tasks train together as the original's multi-task runs do: their training
 features are pooled and shuffled, every feature carries its task id, and each task has
-its own head under one shared encoder (finetune/task_runner.py says what a task type
+its own head under one shared encoder (finetune/runner.py says what a task family
 provides). The loss is the SUM over the batch as in the
 original (its clipping at global norm 1.0 acts on that scale). After every epoch the dev
 splits are scored; trials repeat the run with other seeds and the median is reported.
@@ -23,7 +23,7 @@ from data_prep.vocab import load_vocab
 from finetune import serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
-from finetune.task_runner import runner_for
+from finetune.tasks import runner_for
 from model import checkpoint as ckpt
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop

@@ -28,7 +28,7 @@ from data_prep import prepare as prepare_lib
 from data_prep.records import feature_spec
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
-from data_prep import masking, records
+from data_prep import records
 from tests.conftest import ROOT, shared_path
 
 import build_pretraining_dataset

@@ -12,8 +12,9 @@ import pytest
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import sentence_features, trainer
-from finetune.classification import SentenceExample
+from finetune import trainer
+from finetune.sentence import features as sentence_features
+from finetune.sentence.data import SentenceExample
 from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.electra import ElectraPair

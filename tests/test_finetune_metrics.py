@@ -1,4 +1,4 @@
-"""finetune.metrics against sklearn/scipy (test-only dependencies) and hand-made cases."""
+"""finetune/sentence/metrics.py and finetune/tagging/metrics.py against sklearn/scipy (test-only dependencies) and hand-made cases."""
 
 import warnings
 
@@ -8,7 +8,8 @@ import scipy.stats
 import seqeval.metrics
 import sklearn.metrics
 
-from finetune import metrics
+from finetune.sentence import metrics
+from finetune.tagging import metrics as tagging_metrics
 
 
 def _random_cases(num_classes):
@@ -91,18 +92,18 @@ def test_score_reports_percentages_and_rejects_bad_input():
 
 def test_chunk_spans_follow_conlleval_rules():
   tags = ["B-NP", "I-NP", "I-VP", "O", "I-NP", "B-NP", "B-PP", "I-PP", "I-NP"]
-  assert metrics.chunk_spans(tags) == [
+  assert tagging_metrics.chunk_spans(tags) == [
       ("NP", 0, 1), ("VP", 2, 2), ("NP", 4, 4), ("NP", 5, 5), ("PP", 6, 7),
       ("NP", 8, 8)]
   with pytest.raises(ValueError, match="neither O nor"):
-    metrics.chunk_spans(["NP"])
+    tagging_metrics.chunk_spans(["NP"])
 
 
 def test_chunk_f1_hand_reference_and_seqeval():
   gold = [["B-NP", "I-NP", "O", "B-VP"], ["B-PP", "B-NP", "I-NP"]]
   predicted = [["B-NP", "I-NP", "O", "B-NP"], ["B-PP", "I-NP", "I-NP"]]
   # gold: NP(0-1) VP(3) | PP(0) NP(1-2); predicted: NP(0-1) NP(3) | PP(0) NP(1-2).
-  result = metrics.chunk_f1(gold, predicted)
+  result = tagging_metrics.chunk_f1(gold, predicted)
   assert result == pytest.approx({"precision": 3 / 4, "recall": 3 / 4, "f1": 3 / 4})
   assert result["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
 
@@ -111,7 +112,7 @@ def test_chunk_f1_hand_reference_and_seqeval():
   gold = [list(rng.choice(tag_set, rng.integers(1, 15))) for _ in range(40)]
   predicted = [[t if rng.random() < 0.7 else rng.choice(tag_set) for t in s]
                for s in gold]
-  result = metrics.chunk_f1(gold, predicted)
+  result = tagging_metrics.chunk_f1(gold, predicted)
   assert result["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
   assert result["precision"] == pytest.approx(
       seqeval.metrics.precision_score(gold, predicted))

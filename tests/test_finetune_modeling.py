@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from finetune.modeling import FinetuningModel
-from finetune.task_runner import SentenceHead
+from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
 from tests import numpy_electra
 from tests.test_model import TINY, batch, make_checkpoint

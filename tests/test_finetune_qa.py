@@ -14,8 +14,13 @@ import tf_keras
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import Vocab, load_vocab
 from finetune import config as finetune_config
-from finetune import qa, qa_features, qa_heads, qa_postprocess, squad_metrics, tasks
-from finetune import task_runner, trainer
+from finetune import tasks
+from finetune.qa import data as qa_data
+from finetune.qa import features as qa_features
+from finetune.qa import head as qa_head
+from finetune.qa import postprocess as qa_postprocess
+from finetune.qa import squad_metrics
+from finetune import trainer
 from finetune.errors import DataError
 from tests.conftest import shared_path, write_tiny_pretrained_model
 
@@ -27,7 +32,7 @@ def bert_tokenizer():
 
 def test_windows_recover_every_shared_dev_answer(bert_tokenizer):
   tokenizer, tokens = bert_tokenizer, bert_tokenizer.vocab.tokens
-  examples = qa.read_file(tasks.get_task("squad/v1.1"),
+  examples = qa_data.read_file(tasks.get_task("squad/v1.1"),
                           shared_path("squad", "dev-v1.1.json"))
   length, stride = 256, 128
   windows = qa_features.featurize(tokenizer, examples, length, 64, stride)
@@ -79,13 +84,13 @@ def small_tokenizer():
 
 
 def example(qid, question, context, answer=None, eid=0, impossible=False):
-  words, char_to_word = qa.split_words(context)
+  words, char_to_word = qa_data.split_words(context)
   answers = ()
   if answer:
     start = context.index(answer)
-    answers = (qa.Answer(answer, start, char_to_word[start],
+    answers = (qa_data.Answer(answer, start, char_to_word[start],
                          char_to_word[start + len(answer) - 1]),)
-  return qa.QAExample(eid, qid, question, context, words, answers,
+  return qa_data.QAExample(eid, qid, question, context, words, answers,
                       tuple(a.text for a in answers), impossible)
 
 
@@ -266,7 +271,7 @@ def test_joint_head_matches_a_numpy_reference():
            "start_positions": np.array([4, 0], np.int32),
            "end_positions": np.array([5, 0], np.int32),
            "is_impossible": np.array([0, 1], np.int32)}
-  head = qa_heads.SpanHead(beam_size=beam)
+  head = qa_head.SpanHead(beam_size=beam)
   inference = {k: v.numpy() for k, v in head(sequence, batch, training=False).items()}
   training = {k: v.numpy() for k, v in head(sequence, batch, training=True).items()}
   weights = {w.name.split("/", 1)[1]: w.numpy() for w in head.weights}
@@ -301,7 +306,7 @@ def test_joint_head_matches_a_numpy_reference():
   # Masked positions never start an answer; [CLS] may.
   assert (inference["start_top_index"][1] < 5).all()
   # The loss: mean start/end cross-entropy plus half the answerability loss.
-  loss = qa_heads.span_loss(training, batch, 0.5).numpy()
+  loss = qa_head.span_loss(training, batch, 0.5).numpy()
   softmax_ce = lambda logits, i: -log_softmax(logits)[i]
   p = 1 / (1 + np.exp(-training["answerable_logit"]))
   expected = [(softmax_ce(training["start_logits"][b], batch["start_positions"][b]) +
@@ -311,7 +316,7 @@ def test_joint_head_matches_a_numpy_reference():
               for b in range(batch_size)]
   np.testing.assert_allclose(loss, expected, rtol=1e-4)
   # Independent start and end logits (joint_prediction false) are masked the same way.
-  plain = qa_heads.SpanHead(joint_prediction=False, answerable_classifier=False)
+  plain = qa_head.SpanHead(joint_prediction=False, answerable_classifier=False)
   out = plain(sequence, batch, training=False)
   assert set(out) == {"start_logits", "end_logits"}
   assert (out["end_logits"].numpy()[allowed == 0] < -500).all()
@@ -331,7 +336,7 @@ def test_mrqa_runner_scores_against_every_listed_answer(tmp_path):
   task = tasks.get_task("newsqa")
   config = finetune_config.load_config("tiny", ["newsqa"], str(tmp_path),
                                        {"max_seq_length": 16, "doc_stride": 8})
-  runner = task_runner.runner_for(task, config, small_tokenizer())
+  runner = tasks.runner_for(task, config, small_tokenizer())
   examples = tasks.read_examples(task, str(tmp_path), "dev")
   features = runner.features(examples, "dev")
   windows = runner.windows(examples, features, "dev")
@@ -360,7 +365,7 @@ def test_span_head_logits_are_float32_under_mixed_precision():
            "start_positions": np.array([4, 0], np.int32)}
   tf_keras.mixed_precision.set_global_policy("mixed_float16")
   try:
-    head = qa_heads.SpanHead(beam_size=4)
+    head = qa_head.SpanHead(beam_size=4)
     for training in (True, False):
       outputs = head(sequence, batch, training=training)
       assert {k: v.dtype for k, v in outputs.items() if "index" not in k} == {

@@ -8,7 +8,10 @@ import os
 import pytest
 import seqeval.metrics
 
-from finetune import metrics, qa, tagging, tasks
+from finetune import tasks
+from finetune.tagging import metrics as tagging_metrics
+from finetune.qa import data as qa_data
+from finetune.tagging import data as tagging_data
 from finetune.errors import DataError
 from tests.conftest import shared_path
 
@@ -22,7 +25,7 @@ def squad_dev():
 
 def test_squad_v1_reader_locates_every_shared_answer(squad_dev):
   path, document = squad_dev
-  examples = qa.read_file(tasks.get_task("squad/v1.1"), path)
+  examples = qa_data.read_file(tasks.get_task("squad/v1.1"), path)
   questions = [(paragraph["context"], question) for article in document["data"]
                for paragraph in article["paragraphs"] for question in paragraph["qas"]]
   assert len(examples) == len(questions) == 10570
@@ -40,7 +43,7 @@ def test_squad_v1_reader_locates_every_shared_answer(squad_dev):
 
 
 def test_split_words_maps_characters_to_words():
-  words, char_to_word = qa.split_words(" ab  c\u202fd ")
+  words, char_to_word = qa_data.split_words(" ab  c\u202fd ")
   assert words == ("ab", "c", "d")
   assert char_to_word == (-1, 0, 0, 0, 0, 1, 1, 2, 2)
 
@@ -101,17 +104,17 @@ def test_squad_reader_errors(tmp_path, change, expected):
   change(document)
   path = _write_json(tmp_path / "train.json", document)
   with pytest.raises(DataError, match=expected):
-    qa.read_file(tasks.get_task("squad/v2.0"), str(path))
+    qa_data.read_file(tasks.get_task("squad/v2.0"), str(path))
 
 
 def test_malformed_json_and_v1_without_answers(tmp_path):
   path = tmp_path / "dev.json"
   path.write_text('{"data": [\n  {"paragraphs": [}\n]}')
   with pytest.raises(DataError, match=f"{path}:2:19: invalid JSON"):
-    qa.read_file(tasks.get_task("squadv1"), str(path))
+    qa_data.read_file(tasks.get_task("squadv1"), str(path))
   _write_json(path, _v2_document())
   with pytest.raises(DataError, match="question q2 has no answers"):
-    qa.read_file(tasks.get_task("squad/v1.1"), str(path))
+    qa_data.read_file(tasks.get_task("squad/v1.1"), str(path))
   with pytest.raises(DataError, match=r"finetuning_data/squadv1/train.json: missing train"):
     tasks.read_examples(tasks.get_task("squadv1"), str(tmp_path), "train")
 
@@ -167,32 +170,32 @@ def test_conll2000_reader_on_shared_data(conll_dir):
   gold = [list(e.tags) for e in examples[:500]]
   predicted = [[("B-" + t[2:] if t.startswith("I-") and i % 7 == 0 else t)
                 for i, t in enumerate(s)] for s in gold]
-  assert metrics.chunk_f1(gold, predicted)["f1"] == pytest.approx(
+  assert tagging_metrics.chunk_f1(gold, predicted)["f1"] == pytest.approx(
       seqeval.metrics.f1_score(gold, predicted))
-  assert metrics.chunk_f1(gold, gold)["f1"] == 1.0
+  assert tagging_metrics.chunk_f1(gold, gold)["f1"] == 1.0
 
 
 def test_conll_reader_errors(tmp_path):
   path = tmp_path / "train.txt"
   path.write_text("He PRP B-NP\nran VBD B-XP\n")
   with pytest.raises(DataError, match=f"{path}:2: unknown chunk tag 'B-XP'"):
-    tagging.read_conll(str(path))
+    tagging_data.read_conll(str(path))
   path.write_text("He PRP B-NP\n\nran B-VP\n")
   with pytest.raises(DataError, match=f"{path}:3: expected 'word POS chunk-tag', found 2"):
-    tagging.read_conll(str(path))
+    tagging_data.read_conll(str(path))
   path.write_text("\n\n")
   with pytest.raises(DataError, match="no sentences"):
-    tagging.read_conll(str(path))
+    tagging_data.read_conll(str(path))
   with pytest.raises(DataError, match="missing dev file of chunk"):
     tasks.read_examples(tasks.get_task("chunk"), str(tmp_path), "dev")
 
 
 def test_bioes_round_trip():
   tags = ["B-NP", "I-NP", "I-NP", "B-VP", "O", "I-PP", "B-NP"]
-  labels = tagging.to_bioes(tags)
+  labels = tagging_data.to_bioes(tags)
   assert labels == ["B-NP", "I-NP", "E-NP", "S-VP", "O", "S-PP", "S-NP"]
-  assert set(labels) <= set(tagging.BIOES_LABELS)
-  assert metrics.chunk_spans(tagging.to_bio(labels)) == metrics.chunk_spans(tags)
+  assert set(labels) <= set(tagging_data.BIOES_LABELS)
+  assert tagging_metrics.chunk_spans(tagging_data.to_bio(labels)) == tagging_metrics.chunk_spans(tags)
 
 
 def test_squad_v2_from_prepared_tfds(tmp_path):
@@ -228,5 +231,5 @@ def test_squad_v2_from_prepared_tfds(tmp_path):
   with tfds.testing.mock_data(data_dir=str(tmp_path), as_dataset_fn=as_dataset):
     from_tfds = tasks.read_examples(task, str(tmp_path / "no_files"), "dev",
                                     tfds_data_dir=str(tmp_path))
-  from_json = qa.read_file(task, str(_write_json(tmp_path / "dev.json", document)))
+  from_json = qa_data.read_file(task, str(_write_json(tmp_path / "dev.json", document)))
   assert from_tfds == from_json and len(from_tfds) == 3

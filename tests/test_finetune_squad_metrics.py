@@ -1,4 +1,4 @@
-"""finetune.squad_metrics against tf-models-official's SQuAD v1.1 and v2.0 evaluators."""
+"""finetune/qa/squad_metrics.py (and tools.squad_eval) against tf-models-official's SQuAD v1.1 and v2.0 evaluators."""
 
 import copy
 import json
@@ -7,7 +7,8 @@ import random
 import pytest
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
-from finetune import squad_metrics
+from finetune.qa import squad_metrics
+from tools import squad_eval
 from tests.conftest import shared_path
 
 
@@ -104,7 +105,7 @@ def test_normalization_and_token_f1_by_hand():
 
 
 def _run_cli(capsys, *args):
-  code = squad_metrics.main([str(a) for a in args])
+  code = squad_eval.main([str(a) for a in args])
   captured = capsys.readouterr()
   return code, captured.out, captured.err
 

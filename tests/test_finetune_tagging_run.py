@@ -11,14 +11,15 @@ import seqeval.metrics
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import tagging, tasks, trainer
-from finetune.tagging_runner import TaggingRunner
+from finetune import tasks, trainer
+from finetune.tagging import data as tagging_data
+from finetune.tagging.runner import TaggingRunner
 from tests.conftest import shared_path, write_tiny_pretrained_model
 
 
 @pytest.fixture(scope="module")
 def sentences():
-  return tagging.read_conll(shared_path("conll2000", "test.txt"))[:200]
+  return tagging_data.read_conll(shared_path("conll2000", "test.txt"))[:200]
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,8 @@ def test_labels_sit_on_each_words_first_piece(runner, sentences):
     ends = list(positions[1:]) + [used - 1]
     for word, start, end in zip(sentence.words, positions, ends):
       assert ids[start:end].tolist() == runner.tokenizer.ids(word)
-    labels = [tagging.BIOES_LABELS[k] for k in features["word_labels"][i, :count]]
-    assert labels == tagging.to_bioes(sentence.tags)[:count]
+    labels = [tagging_data.BIOES_LABELS[k] for k in features["word_labels"][i, :count]]
+    assert labels == tagging_data.to_bioes(sentence.tags)[:count]
     # Only what does not fit is cut: the next word would overflow the window.
     if count < len(sentence.words):
       truncated += 1
@@ -55,7 +56,7 @@ def test_labels_sit_on_each_words_first_piece(runner, sentences):
 def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences):
   features = runner.features(sentences, "test")
   rng = np.random.default_rng(0)
-  num_labels = len(tagging.BIOES_LABELS)
+  num_labels = len(tagging_data.BIOES_LABELS)
   # Logits whose argmax is the gold BIOES label, with some words changed at random.
   gold_ids = features["word_labels"]
   chosen = np.where(rng.random(gold_ids.shape) < 0.1,
@@ -66,10 +67,10 @@ def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences
   gold, predicted = [], []
   for i, sentence in enumerate(sentences):
     count = int(features["word_label_mask"][i].sum())
-    bioes = [tagging.BIOES_LABELS[k] for k in chosen[i, :count]]
+    bioes = [tagging_data.BIOES_LABELS[k] for k in chosen[i, :count]]
     bioes += ["O"] * (len(sentence.words) - count)
     gold.append(list(sentence.tags))
-    predicted.append(tagging.to_bio(bioes))
+    predicted.append(tagging_data.to_bio(bioes))
   assert scores["f1"] == pytest.approx(100 * seqeval.metrics.f1_score(gold, predicted))
   assert scores["precision"] == pytest.approx(
       100 * seqeval.metrics.precision_score(gold, predicted))

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 from model import checkpoint as ckpt
-from model import reference_outputs
+from tools import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from pretrain import trainer

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from model import checkpoint as ckpt
-from model import reference_outputs
+from tools import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
@@ -94,7 +94,7 @@ def test_reference_outputs_command(tmp_path):
             "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
   (tmp_path / "config.json").write_text(json.dumps(config))
   run = subprocess.run(
-      [sys.executable, "-m", "model.reference_outputs", "--checkpoint", prefix,
+      [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
        "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
        "--output", str(tmp_path / "out.npz")], cwd=ROOT, capture_output=True, text=True)
   assert run.returncode == 0, run.stderr
@@ -107,7 +107,7 @@ def test_reference_outputs_command(tmp_path):
   config["hidden_size"] = 64  # a config that does not fit the checkpoint
   (tmp_path / "config.json").write_text(json.dumps(config))
   run = subprocess.run(
-      [sys.executable, "-m", "model.reference_outputs", "--checkpoint", prefix,
+      [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
        "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
        "--output", str(tmp_path / "bad.npz")], cwd=ROOT, capture_output=True, text=True)
   assert run.returncode == 2

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 import run_finetuning
 from finetune import config as finetune_config
-from finetune import tagging, trainer
+from finetune import trainer
+from finetune.tagging import data as tagging_data
 from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
 from tests.test_finetune_qa import as_v2, squad_subset, write
@@ -177,7 +178,7 @@ def test_chunking_predictions_match_evaluation(tmp_path, capsys):
   overrides = {"max_seq_length": 48, "train_batch_size": 16, "eval_batch_size": 20,
                "num_train_epochs": 1.0, "learning_rate": 2e-3}
   config = train(data, "chunk", overrides)
-  sentences = tagging.read_conll(data / "finetuning_data" / "chunk" / "test.txt")
+  sentences = tagging_data.read_conll(data / "finetuning_data" / "chunk" / "test.txt")
   inputs = tmp_path / "sentences.txt"
   inputs.write_text("".join(" ".join(s.words) + "\n\n" for s in sentences))
   output = tmp_path / "tags.jsonl"
@@ -189,4 +190,4 @@ def test_chunking_predictions_match_evaluation(tmp_path, capsys):
   for line, sentence, tags in zip(lines, sentences, expected):
     assert line["words"] == list(sentence.words)
     assert len(line["tags"]) == len(sentence.words) and line["tags"] == tags
-    assert set(line["tags"]) <= set(tagging.CHUNK_TAGS)
+    assert set(line["tags"]) <= set(tagging_data.CHUNK_TAGS)

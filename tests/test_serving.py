@@ -14,7 +14,8 @@ import tensorflow as tf
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import serving, tagging, trainer
+from finetune import serving, trainer
+from finetune.tagging import data as tagging_data
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
 from tests.test_finetune_tagging_run import chunk_data
@@ -128,4 +129,4 @@ def test_tagging_export(tmp_path):
   width = max(map(len, want))
   assert out["serving_default"]["tag"] == [t for tags in want
                                            for t in tags + [""] * (width - len(tags))]
-  assert set(out["serving_default"]["tag"]) <= set(tagging.CHUNK_TAGS) | {""}
+  assert set(out["serving_default"]["tag"]) <= set(tagging_data.CHUNK_TAGS) | {""}

@@ -143,7 +143,7 @@ def test_tokenize_command(tmp_path, vocab, capsys):
 
   # The command line end to end, once, with a bad vocab: one line, exit 2.
   result = subprocess.run(
-      [sys.executable, "-m", "data_prep.tokenize", "--vocab-file", str(tmp_path),
+      [sys.executable, "-m", "tools.tokenize", "--vocab-file", str(tmp_path),
        "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.jsonl")],
       cwd=ROOT, capture_output=True, text=True, check=False)
   assert result.returncode == 2 and "is a directory" in result.stderr

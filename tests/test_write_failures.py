@@ -120,7 +120,7 @@ def test_build_pretraining_dataset_and_tools(tmp_path):
 
   for output, reason in ((f"{locked}/tokens.jsonl", "Permission denied"),
                          ("/proc/electra_test.jsonl", "No such file or directory")):
-    result = run("-m", "data_prep.tokenize", "--vocab-file", vocab, "--input",
+    result = run("-m", "tools.tokenize", "--vocab-file", vocab, "--input",
                  str(corpus / "a.txt"), "--output", output)
     assert_one_line_error(result, output, reason)
   assert not temp_dirs(str(tmp_path))

@@ -22,9 +22,9 @@ import safetensors.numpy
 import tensorflow as tf
 
 from finetune import tasks as task_registry
-from finetune.classification import SentenceTask
+from finetune.sentence.data import SentenceTask
 from finetune.modeling import FinetuningModel
-from finetune.task_runner import runner_for
+from finetune.tasks import runner_for
 from model import checkpoint as ckpt
 from model import huggingface as hf
 from model.config import ModelConfig

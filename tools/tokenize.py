@@ -1,6 +1,6 @@
 """Tokenizes a text file for inspection and outside checks: one JSON object per line.
 
-    python -m data_prep.tokenize --vocab-file FILE [--no-lower-case] [--no-strip-accents]
+    python -m tools.tokenize --vocab-file FILE [--no-lower-case] [--no-strip-accents]
         --input TEXT --output JSONL
 
 Lines are split on "\\n" only (a trailing "\\r" stays part of the line's text); each

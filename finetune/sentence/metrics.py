@@ -1,7 +1,7 @@
-"""Evaluation metrics for fine-tuning, implemented once in NumPy.
+"""Evaluation metrics of sentence tasks, implemented once in NumPy.
 
 Sentence-level metrics (accuracy, binary F1, Matthews correlation, Pearson and Spearman
-correlation) and span-level chunk F1. Each function returns a fraction in [0, 1] (or
+correlation); chunk F1 lives with tagging. Each function returns a fraction in [0, 1] (or
 [-1, 1] for correlations); `score` turns a task's metric names into the percentages that
 results files report, as the original does.
 
@@ -12,7 +12,7 @@ and Pearson/Spearman with a constant side are 0 (scipy answers NaN there; 0 keep
 over trials and model selection well defined).
 """
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -105,46 +105,3 @@ def score(metric_names: Sequence[str], labels, predictions) -> Dict[str, float]:
                      f"{', '.join(sorted(SENTENCE_METRICS))}")
   return {name: 100.0 * SENTENCE_METRICS[name](labels, predictions)
           for name in metric_names}
-
-
-def chunk_spans(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
-  """(type, first, last) chunks of one sentence's B-/I-/O tags, as conlleval reads them.
-
-  A chunk starts at B-X, and also at I-X when the previous tag is O or of another type
-  (conlleval's lenient reading of ill-formed IOB); it ends where the next one starts or
-  at O.
-  """
-  spans = []
-  current_type, start = None, 0
-  for i, tag in enumerate(list(tags) + ["O"]):
-    prefix, _, chunk_type = tag.partition("-")
-    if tag != "O" and prefix not in ("B", "I"):
-      raise ValueError(f"tag {tag!r} at position {i} is neither O nor B-/I-TYPE")
-    continues = prefix == "I" and chunk_type == current_type
-    if current_type is not None and not continues:
-      spans.append((current_type, start, i - 1))
-      current_type = None
-    if tag != "O" and not continues:
-      current_type, start = chunk_type, i
-  return spans
-
-
-def chunk_f1(gold_sentences: Sequence[Sequence[str]],
-             predicted_sentences: Sequence[Sequence[str]]) -> Dict[str, float]:
-  """Span-level precision, recall and F1 (fractions) over all sentences (conlleval)."""
-  if len(gold_sentences) != len(predicted_sentences):
-    raise ValueError(f"{len(gold_sentences)} gold sentences but "
-                     f"{len(predicted_sentences)} predicted ones")
-  n_correct = n_gold = n_predicted = 0
-  for i, (gold, predicted) in enumerate(zip(gold_sentences, predicted_sentences)):
-    if len(gold) != len(predicted):
-      raise ValueError(f"sentence {i}: {len(gold)} gold tags but {len(predicted)} "
-                       "predicted ones")
-    gold_spans, predicted_spans = set(chunk_spans(gold)), set(chunk_spans(predicted))
-    n_correct += len(gold_spans & predicted_spans)
-    n_gold += len(gold_spans)
-    n_predicted += len(predicted_spans)
-  precision = n_correct / n_predicted if n_predicted else 0.0
-  recall = n_correct / n_gold if n_gold else 0.0
-  f1_value = 2 * precision * recall / (precision + recall) if n_correct else 0.0
-  return {"precision": precision, "recall": recall, "f1": f1_value}

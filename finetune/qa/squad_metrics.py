@@ -5,21 +5,16 @@ the articles a/an/the, collapse whitespace), taking the best score over the gold
 SQuAD 2.0 adds the HasAns/NoAns breakdown and, given no-answer probabilities (or any
 score where larger means "no answer"), the threshold that maximizes each metric.
 
-Usable alone, like the official scripts:
-  python -m finetune.squad_metrics DATA.json PREDICTIONS.json [--na-prob-file NA.json]
-prints a JSON object with exact_match and f1 in percent (and the v2.0 fields).
+`python -m tools.squad_eval` scores a prediction file with it, as the official scripts do.
 """
 
-import argparse
 import collections
 import json
 import re
 import string
-import sys
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from finetune.errors import DataError
-from util import cli
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -156,7 +151,7 @@ def load_json(path: str, what: str):
                     f"{e.msg}") from None
 
 
-def _expect_mapping(value, path: str, what: str, value_type) -> Dict:
+def expect_mapping(value, path: str, what: str, value_type) -> Dict:
   if not isinstance(value, dict) or not all(isinstance(v, value_type)
                                             for v in value.values()):
     raise DataError(f"{path}: expected the {what} as a JSON object of question id: "
@@ -175,42 +170,3 @@ def check_coverage(dataset: Sequence[Mapping], predictions: Mapping[str, str],
                     f"is a question of {data_file}; are these predictions for another "
                     "data set?")
   return missing
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("data_file", help="SQuAD JSON data (v1.1 or v2.0)")
-  parser.add_argument("pred_file", help="JSON object of question id: answer text")
-  parser.add_argument("--na-prob-file", help="JSON object of question id: no-answer score")
-  args = parser.parse_args(argv)
-
-  def score() -> int:
-    try:
-      data = load_json(args.data_file, "SQuAD data")
-      if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise DataError(f"{args.data_file}: expected a SQuAD JSON object with a \"data\" "
-                        "list")
-      predictions = _expect_mapping(load_json(args.pred_file, "predictions"),
-                                    args.pred_file, "predictions", str)
-      na_probs = None
-      if args.na_prob_file:
-        na_probs = _expect_mapping(load_json(args.na_prob_file, "no-answer scores"),
-                                   args.na_prob_file, "no-answer scores", (int, float))
-      missing = check_coverage(data["data"], predictions, args.pred_file, args.data_file)
-      result = evaluate(data["data"], predictions, na_probs)
-    except (KeyError, TypeError) as e:
-      raise DataError(f"{args.data_file}: malformed SQuAD data: {e!r}") from None
-    if missing:
-      # The official scripts print a line per such question; one count says the same.
-      v2 = "total" in result  # v2.0 scores only the predicted questions
-      print(f"warning: {missing} question(s) of {args.data_file} have no prediction in "
-            f"{args.pred_file}; " + ("they are left out of the scores" if v2 else
-                                     "they score 0") + ", as in the official script",
-            file=sys.stderr)
-    print(json.dumps(result))
-    return 0
-  return cli.run_command(score)
-
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -1,6 +1,6 @@
 """Runs an original-format checkpoint on given inputs and saves every output.
 
-  python -m model.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
+  python -m tools.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
       --inputs IN.npz --output OUT.npz
 
 CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks), or

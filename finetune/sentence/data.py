@@ -16,7 +16,8 @@ import logging
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from finetune import metrics, tfds_source
+from finetune import tfds_source
+from finetune.sentence import metrics as sentence_metrics
 from finetune.errors import DataError, at
 from finetune.layout import find_split_file
 from util.files import atomic_write
@@ -417,7 +418,7 @@ def load_custom_task(json_path: str) -> SentenceTask:
      "train": "train.csv", "dev": "dev.csv", "test": "test.csv"}
 
   Columns are header names or 0-based indices; "regression": true replaces "labels";
-  "metric" (or a "metrics" list) names finetune.metrics.SENTENCE_METRICS, where "f1"
+  "metric" (or a "metrics" list) names finetune.sentence.sentence_metrics.SENTENCE_METRICS, where "f1"
   takes the second label as the positive class; "symmetric": true trains on both orders
   of text_a/text_b. File paths are relative to the JSON file; a test file may lack the
   label column (with columns given by index it is always read without labels).
@@ -464,8 +465,8 @@ def load_custom_task(json_path: str) -> SentenceTask:
   if not isinstance(task_metrics, list) or not task_metrics:
     raise problem('"metrics" must be a non-empty list of metric names')
   for name in task_metrics:
-    if name not in metrics.SENTENCE_METRICS:
-      raise problem(unknown_name_message(name, metrics.SENTENCE_METRICS, "metric"))
+    if name not in sentence_metrics.SENTENCE_METRICS:
+      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric"))
   splits = {}
   for split in ("train", "dev", "test"):
     if split in spec:

@@ -2,42 +2,27 @@
 
 Each word is WordPiece-tokenized on its own and the sentence becomes [CLS] pieces [SEP];
 a word's label sits on its first piece (the others carry no loss). Labels are the
-BIOES form of the chunk tags (finetune/tagging.py) and a softmax over them is trained
+BIOES form of the chunk tags (finetune/tagging/data.py) and a softmax over them is trained
 with cross-entropy summed over the sentence's words. Words past max_seq_length are
 left out of training and predicted O when scoring. Predictions go back to B-/I-/O tags
-and are scored by span F1 (finetune.metrics.chunk_f1, conlleval's counting).
+and are scored by span F1 (finetune/tagging/metrics.py, conlleval's counting).
 """
 
 from typing import Dict
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
-from finetune import metrics, tagging
-from finetune.task_runner import TaskRunner
-
-
-class TaggingHead(tf_keras.layers.Layer):
-  """[B, L, num_labels] float32 logits at each word's first piece (batch word_positions)."""
-
-  def __init__(self, num_labels: int, **kwargs):
-    super().__init__(**kwargs)
-    self.num_labels = num_labels
-    self.dense = tf_keras.layers.Dense(num_labels, name="dense")
-
-  def call(self, sequence_output, batch, training=None):
-    words = tf.gather(sequence_output, batch["word_positions"], batch_dims=1)
-    return tf.cast(self.dense(words), tf.float32)
-
-  def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels}
+from finetune.runner import TaskRunner
+from finetune.tagging import data as tagging_data
+from finetune.tagging import metrics as tagging_metrics
+from finetune.tagging.head import TaggingHead
 
 
 class TaggingRunner(TaskRunner):
   """One label per word from the encoder's vector of its first piece."""
 
-  labels = tagging.BIOES_LABELS
+  labels = tagging_data.BIOES_LABELS
 
   def features(self, examples, split) -> Dict[str, np.ndarray]:
     length = self.config.max_seq_length
@@ -70,7 +55,7 @@ class TaggingRunner(TaskRunner):
       out["segment_ids"][i, :len(tokens)] = 1
       out["word_positions"][i, :len(positions)] = positions
       out["word_labels"][i, :len(positions)] = [
-          label_id[label] for label in tagging.to_bioes(example.tags)[:len(positions)]]
+          label_id[label] for label in tagging_data.to_bioes(example.tags)[:len(positions)]]
       out["word_label_mask"][i, :len(positions)] = 1.0
     return out
 
@@ -87,18 +72,18 @@ class TaggingRunner(TaskRunner):
     """Each sentence's predicted B-/I-/O tags (O for words cut off by max_seq_length)."""
     best = outputs.argmax(-1)
     counts = features["word_label_mask"].sum(-1).astype(int)
-    return [tagging.to_bio([self.labels[k] for k in best[i, :counts[i]]] +
+    return [tagging_data.to_bio([self.labels[k] for k in best[i, :counts[i]]] +
                            ["O"] * (len(example.words) - counts[i]))
             for i, example in enumerate(examples)]
 
   def read_unlabeled(self, path):
-    return tagging.read_sentences(path)
+    return tagging_data.read_sentences(path)
 
   def prediction_records(self, examples, features, outputs):
     return [{"index": e.eid, "words": list(e.words), "tags": tags}
             for e, tags in zip(examples, self.predicted_tags(examples, features, outputs))]
 
   def score(self, examples, features, outputs, split):
-    spans = metrics.chunk_f1([e.tags for e in examples],
+    spans = tagging_metrics.chunk_f1([e.tags for e in examples],
                              self.predicted_tags(examples, features, outputs))
     return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}

@@ -3,7 +3,7 @@
 Owns the chunking task definition, the reader for `word POS tag` lines with a blank line
 between sentences (unknown tags and malformed lines are errors at file:line), and the
 conversion between the files' B-/I-/O tags and the B-/I-/E-/S-/O labels the original
-trains on. Span-level F1 lives in finetune.metrics.chunk_f1.
+trains on. Span-level F1 lives in finetune/tagging/metrics.py.
 """
 
 import dataclasses
@@ -11,7 +11,7 @@ from typing import Iterator, List, Sequence, Tuple
 
 from finetune import layout
 from finetune.errors import DataError, at
-from finetune.metrics import chunk_spans
+from finetune.tagging.metrics import chunk_spans
 
 CHUNK_TYPES = ("ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP",
                "VP")

@@ -1,7 +1,7 @@
 """The fine-tuning runner of extractive QA tasks (SQuAD 1.1/2.0, MRQA).
 
-Windows come from finetune/qa_features.py, the head and loss from finetune/qa_heads.py,
-answers from finetune/qa_postprocess.py. Scoring a split writes, as the original does,
+Windows come from finetune/qa/features.py, the head and loss from finetune/qa/head.py,
+answers from finetune/qa/postprocess.py. Scoring a split writes, as the original does,
 <results_dir>/<tasks>_qa/<task>_<split>_preds.json (question id -> answer; for SQuAD
 2.0 the best non-null answer), _nbest.json, _eval.json (every official metric) and,
 for SQuAD 2.0, _null_odds.json and _preds_thresholded.json (answers with "" where the
@@ -16,8 +16,12 @@ import json
 import logging
 import os
 
-from finetune import qa, qa_features, qa_heads, qa_postprocess, squad_metrics
-from finetune.task_runner import PREDICT_SPLIT, TaskRunner
+from finetune.qa import data as qa_data
+from finetune.qa import features as qa_features
+from finetune.qa import head as qa_head
+from finetune.qa import postprocess as qa_postprocess
+from finetune.qa import squad_metrics
+from finetune.runner import PREDICT_SPLIT, TaskRunner
 from util.files import atomic_write
 
 
@@ -62,13 +66,13 @@ class QARunner(TaskRunner):
     if c.joint_prediction and not 1 <= c.beam_size <= c.max_seq_length:
       raise ValueError(f"beam_size {c.beam_size} must be between 1 and max_seq_length "
                        f"{c.max_seq_length}")
-    return qa_heads.SpanHead(
+    return qa_head.SpanHead(
         c.joint_prediction, c.beam_size, c.answerable_classifier,
         c.answerable_uses_start_logits,
         name="task_specific/" + self.head_name.replace("/", "_"))
 
   def loss(self, outputs, batch):
-    return qa_heads.span_loss(outputs, batch, self.config.answerable_weight)
+    return qa_head.span_loss(outputs, batch, self.config.answerable_weight)
 
   def predict_answers(self, examples, features, outputs, split):
     c = self.config
@@ -79,7 +83,7 @@ class QARunner(TaskRunner):
         answerable_classifier=c.answerable_classifier, lower_case=c.do_lower_case)
 
   def read_unlabeled(self, path):
-    return qa.read_questions(path)
+    return qa_data.read_questions(path)
 
   def prediction_records(self, examples, features, outputs):
     """The answer, its [start, end) characters in the context and its n-best

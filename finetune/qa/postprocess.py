@@ -20,8 +20,8 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from data_prep.tokenizer import basic_words
-from finetune.qa import QAExample, split_words
-from finetune.qa_features import Windows
+from finetune.qa.data import QAExample, split_words
+from finetune.qa.features import Windows
 
 
 @dataclasses.dataclass

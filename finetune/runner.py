@@ -1,0 +1,71 @@
+"""What the fine-tuning trainer asks of a task family: the TaskRunner interface.
+
+A runner turns a task's examples into fixed-size feature arrays, provides its head,
+its per-example loss, and turns the head's outputs on a split back into scores and
+prediction files. The trainer (finetune/trainer.py) pools several tasks' features,
+trains one encoder with every head, and calls back here. Each family implements it in
+its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
+finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
+"""
+
+from typing import Dict, Iterator, List
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from model.config import ModelConfig
+
+# The split name under which a user's file is featurized for --predict.
+PREDICT_SPLIT = "predict"
+# The diagnostic set is predicted by the MNLI classifier.
+SHARED_HEADS = {"glue/ax": "glue/mnli"}
+
+
+class TaskRunner:
+  """Base class: one task of a fine-tuning run."""
+
+  def __init__(self, task, config, tokenizer):
+    """`config` is the run's FinetuningConfig, `tokenizer` a data_prep Tokenizer."""
+    self.task, self.config, self.tokenizer = task, config, tokenizer
+
+  @property
+  def head_name(self) -> str:
+    return SHARED_HEADS.get(self.task.name, self.task.name)
+
+  def prepare_examples(self, examples: list, split: str) -> list:
+    """The examples a split is featurized from (e.g. augmented for training)."""
+    return examples
+
+  def features(self, examples: list, split: str) -> Dict[str, np.ndarray]:
+    """Arrays with a leading example axis: input_ids, input_mask, segment_ids and the
+    task's own targets; a feature may stand for part of an example (QA windows)."""
+    raise NotImplementedError
+
+  def make_head(self, model_config: ModelConfig) -> tf_keras.layers.Layer:
+    """A layer called as head(sequence_output, batch, training=...)."""
+    raise NotImplementedError
+
+  def loss(self, outputs, batch) -> tf.Tensor:
+    """Per-feature float32 loss [B] (the trainer keeps this task's rows)."""
+    raise NotImplementedError
+
+  def score(self, examples: list, features: Dict[str, np.ndarray], outputs,
+            split: str) -> Dict[str, float]:
+    """Metrics in percent for a labelled split, from the head's numpy outputs."""
+    raise NotImplementedError
+
+  def write_predictions(self, examples: list, features: Dict[str, np.ndarray], outputs,
+                        split: str, out_dir: str) -> List[str]:
+    """Prediction files for a split (test sets, or a dev set's details); their paths."""
+    return []
+
+  def read_unlabeled(self, path: str) -> Iterator:
+    """Examples of a user's file to predict, in the task's input format without
+    labels, read as they come."""
+    raise NotImplementedError
+
+  def prediction_records(self, examples: list, features: Dict[str, np.ndarray],
+                         outputs) -> List[Dict[str, object]]:
+    """One JSON-ready prediction per example, from the head's numpy outputs."""
+    raise NotImplementedError
