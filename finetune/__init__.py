@@ -1,1 +1,3 @@
-"""Fine-tuning: task definitions and readers, metrics, heads and the fine-tuning loop."""
+"""Fine-tuning: what all task families share (config, task registry, the TaskRunner
+interface, the model with layer-wise learning rates, the trainer, predictions, serving);
+each family lives in its subfolder (sentence/, qa/, tagging/). Never imports pretrain/."""

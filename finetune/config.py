@@ -9,17 +9,18 @@ and vocab.txt), results in <data_dir>/models/<model_name>/results/<tasks>_result
 """
 
 import dataclasses
+import functools
 import os
 from typing import Any, Dict, List, Optional
 
 from finetune import tasks as task_registry
-from model.config import ModelConfig
+from model.config import ModelChoice, ModelConfig
 from util import hparams
 from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig(ScaleSettings):
+class FinetuningConfig(ScaleSettings, ModelChoice):
   model_name: str = "electra_small"
   data_dir: str = "data"
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
@@ -29,15 +30,8 @@ class FinetuningConfig(ScaleSettings):
   num_trials: int = hparams.field(1, at_least=1)
   do_train: bool = True
   do_eval: bool = True
-  keep_all_models: bool = True
+  keep_all_models: bool = True  # false: delete each trial's model once it is scored
   seed: int = hparams.field(0, at_least=0)
-
-  # Model.
-  model_size: str = "small"
-  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = hparams.field(None, at_least=1)
-  vocab_size: int = hparams.field(30522, at_least=1)
-  do_lower_case: bool = True
 
   # Training.
   learning_rate: float = hparams.field(1e-4, above=0)
@@ -54,7 +48,7 @@ class FinetuningConfig(ScaleSettings):
   max_seq_length: int = hparams.field(128, at_least=1)
   train_batch_size: int = hparams.field(32, at_least=1)
   eval_batch_size: int = hparams.field(32, at_least=1)
-  predict_batch_size: int = hparams.field(32, at_least=1)
+  predict_batch_size: int = hparams.field(32, at_least=1)  # test sets and --predict
   double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
 
   # Question answering.
@@ -96,7 +90,7 @@ class FinetuningConfig(ScaleSettings):
   def pretrained_model_dir(self) -> str:
     return os.path.join(self.data_dir, "models", self.model_name)
 
-  @property
+  @functools.cached_property  # once: a user's task is read from its JSON file
   def tasks_label(self) -> str:
     """The tasks' names joined, for file names (a user's task by its own name)."""
     return ",".join(task_registry.get_task(n).name.replace("/", "_")

@@ -48,7 +48,8 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
     if model is None:
       model = finetuner.build_model(features)
       finetuner.restore(model, TRIAL)
-    outputs = finetuner.predict(model, features)[runner.head_name]
+    outputs = finetuner.predict(model, features,
+                                config.predict_batch_size)[runner.head_name]
     for record in runner.prediction_records(chunk, features, outputs):
       out.write(json.dumps(record, ensure_ascii=False) + "\n")
     done += len(chunk)

@@ -11,6 +11,7 @@ splits are scored; trials repeat the run with other seeds and the median is repo
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import sys
 from typing import Dict, List, Optional
@@ -191,22 +192,25 @@ class Finetuner:
 
   # ---- evaluation -------------------------------------------------------------
 
-  def predict(self, model, features) -> Dict[str, object]:
-    """Every head's outputs (arrays, or dicts of arrays) on the features, in order."""
+  def predict(self, model, features, batch_size: Optional[int] = None
+              ) -> Dict[str, object]:
+    """Every head's outputs (arrays, or dicts of arrays) on the features, in order, in
+    batches of `batch_size` (default: eval_batch_size)."""
     if id(model) not in self._predict_fns:
       self._predict_fns[id(model)] = tf.function(
           lambda batch: model(batch, training=False), reduce_retracing=True)
     call = self._predict_fns[id(model)]
-    size, n = self.config.eval_batch_size, len(features["input_ids"])
+    size, n = batch_size or self.config.eval_batch_size, len(features["input_ids"])
     chunks = []
     for start in range(0, n, size):
       batch = {k: v[start:start + size] for k, v in features.items()}
       chunks.append(tf.nest.map_structure(lambda t: t.numpy(), call(batch)))
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *chunks)
 
-  def outputs(self, model, index: int, split: str):
+  def outputs(self, model, index: int, split: str, batch_size: Optional[int] = None):
     data = self.split(index, split)
-    return data, self.predict(model, data.features)[self.runners[index].head_name]
+    return data, self.predict(model, data.features,
+                              batch_size)[self.runners[index].head_name]
 
   def evaluate(self, model) -> Dict[str, Dict[str, float]]:
     """{"task split": {metric: percent}} over every task's dev splits."""
@@ -224,7 +228,7 @@ class Finetuner:
                            f"{self.config.tasks_label}_trial{trial}")
     for index, task in enumerate(self.tasks):
       for split in task.test_splits:
-        data, outputs = self.outputs(model, index, split)
+        data, outputs = self.outputs(model, index, split, self.config.predict_batch_size)
         for path in self.runners[index].write_predictions(
             data.examples, data.features, outputs, split, out_dir):
           self.log(f"wrote {path}")
@@ -327,6 +331,11 @@ class Finetuner:
     result = {"trial": trial, "scores": scores or {}, "history": history}
     if config.write_test_outputs and trial <= config.n_writes_test:
       self.write_test_predictions(model, trial)
+    if not config.keep_all_models and trial < config.num_trials:
+      # As the original: only the last trial's model is kept (--predict and serving use
+      # trial 1's, so they need keep_all_models or num_trials 1).
+      shutil.rmtree(model_dir, ignore_errors=True)
+      self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 
   @staticmethod

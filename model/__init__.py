@@ -1,1 +1,4 @@
-"""The ELECTRA model: sizes, Keras encoder, heads, and the original checkpoint format."""
+"""The ELECTRA model: sizes, the Keras encoder and heads, the generator/discriminator
+pair, the original and Hugging Face checkpoint formats, FLOPs counting. Knows no data
+and no training: imports only training/ and util/ (neither pretrain/ nor finetune/, nor
+data_prep/)."""

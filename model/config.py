@@ -13,6 +13,17 @@ from util import hparams
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelChoice:
+  """How a run names its model: the fields pre-training and fine-tuning configs share
+  (ModelConfig.for_run turns them into sizes)."""
+  model_size: str = "small"
+  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  embedding_size: Optional[int] = hparams.field(None, at_least=1)
+  vocab_size: int = hparams.field(30522, at_least=1)
+  do_lower_case: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelConfig:
   vocab_size: int = hparams.field(30522, at_least=1)
   hidden_size: int = hparams.field(256, at_least=1)

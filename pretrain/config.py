@@ -11,14 +11,14 @@ import os
 from typing import Any, Dict, Optional
 
 from model import flops as model_flops
-from model.config import ModelConfig
+from model.config import ModelChoice, ModelConfig
 from data_prep import records
 from util import hparams
 from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingConfig(ScaleSettings):
+class PretrainingConfig(ScaleSettings, ModelChoice):
   model_name: str = "electra_small"
   data_dir: str = "data"
   debug: bool = False  # tiny model and few steps, for quick checks
@@ -45,13 +45,6 @@ class PretrainingConfig(ScaleSettings):
   keep_checkpoint_max: int = hparams.field(5, at_least=1)
   log_every_steps: int = hparams.field(10, at_least=1)
   seed: int = hparams.field(0, at_least=0)
-
-  # Model.
-  model_size: str = "small"
-  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = hparams.field(None, at_least=1)
-  vocab_size: int = hparams.field(30522, at_least=1)
-  do_lower_case: bool = True
 
   # Generator.
   uniform_generator: bool = False

@@ -58,8 +58,13 @@ def _first_example(path: str) -> tf.train.Example:
                      "data") from None
 
 
-def check_files(files: List[str], max_seq_length: int) -> Optional[int]:
-  """Checks each shard's first record; returns the static-mask length, or None."""
+def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float] = None
+                ) -> Optional[int]:
+  """Checks each shard's first record; returns the static-mask length, or None.
+
+  Records with static masks must have been masked as this run would mask (given its
+  `mask_prob`): as many masked positions as max_predictions_per_seq.
+  """
   static_length = None
   for path in files:
     features = _first_example(path).features.feature
@@ -75,6 +80,15 @@ def check_files(files: List[str], max_seq_length: int) -> Optional[int]:
                        f"{max_seq_length}")
     if "masked_lm_positions" in features:
       static_length = len(features["masked_lm_positions"].int64_list.value)
+      expected = (records.max_predictions_per_seq(mask_prob, max_seq_length)
+                  if mask_prob is not None else static_length)
+      if static_length != expected:
+        raise InputError(
+            f"{path}: records carry static masks of {static_length} positions (built "
+            f"with a mask probability of about {static_length / max_seq_length:.3f}) but "
+            f"mask_prob {mask_prob:g} masks up to {expected}; set \"mask_prob\" to the "
+            f"build's --mask-prob, or rebuild with --static-masking --mask-prob "
+            f"{mask_prob:g}")
   return static_length
 
 

@@ -129,8 +129,8 @@ class Pretrainer:
   def __init__(self, config: PretrainingConfig):
     self.files = input_pipeline.input_files(config)
     self.config = config = check_inputs(config)
-    self.static_mask_length = input_pipeline.check_files(self.files,
-                                                         config.max_seq_length)
+    self.static_mask_length = input_pipeline.check_files(
+        self.files, config.max_seq_length, config.mask_prob)
     check_model_dir(config)
     self.strategy = runtime.start_run(config, config.seed)
     with self.strategy.scope():

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
@@ -257,3 +258,20 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
   signature = json.loads(open(os.path.join(trial_dir, "finetuning_config.json")).read())[
       "signature"]
   assert signature["init_checkpoint"] == os.path.abspath(other)
+
+
+def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
+  task = write_reviews_task(tmp_path, 48)
+  (tmp_path / "data").mkdir()
+  write_tiny_pretrained_model(tmp_path / "data")
+  overrides = { "train_batch_size": 8, "max_seq_length": 16,
+               "mixed_precision": "mixed_float16", "num_trials": 2,
+               "keep_all_models": False, "num_train_epochs": 1.0}
+  config = finetune_config.load_config("tiny", [task], str(tmp_path / "data"), overrides)
+  report = trainer.run(config, log=lambda *_: None)
+  assert not os.path.exists(f"{config.model_dir}_1")  # deleted once scored
+  checkpoint = tf.train.latest_checkpoint(f"{config.model_dir}_2")
+  names = [name for name, _ in tf.train.list_variables(checkpoint)]
+  # The optimizer was a LossScaleOptimizer: its dynamic loss scale is checkpointed.
+  assert any("loss_scale/current_loss_scale" in name for name in names), names[:20]
+  assert all(np.isfinite(t["scores"]["reviews dev"]["accuracy"]) for t in report["trials"])

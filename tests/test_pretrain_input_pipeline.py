@@ -134,6 +134,13 @@ def test_static_masks_are_read(tmp_path):
   write_records(path, [[101, 5, 6, 102]] * 4, 8,
                 static_masks=[([1, 2, 0], [5, 6, 0], [1.0, 1.0, 0.0])] * 4)
   assert input_pipeline.check_files([path], 8) == 3
+  # Masks drawn with mask_prob 0.375 (int((0.375 + 0.005) * 8) = 3 positions) serve a run
+  # of that mask_prob, and are refused by a run that would mask fewer.
+  assert input_pipeline.check_files([path], 8, mask_prob=0.375) == 3
+  with pytest.raises(input_pipeline.InputError,
+                     match=r"static masks of 3 positions .* mask_prob 0.15 masks up to 1; "
+                           r"set \"mask_prob\""):
+    input_pipeline.check_files([path], 8, mask_prob=0.15)
   batch = next(iter(input_pipeline.make_dataset([path], 2, 8, training=False,
                                                 static_mask_length=3)))
   assert batch["masked_lm_ids"].numpy().tolist() == [[5, 6, 0]] * 2

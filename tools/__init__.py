@@ -1,1 +1,2 @@
-"""Thin commands over the rooms (`python -m tools.<name>`): flags, a library call, output."""
+"""Every `python -m tools.<name>` command: flags, one library call, output. The top
+floor with the three scripts: nothing imports it."""

@@ -1,2 +1,3 @@
-"""Small pieces every phase uses: typed hyperparameter objects, progress lines, atomic
-files, run locks."""
+"""Small pieces every room uses: typed hyperparameter objects, one-line command errors,
+progress lines, atomic files, run locks. The bottom floor: imports nothing of the
+project."""
