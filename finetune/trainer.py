@@ -140,12 +140,18 @@ class Finetuner:
         example, self.config.max_seq_length)
 
   def vocab_file(self) -> str:
-    """The configured vocab.txt or, when it is missing, the one beside the checkpoint
-    (a released model's zip holds both)."""
+    """The configured vocab.txt or, when it is missing, the checkpoint's: beside an
+    original-format one (a released model's zip holds both), inside a Hugging Face
+    directory (the discriminator's first)."""
     path = self.config.vocab_file
-    beside = os.path.join(os.path.dirname(self.init), "vocab.txt") if self.init else ""
-    if not os.path.isfile(path) and beside and os.path.isfile(beside):
-      return beside
+    if not os.path.isfile(path) and self.init:
+      parts = ckpt.hf_parts(self.init)
+      folders = ([parts[k] for k in sorted(parts)] if parts else
+                 [os.path.dirname(self.init)])
+      found = [p for p in (os.path.join(f, "vocab.txt") for f in folders)
+               if os.path.isfile(p)]
+      if found:
+        return found[0]
     if not os.path.isfile(path):
       raise ValueError(f"{path}: no such vocabulary; put the vocab.txt the model was "
                        "pre-trained with there, or set \"vocab_file\" in --hparams")

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 from model import flops as model_flops
 from model.config import ModelChoice, ModelConfig
 from data_prep import records
+from data_prep.vocab import load_vocab
 from util import hparams
 from training.settings import ScaleSettings
 
@@ -82,6 +83,19 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
     if self.electric_objective and not self.two_tower_generator:
       object.__setattr__(self, "two_tower_generator", True)  # Electric needs it
     self.model_config()  # its sizes, and max_seq_length against them, are valid
+
+  def with_vocab_file_size(self) -> "PretrainingConfig":
+    """This config with vocab_size read from vocab_file (which must exist) when it was
+    left at its default: a built dataset may carry a learned vocabulary. Set
+    explicitly, vocab_size must match the file."""
+    size = len(load_vocab(self.vocab_file))
+    if size == self.vocab_size:
+      return self
+    if self.vocab_size != PretrainingConfig.vocab_size:
+      raise hparams.HParamsError(
+          f"{self.vocab_file} holds {size} tokens but vocab_size is {self.vocab_size}; "
+          f"set \"vocab_size\": {size}")
+    return dataclasses.replace(self, vocab_size=size)
 
   @property
   def max_predictions_per_seq(self) -> int:

@@ -17,7 +17,6 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from data_prep.vocab import load_vocab
 from model import checkpoint as original_checkpoint
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
@@ -48,13 +47,10 @@ def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   if not os.path.isfile(config.vocab_file):
     raise InputError(f"{config.vocab_file}: vocabulary not found; run "
                      f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
-  size = len(load_vocab(config.vocab_file))
-  if size != config.vocab_size:
-    if config.vocab_size != PretrainingConfig.vocab_size:
-      raise InputError(f"{config.vocab_file} holds {size} tokens but vocab_size is "
-                       f"{config.vocab_size}; set \"vocab_size\": {size}")
-    print(f"vocab_size {size}, from {config.vocab_file}", flush=True)
-    config = dataclasses.replace(config, vocab_size=size)
+  sized = config.with_vocab_file_size()
+  if sized.vocab_size != config.vocab_size:
+    print(f"vocab_size {sized.vocab_size}, from {config.vocab_file}", flush=True)
+  config = sized
   if config.init_checkpoint:
     config = fit_to_checkpoint(config)
   return config

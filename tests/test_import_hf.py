@@ -6,20 +6,20 @@ the weights; bad directories are refused in one line naming the file and weight.
 import json
 
 import numpy as np
-import pytest
 import safetensors.numpy
 import tensorflow as tf
 import torch
 import transformers
 
+from finetune import config as finetune_config
+from finetune import trainer as finetune_trainer
 from model import checkpoint as ckpt
-from tools import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from pretrain import trainer
 from pretrain.config import load_config
 from tests.test_pretrain_input_pipeline import make_data_dir
-from tools import export_hf
+from tools import export_hf, reference_outputs
 
 SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,
              type_vocab_size=2, hidden_act="gelu")
@@ -96,7 +96,8 @@ def test_round_trip_is_bit_identical(tmp_path, capsys):
   pair = ElectraPair(config).build_variables()
   ckpt.save_original(pair, str(tmp_path / "ours" / "model.ckpt"))
   vocab = tmp_path / "vocab.txt"
-  vocab.write_text("".join(f"t{i}\n" for i in range(SIZES["vocab_size"])))
+  vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                           + [f"t{i}" for i in range(5, SIZES["vocab_size"])]))
   for part in ("discriminator", "generator"):
     assert export_hf.main(["--checkpoint", str(tmp_path / "ours"), "--output",
                            str(tmp_path / "hf" / part), "--part", part,
@@ -108,6 +109,12 @@ def test_round_trip_is_bit_identical(tmp_path, capsys):
   assert [n for n, _, _ in before] == [n for n, _, _ in after]
   for (name, a, _), (_, b, _) in zip(before, after):
     assert np.array_equal(a.numpy(), b.numpy()), name
+  # Fine-tuning from the folder finds its vocab.txt inside the discriminator's directory.
+  config = finetune_config.load_config(
+      "small", ["glue/sst2"], str(tmp_path / "no_data"),
+      {"init_checkpoint": str(tmp_path / "hf"), "max_seq_length": 16})
+  assert finetune_trainer.Finetuner(config).vocab_file() == str(
+      tmp_path / "hf" / "discriminator" / "vocab.txt")
   capsys.readouterr()
 
 

@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 
 from data_prep import reference_tokenizer as ref
-from data_prep import tokenize as tokenize_command
+from tools import tokenize as tokenize_command
 from data_prep.tokenizer import Tokenizer, basic_words
 from data_prep.vocab import load_vocab
 from tests.conftest import ROOT, shared_path

@@ -78,7 +78,6 @@ def main(argv=None) -> int:
   parser.add_argument("--json", action="store_true", help="print one JSON object")
   args = parser.parse_args(argv)
 
-  from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
   from util import cli, hparams  # pylint: disable=g-import-not-at-top
 
@@ -86,10 +85,8 @@ def main(argv=None) -> int:
     try:
       config = pretrain_config.load_config(args.model_name, args.data_dir,
                                            hparams.parse_hparams(args.hparams))
-      default_vocab = config.vocab_size == pretrain_config.PretrainingConfig.vocab_size
-      if default_vocab and os.path.isfile(config.vocab_file):
-        config = dataclasses.replace(config,
-                                     vocab_size=len(load_vocab(config.vocab_file)))
+      if os.path.isfile(config.vocab_file):
+        config = config.with_vocab_file_size()
       result = summary(config, args.output_frac)
     except TypeError as e:  # a hyperparameter of the wrong type: bad input, not a bug
       raise ValueError(str(e)) from None
