@@ -26,6 +26,7 @@ from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
 from model import checkpoint as ckpt
+from model import flops as model_flops
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -302,6 +303,9 @@ class Finetuner:
           log_every_steps=config.log_every_steps, use_xla=config.use_xla,
           gradient_accumulation_steps=config.gradient_accumulation_steps,
           tokens_per_step=batch * config.max_seq_length,
+          flops_per_step=model_flops.finetuning_flops_per_step(
+              self.model_config, config.max_seq_length, batch),
+          peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
           learning_rate=logged_learning_rate(optimizer), label=f"trial {trial} step")
       loop = TrainLoop(strategy, model, optimizer,
                        self.loss_fn(model, batch), settings)

@@ -144,6 +144,7 @@ class Pretrainer:
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=config.flops().train_flops_per_step,
+        peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(self.optimizer))
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
                            self._loss, settings)

@@ -25,6 +25,7 @@ from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
 from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training import runtime
 from training.loop import TrainingInterrupted
 
 SEQ = 64
@@ -120,6 +121,10 @@ def test_mlm_only_baseline_trains(data):
   for step in (5, 20):
     assert log[step]["train_flops"] == pytest.approx(step * per_step)
     assert log[step]["flops_per_s"] > 0
+    # The fraction of this CPU's peak (its /proc/cpuinfo flags and clock).
+    assert log[step]["peak_fraction"] == pytest.approx(
+        log[step]["flops_per_s"] / runtime.cpu_peak_flops(), rel=1e-6)
+    assert 0 < log[step]["peak_fraction"] < 1
   assert tf.train.latest_checkpoint(config.model_dir).endswith("ckpt-20")
 
 
