@@ -60,6 +60,9 @@ class Finetuner:
 
   def __init__(self, config: FinetuningConfig, log=print):
     self.config, self.log = config, log
+    # One strategy for every trial, made before TensorFlow runs anything (the tokenizer
+    # does): a multi-worker strategy must configure the runtime first.
+    self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
     self.init = self.init_checkpoint()
@@ -268,8 +271,9 @@ class Finetuner:
     model_dir = self.trial_dir(trial)
     if config.do_train:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
-                            config.overwrite_model_dir)
-    strategy = runtime.start_run(config, seed)
+                          config.overwrite_model_dir)
+    runtime.use_checkpointed_dropout(seed)
+    strategy = self.strategy
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size

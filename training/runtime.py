@@ -16,11 +16,13 @@ from util import files, hparams
 
 
 def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
-  """The precision policy and checkpointed dropout seeded by `seed`, then the strategy;
-  call before building a model."""
+  """The strategy, then the precision policy and checkpointed dropout seeded by `seed`.
+  Call it once, before TensorFlow runs anything: a multi-worker strategy must configure
+  the runtime's collective ops before the runtime starts."""
+  strategy = make_strategy(settings.distribution_strategy, settings.tpu_address)
   set_precision(settings.mixed_precision)
   use_checkpointed_dropout(seed)
-  return make_strategy(settings.distribution_strategy, settings.tpu_address)
+  return strategy
 
 
 def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
