@@ -17,7 +17,6 @@ from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
-from training.runtime import set_precision
 from util.progress import Progress
 
 TRIAL = 1
@@ -38,7 +37,6 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
       finetuner.model_config = ModelConfig(**json.load(f)["model"])
   if not os.path.isfile(path):
     raise DataError(f"{path}: no such file to predict")
-  set_precision(config.mixed_precision)
   runner = finetuner.runners[0]
   examples = iter(runner.read_unlabeled(path))
   progress = Progress(f"predict {os.path.basename(path)}", None, "inputs")

@@ -26,6 +26,7 @@ from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
 from model import checkpoint as ckpt
+from model import flops as model_flops
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -59,6 +60,9 @@ class Finetuner:
 
   def __init__(self, config: FinetuningConfig, log=print):
     self.config, self.log = config, log
+    # One strategy for every trial, made before TensorFlow runs anything (the tokenizer
+    # does): a multi-worker strategy must configure the runtime first.
+    self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
     self.init = self.init_checkpoint()
@@ -267,8 +271,9 @@ class Finetuner:
     model_dir = self.trial_dir(trial)
     if config.do_train:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
-                            config.overwrite_model_dir)
-    strategy = runtime.start_run(config, seed)
+                          config.overwrite_model_dir)
+    runtime.use_checkpointed_dropout(seed)
+    strategy = self.strategy
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size
@@ -302,6 +307,9 @@ class Finetuner:
           log_every_steps=config.log_every_steps, use_xla=config.use_xla,
           gradient_accumulation_steps=config.gradient_accumulation_steps,
           tokens_per_step=batch * config.max_seq_length,
+          flops_per_step=model_flops.finetuning_flops_per_step(
+              self.model_config, config.max_seq_length, batch),
+          peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
           learning_rate=logged_learning_rate(optimizer), label=f"trial {trial} step")
       loop = TrainLoop(strategy, model, optimizer,
                        self.loss_fn(model, batch), settings)

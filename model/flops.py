@@ -98,6 +98,15 @@ def inference_flops(config: ModelConfig, seq_length: int) -> float:
   return encoder_flops(config, seq_length) + discriminator_head_flops(config, seq_length)
 
 
+def finetuning_flops_per_step(config: ModelConfig, seq_length: int,
+                              batch_size: int) -> float:
+  """Training FLOPs of one fine-tuning step, in the original's convention (forward +
+  backward = 2 x forward): the encoder, with the per-token discriminator head standing
+  in for the task heads (a few units on [CLS] or on each word; noise beside the
+  encoder)."""
+  return 2 * batch_size * inference_flops(config, seq_length)
+
+
 def forward_flops(config: ModelConfig, seq_length: int, output_frac: float,
                   objective: str = "electra", uniform_generator: bool = False) -> float:
   """Forward FLOPs of the pre-training objective on one sequence.

@@ -123,12 +123,12 @@ class Pretrainer:
   """One pre-training run: the strategy, model, optimizer and loop for a config."""
 
   def __init__(self, config: PretrainingConfig):
+    self.strategy = runtime.start_run(config, config.seed)  # before any TensorFlow op
     self.files = input_pipeline.input_files(config)
     self.config = config = check_inputs(config)
     self.static_mask_length = input_pipeline.check_files(
         self.files, config.max_seq_length, config.mask_prob)
     check_model_dir(config)
-    self.strategy = runtime.start_run(config, config.seed)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       self.optimizer = create_optimizer(
@@ -144,6 +144,7 @@ class Pretrainer:
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=config.flops().train_flops_per_step,
+        peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(self.optimizer))
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
                            self._loss, settings)

@@ -17,10 +17,12 @@ from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.data import SentenceExample
 from model import checkpoint as ckpt
+from model import flops as model_flops
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from tests.conftest import (ROOT, run_lock_held_elsewhere, shared_path,
                             write_tiny_pretrained_model)
+from training.curves import LOG_NAME, read_log
 
 WORDS = "the a film movie good bad great dull plot actor scene fun long short".split()
 
@@ -275,3 +277,10 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   # The optimizer was a LossScaleOptimizer: its dynamic loss scale is checkpointed.
   assert any("loss_scale/current_loss_scale" in name for name in names), names[:20]
   assert all(np.isfinite(t["scores"]["reviews dev"]["accuracy"]) for t in report["trials"])
+  # Training FLOPs in the original's convention: 2 x the encoder's forward per example.
+  log = read_log(os.path.join(f"{config.model_dir}_2", LOG_NAME))
+  step = max(log)
+  model = ckpt.config_from_checkpoint(str(tmp_path / "data" / "models" / "tiny" / "export"),
+                                      "discriminator")
+  assert log[step]["train_flops"] == pytest.approx(
+      step * 2 * 8 * model_flops.inference_flops(model, 16))

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
 from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training import runtime
 from training.loop import TrainingInterrupted
 
 SEQ = 64
@@ -120,6 +122,10 @@ def test_mlm_only_baseline_trains(data):
   for step in (5, 20):
     assert log[step]["train_flops"] == pytest.approx(step * per_step)
     assert log[step]["flops_per_s"] > 0
+    # The fraction of this CPU's peak (its /proc/cpuinfo flags and clock).
+    assert log[step]["peak_fraction"] == pytest.approx(
+        log[step]["flops_per_s"] / runtime.cpu_peak_flops(), rel=1e-6)
+    assert 0 < log[step]["peak_fraction"] < 1
   assert tf.train.latest_checkpoint(config.model_dir).endswith("ckpt-20")
 
 
@@ -291,3 +297,35 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
   losses = json.loads(out.stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)
   assert losses["default"][2] < losses["default"][0]  # it trains
+
+
+def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
+  """run_pretraining.py with distribution_strategy multi_worker, two processes."""
+  data_dir, _ = data
+  ports = []
+  for _ in range(2):
+    with socket.socket() as s:
+      s.bind(("127.0.0.1", 0))
+      ports.append(s.getsockname()[1])
+  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+  model_dir = tmp_path / "two_workers"
+  hparams = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8,
+             "num_train_steps": 4, "save_checkpoints_steps": 4, "log_every_steps": 1,
+             "distribution_strategy": "multi_worker", "model_dir": str(model_dir),
+             **TINY_MODEL}
+  workers = [subprocess.Popen(
+      [sys.executable, "run_pretraining.py", "--model-name", "mw", "--data-dir", data_dir,
+       "--hparams",
+       json.dumps(hparams)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_CONFIG=json.dumps(
+          {"cluster": cluster, "task": {"type": "worker", "index": index}})))
+             for index in range(2)]
+  for worker in workers:
+    _, err = worker.communicate(timeout=300)
+    assert worker.returncode == 0, err[-3000:]
+  # The chief wrote the checkpoint, the log and the export; the other worker's scratch
+  # copies are gone.
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
+  assert sorted(read_log(os.path.join(model_dir, LOG_NAME))) == [1, 2, 3, 4]
+  assert not os.listdir(model_dir / ".worker_tmp")
+  assert os.listdir(model_dir / "export")

@@ -25,7 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from training.curves import CURVES_NAME, LOG_NAME, plot_curves
-from training.runtime import is_chief
+from training.runtime import is_chief, worker_position
 from util import cli
 from util.progress import Progress
 
@@ -52,6 +52,7 @@ class LoopSettings:
   use_xla: bool = False
   tokens_per_step: int = 0  # global batch x sequence length, for tokens/s
   flops_per_step: float = 0.0  # training FLOPs of one step (model/flops.py), for FLOP/s
+  peak_flops: float = 0.0  # of the run's devices (runtime.peak_flops), for % of peak
   learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
   label: str = "step"
 
@@ -103,14 +104,7 @@ class TrainLoop:
 
   def _worker(self):
     """(this worker's index, number of workers)."""
-    resolver = getattr(self.strategy, "cluster_resolver", None)
-    if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
-      workers = len(resolver.cluster_spec().as_dict().get("worker", [])) + len(
-          resolver.cluster_spec().as_dict().get("chief", []))
-      index = resolver.task_id + (1 if resolver.task_type == "worker" and "chief" in
-                                  resolver.cluster_spec().as_dict() else 0)
-      return index, max(1, workers)
-    return 0, 1
+    return worker_position(self.strategy)
 
   def _manager(self) -> tf.train.CheckpointManager:
     checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
@@ -377,6 +371,9 @@ class TrainLoop:
       values["flops_per_s"] = rate * self.settings.flops_per_step
       extra["FLOPs"] = f"{values['train_flops']:.2e}"
       extra["GFLOP/s"] = f"{values['flops_per_s'] / 1e9:.3g}"
+      if self.settings.peak_flops:
+        values["peak_fraction"] = values["flops_per_s"] / self.settings.peak_flops
+        extra["of peak"] = f"{values['peak_fraction']:.0%}"
     progress.update(step, extra, force=True)
     with writer.as_default(step=step):
       for name, value in values.items():

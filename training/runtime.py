@@ -16,11 +16,13 @@ from util import files, hparams
 
 
 def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
-  """The precision policy and checkpointed dropout seeded by `seed`, then the strategy;
-  call before building a model."""
+  """The strategy, then the precision policy and checkpointed dropout seeded by `seed`.
+  Call it once, before TensorFlow runs anything: a multi-worker strategy must configure
+  the runtime's collective ops before the runtime starts."""
+  strategy = make_strategy(settings.distribution_strategy, settings.tpu_address)
   set_precision(settings.mixed_precision)
   use_checkpointed_dropout(seed)
-  return make_strategy(settings.distribution_strategy, settings.tpu_address)
+  return strategy
 
 
 def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
@@ -80,6 +82,18 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                         resolver.cluster_spec().as_dict())
 
 
+def worker_position(strategy: tf.distribute.Strategy):
+  """(this worker's index, number of workers) of a multi-worker run; (0, 1) otherwise."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
+    cluster = resolver.cluster_spec().as_dict()
+    workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+    index = resolver.task_id + (1 if resolver.task_type == "worker" and "chief" in
+                                cluster else 0)
+    return index, max(1, workers)
+  return 0, 1
+
+
 def run_dir_lock(config: ScaleSettings, directory: str):
   """files.run_lock(directory), taken by the chief only: the workers of a multi-worker
   run share its directory. Decided from TF_CONFIG, before any strategy exists."""
@@ -103,3 +117,59 @@ def stateless_seed(*parts) -> tf.Tensor:
     seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(part, tf.int64))
   return seed
 
+
+
+# Dense float32 (bfloat16) FLOP/s of one accelerator, from its published figures: the
+# fraction of peak a run reaches says how much of the hardware it uses.
+GPU_PEAK_FLOPS = {  # name fragment: (float32, bfloat16/float16 tensor cores)
+    "H100": (67e12, 989e12), "A100": (19.5e12, 312e12), "L4": (30.3e12, 121e12),
+    "A10": (31.2e12, 125e12), "V100": (15.7e12, 125e12), "T4": (8.1e12, 65e12)}
+
+
+def _cpu_flags_and_mhz():
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      text = f.read()
+  except OSError:
+    return set(), 0.0
+  flags, mhz = set(), 0.0
+  for line in text.splitlines():
+    name, _, value = line.partition(":")
+    if name.strip() == "flags" and not flags:
+      flags = set(value.split())
+    elif name.strip() == "cpu MHz" and not mhz:
+      mhz = float(value)
+  try:  # the nominal maximum, when the kernel states it, rather than the current clock
+    with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+              encoding="utf-8") as f:
+      mhz = int(f.read()) / 1000
+  except (OSError, ValueError):
+    pass
+  return flags, mhz
+
+
+def cpu_peak_flops(precision: str = "float32") -> float:
+  """This process's CPU peak FLOP/s: its cores x clock x FLOPs per cycle of the widest
+  fused multiply-add the flags show (AVX-512: 2 units x 16 lanes x 2; AVX2 + FMA: 2 x 8
+  x 2; else SSE, 8); AVX-512 BF16 doubles it for bfloat16. 0 when it cannot be read."""
+  flags, mhz = _cpu_flags_and_mhz()
+  per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8)
+  if precision == "mixed_bfloat16" and "avx512_bf16" in flags:
+    per_cycle *= 2
+  return len(os.sched_getaffinity(0)) * mhz * 1e6 * per_cycle
+
+
+def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
+  """Peak FLOP/s of the devices a run trains on (known GPUs, or the CPU); 0 when not
+  known (TPUs, unlisted GPUs)."""
+  gpus = tf.config.list_logical_devices("GPU")
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return 0.0
+  if not gpus:  # every worker's CPU alike (mirrored logical CPUs share this one)
+    return worker_position(strategy)[1] * cpu_peak_flops(precision)
+  name = tf.config.experimental.get_device_details(
+      tf.config.list_physical_devices("GPU")[0]).get("device_name", "")
+  peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), None)
+  if peak is None:
+    return 0.0
+  return strategy.num_replicas_in_sync * peak[precision != "float32"]
