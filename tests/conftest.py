@@ -13,6 +13,15 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 
+@pytest.fixture(autouse=True)
+def float32_policy_after_each_test():
+  """A run in mixed precision sets Keras' global policy: later tests must not inherit
+  it (their models would compute in float16)."""
+  yield
+  if "tf_keras" in sys.modules:
+    sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
+
+
 def shared_path(*parts: str) -> str:
   """Path under ../shared/data; a test that needs it fails in CI and skips elsewhere."""
   path = os.path.join(SHARED_DATA, *parts)
