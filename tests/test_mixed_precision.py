@@ -126,7 +126,10 @@ def test_bf16_step_agrees_with_float32(phase):
   dense = [layer for layer in model.submodules if isinstance(layer, tf_keras.layers.Dense)]
   assert dense and all(layer.compute_dtype == "bfloat16" for layer in dense)
   assert float(loss) != float(want_loss)
-  # Master weights, gradients, logits and losses are float32.
+  # Master weights, gradients, LayerNorms, logits and losses are float32.
+  norms = [layer for layer in model.submodules
+           if isinstance(layer, tf_keras.layers.LayerNormalization)]
+  assert norms and all(layer.compute_dtype == "float32" for layer in norms)
   assert all(v.dtype == tf.float32 for v in model.variables)
   assert all(g.dtype == tf.float32 for g in grads)
   assert loss.dtype == tf.float32
