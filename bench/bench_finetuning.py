@@ -31,16 +31,18 @@ def random_batch(np, seed=0):
           "segment_ids": np.zeros_like(ids), "label": rng.integers(0, 2, BATCH)}
 
 
-def run_ours(steps: int, warmup: int, xla: bool) -> float:
+def run_ours(steps: int, warmup: int, xla: bool, precision: str = "float32") -> float:
   sys.path.insert(0, ROOT)
   import numpy as np
   import tensorflow as tf
   from finetune.modeling import FinetuningModel
   from finetune.sentence.head import SentenceHead
   from model.config import ModelConfig
-  from training.optimization import create_optimizer
   from training.loop import LoopSettings, TrainLoop
+  from training.optimization import create_optimizer
+  from training.runtime import set_precision
 
+  set_precision(precision)
   batch = random_batch(np)
   batch["label"] = batch["label"].astype(np.float32)
   model = FinetuningModel(ModelConfig.from_size("small"), {"task": SentenceHead(2)})
@@ -56,10 +58,9 @@ def run_ours(steps: int, warmup: int, xla: bool) -> float:
 
   with tempfile.TemporaryDirectory() as model_dir:
     settings = LoopSettings(model_dir=model_dir, num_train_steps=warmup,
-                                     save_checkpoints_steps=10**9, log_every_steps=10**9,
-                                     use_xla=xla)
-    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
-                              settings)
+                            save_checkpoints_steps=10**9, log_every_steps=10**9,
+                            use_xla=xla)
+    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn, settings)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()
     loop.run(dataset_fn)
     settings.num_train_steps = warmup + steps
@@ -98,8 +99,11 @@ def run_hf(steps: int, warmup: int) -> float:
 
 
 def child(impl: str, steps: int, warmup: int):
-  seconds = run_hf(steps, warmup) if impl == "hf" else run_ours(steps, warmup,
-                                                                impl == "ours_xla")
+  if impl == "hf":
+    seconds = run_hf(steps, warmup)
+  else:
+    seconds = run_ours(steps, warmup, impl == "ours_xla",
+                       "mixed_bfloat16" if impl == "ours_bf16" else "float32")
   peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   print(json.dumps({"impl": impl, "examples_per_s": steps * BATCH / seconds,
                     "seconds": seconds, "peak_rss_mib": peak_mib}))
@@ -110,7 +114,8 @@ def main():
   parser.add_argument("--steps", type=int, default=30)
   parser.add_argument("--warmup", type=int, default=5)
   parser.add_argument("--rounds", type=int, default=2)
-  parser.add_argument("--impls", default="ours,ours_xla,hf")
+  parser.add_argument("--impls", default="ours,ours_xla,hf",
+                      help="of ours, ours_xla, ours_bf16 (mixed_bfloat16), hf")
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
@@ -128,11 +133,14 @@ def main():
             f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
   print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {os.cpu_count()} CPUs, "
         f"best of {args.rounds} rounds:")
+  figures = {}
   for impl in args.impls.split(","):
     mine = [r for r in results if r["impl"] == impl]
-    best = max(r["examples_per_s"] for r in mine)
-    peak = max(r["peak_rss_mib"] for r in mine)
-    print(f"| {impl} | {best:.1f} examples/s | {peak:.0f} MiB peak RSS |")
+    figures[impl] = {"examples_per_s": round(max(r["examples_per_s"] for r in mine), 2),
+                     "peak_rss_mib": round(max(r["peak_rss_mib"] for r in mine))}
+    print(f"| {impl} | {figures[impl]['examples_per_s']:.1f} examples/s | "
+          f"{figures[impl]['peak_rss_mib']} MiB peak RSS |")
+  print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -57,8 +57,7 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
     settings = LoopSettings(
         model_dir=model_dir, num_train_steps=1, save_checkpoints_steps=10**9,
         log_every_steps=10**9, gradient_accumulation_steps=accumulation)
-    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
-                              settings)
+    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn, settings)
     loop.run(lambda context: dataset)  # the first step traces the graph
     settings.num_train_steps = 1 + steps
     start = time.perf_counter()
