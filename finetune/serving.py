@@ -18,8 +18,10 @@ returns the predictions of `run_finetuning.py --predict`:
   its window of most context, the head's candidates (joint beam or independent n-best)
   ranked, max_answer_length, and the answer text aligned on the words as get_final_text
   does (so trimmed inside a word where the pieces are, the words of a multi-word answer
-  joined by one space). --predict refuses an empty question or context with an error;
-  the graph answers them ("empty" when the context has no words).
+  joined by one space). The n-best list is deduplicated by text, so every kept
+  candidate's text is computed (up to windows x beam_size^2 spans). Where --predict
+  refuses an empty question or context, the graph answers ("empty" when the context has
+  no words); a question that leaves no room for the context fails an assertion.
 Loading needs tensorflow and tensorflow_text only (`import tensorflow_text` registers
 its ops); the model's variables are saved, not the Keras objects.
 
