@@ -542,8 +542,7 @@ class ServingModule(tf.Module):
       keep = ((first_word >= 0) & (last_word >= 0) &
               tf.gather(max_context, starts, batch_dims=1) & (ends >= starts) &
               (ends - starts + 1 <= config.max_answer_length))
-      window = tf.boolean_mask(tf.broadcast_to(tf.range(tf.shape(keep, tf.int64)[0])[:, None],
-                                               tf.shape(keep, tf.int64)), keep)
+      window = tf.where(keep)[:, 0]  # the window of each kept candidate, in mask order
       candidates = [tf.boolean_mask(x, keep) for x in (starts, ends, start_scores,
                                                        end_scores, first_word, last_word)]
       # Best first (stable), then by example (stable): each example's ranked spans.
