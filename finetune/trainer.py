@@ -332,8 +332,7 @@ class Finetuner:
           self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
       exported = serving.export(model, self.runners, self.tokenizer.vocab,
                                 config.do_lower_case, config.max_seq_length, model_dir)
-      self.log(f"wrote the serving SavedModel {exported}" if exported else
-               "no serving SavedModel: QA tasks are not exported yet")
+      self.log(f"wrote the serving SavedModel {exported}")
     else:
       try:
         self.restore(model, trial)

@@ -1,7 +1,9 @@
 """The serving SavedModel: its in-graph tokenizer gives data_prep's ids on the tokenizer
-parity tests' inputs, and loaded in a clean subprocess (tensorflow and tensorflow_text
-only) it predicts what the Keras model predicts on the same strings."""
+parity tests' inputs, its QA answer alignment gives get_final_text's spans, and loaded
+in a clean subprocess (tensorflow and tensorflow_text only) it predicts what the Keras
+model (and for QA, --predict) predicts on the same strings."""
 
+import io
 import json
 import os
 import subprocess
@@ -14,10 +16,14 @@ import tensorflow as tf
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import serving, trainer
+from finetune import predict, serving, trainer
+from finetune.qa import data as qa_data
+from finetune.qa import features as qa_features
+from finetune.qa import postprocess
 from finetune.tagging import data as tagging_data
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
+from tests.test_finetune_qa import as_v2, squad_subset, write
 from tests.test_finetune_tagging_run import chunk_data
 from tests.test_tokenization import ADVERSARIAL, _code_point_lines
 
@@ -43,13 +49,46 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
     assert Tokenizer(vocab).normalize(text).decode() == "a\U0001d165\U0001d16d"
 
 
+# Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
+# a word it empties (U+200B) and one that is [UNK] (U+2603).
+ODD_CONTEXT = ("Born (1895-1943). U.S.-based  na\u00efve-Caf\u00e9's \u2603 aa-a a,a,a "
+               "\u0130stanbul \ud55c\uad6d\uc5b4 x\u200by \u200b \ufb01ne \u03a3\u0391\u03a3. "
+               "Hello, world! It's 3.14 -- well... \u201cquoted\u201d; \u00e7a-va?")
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_graph_answer_alignment_is_get_final_text(lower_case):
+  """Every span of up to 8 pieces of the odd context and of a SQuAD paragraph: the
+  graph's [start, end) in the words joined by spaces is final_span's."""
+  vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    paragraph = json.load(f)["data"][0]["paragraphs"][0]["context"]
+  tokenizer = Tokenizer(vocab, lower_case, lower_case)
+  orig_texts, pred_texts, want = [], [], []
+  for context in (ODD_CONTEXT, paragraph):
+    words, _ = qa_data.split_words(context)
+    pieces = [(w, vocab.tokens[i]) for w, word in enumerate(words)
+              for i in tokenizer.ids(word)]
+    for a, b in ((a, b) for a in range(len(pieces))
+                 for b in range(a, min(a + 8, len(pieces)))):
+      pred_texts.append(postprocess.piece_text([t for _, t in pieces[a:b + 1]]))
+      orig_texts.append(" ".join(words[pieces[a][0]:pieces[b][0] + 1]))
+      want.append(postprocess.final_span(pred_texts[-1], orig_texts[-1], lower_case))
+  graph = serving.GraphTokenizer(vocab.tokens, lower_case, lower_case)
+  start, end = serving._final_spans(graph, tf.constant(orig_texts), tf.constant(pred_texts))
+  assert list(zip(start.numpy().tolist(), end.numpy().tolist())) == want
+  # Both ways of final_span occur: trimmed inside words and whole (e.g. an [UNK]).
+  assert sum(span != (0, len(text)) for span, text in zip(want, orig_texts)) > 100
+  assert sum(span == (0, len(text)) for span, text in zip(want, orig_texts)) > 100
+
+
 # Loads the SavedModel with nothing of the project importable, calls each signature on
 # the strings given as JSON on stdin, prints the outputs as JSON.
 LOADER = """
-import json, sys
+import json, os, sys
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
-assert not any(p.endswith("wt12b") or p == "" for p in sys.path), sys.path
+assert not any(os.path.isdir(os.path.join(p or ".", "finetune")) for p in sys.path), sys.path
 calls = json.load(sys.stdin)
 loaded = tf.saved_model.load(calls.pop("path"))
 out = {}
@@ -130,3 +169,73 @@ def test_tagging_export(tmp_path):
   assert out["serving_default"]["tag"] == [t for tags in want
                                            for t in tags + [""] * (width - len(tags))]
   assert set(out["serving_default"]["tag"]) <= set(tagging_data.CHUNK_TAGS) | {""}
+
+
+QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
+      "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
+      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
+
+
+def qa_export_and_predict(tmp_path, task, folder, overrides):
+  """Fine-tunes a tiny model on 12 SQuAD questions; the exported SavedModel's outputs
+  (clean subprocess) and --predict's records on the same questions, and how many
+  windows each question takes."""
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  data = tmp_path / "data"
+  train = squad_subset(articles[:1], 4, 3)
+  write(data / "finetuning_data" / folder / "train.json",
+        as_v2(train) if task == "squad/v2.0" else train)
+  write_tiny_pretrained_model(data)
+  config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})
+  trainer.run(config, log=lambda _: None)
+  questions = [(q["question"], p["context"]) for p in articles[2]["paragraphs"][:3]
+               for q in p["qas"][:2]]
+  questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
+                # Separators of split_words (tab, U+202F, line breaks); a question cut.
+                (" ".join(["why"] * 30), "\tTabs\tand\u202fnarrow  spaces,\r\nline one "
+                 "of two; a short context."),
+                ("What\x1cis\u3000it?", "It is 42.")]
+  path = tmp_path / "questions.jsonl"
+  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
+                          for q, c in questions), encoding="utf-8")
+  out = io.StringIO()
+  predict.predict_file(config, str(path), out, log=lambda _: None)
+  want = [json.loads(line) for line in out.getvalue().splitlines()]
+  exported = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
+  got = call_in_clean_process(tmp_path, {"path": exported, "serving_default": {
+      "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
+  windows = qa_features.featurize(
+      Tokenizer(load_vocab(str(data / "vocab.txt"))), list(qa_data.read_questions(
+          str(path))), config.max_seq_length, config.max_query_length, config.doc_stride)
+  return (got["serving_default"], want, np.bincount(windows.example_index),
+          [c for _, c in questions])
+
+
+def assert_same_answers(got, want):
+  assert got["answer"] == [w["answer"] for w in want]
+  assert got["start"] == [-1 if w["start"] is None else w["start"] for w in want]
+  assert got["end"] == [-1 if w["end"] is None else w["end"] for w in want]
+  np.testing.assert_allclose(got["probability"], [w["probability"] for w in want],
+                             atol=1e-5)
+
+
+def test_squad_export_answers_as_predict(tmp_path):
+  got, want, windows, contexts = qa_export_and_predict(tmp_path, "squad/v1.1",
+                                                       "squadv1", {})
+  assert windows.max() >= 5 and windows.min() == 1  # long paragraphs and short contexts
+  assert_same_answers(got, want)
+  assert "no_answer_score" not in got
+  # Some answer starts or ends inside a word (get_final_text trimmed it).
+  assert any(0 < w["start"] and not c[w["start"] - 1].isspace() or
+             w["end"] < len(c) and not c[w["end"]].isspace() for w, c in zip(want, contexts))
+
+
+@pytest.mark.parametrize("head", [{}, {"joint_prediction": False,
+                                       "answerable_classifier": False}])
+def test_squad_v2_export_gives_the_no_answer_score(tmp_path, head):
+  got, want, _, _ = qa_export_and_predict(tmp_path, "squad/v2.0", "squad", head)
+  assert_same_answers(got, want)
+  np.testing.assert_allclose(got["no_answer_score"],
+                             [w["no_answer_score"] for w in want], atol=1e-5)
+  assert got["no_answer"] == [w["no_answer"] for w in want]

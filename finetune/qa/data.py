@@ -68,9 +68,13 @@ class QAExample:
   unmatched_answers: int = 0    # gold answers whose text is not at their offset
 
 
+# What separates a context's words; U+202F (narrow no-break space) does in some SQuAD
+# contexts.
+WORD_SEPARATORS = " \t\r\n\u202f"
+
+
 def _is_whitespace(char: str) -> bool:
-  # U+202F (narrow no-break space) separates words in some SQuAD contexts.
-  return char in " \t\r\n" or ord(char) == 0x202F
+  return char in WORD_SEPARATORS
 
 
 def split_words(context: str) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
