@@ -25,6 +25,7 @@ from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.task_runner import runner_for
 from model import checkpoint as ckpt
+from model.encoder import use_recompute
 from model.optimization import create_optimizer
 from util import training
 from util.files import atomic_write
@@ -39,7 +40,8 @@ RESUMABLE_FIELDS = (
     "n_writes_test", "eval_batch_size", "predict_batch_size", "n_best_size",
     "max_answer_length", "beam_size", "qa_na_threshold", "model_size",
     "model_hparam_overrides", "embedding_size", "vocab_size", "distribution_strategy",
-    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps")
+    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps",
+    "recompute")
 
 
 class NotFinetunedError(ValueError):
@@ -276,6 +278,7 @@ class Finetuner:
                        f" must divide train_batch_size {batch}")
     with strategy.scope():
       model = self.build_model()
+      use_recompute(model, config.recompute)
       optimizer = create_optimizer(
           config.learning_rate, max(1, num_steps),
           int(num_steps * config.warmup_proportion), config.weight_decay_rate,

@@ -20,6 +20,7 @@ import tf_keras
 
 from data_prep.vocab import load_vocab
 from model import checkpoint as original_checkpoint
+from model.encoder import use_recompute
 from model.optimization import create_optimizer
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
@@ -136,6 +137,7 @@ class Pretrainer:
     training.use_checkpointed_dropout(config.seed)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
+      use_recompute(self.model, config.recompute)
       self.optimizer = create_optimizer(
           config.learning_rate, config.num_train_steps, config.num_warmup_steps,
           weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power)
