@@ -191,9 +191,11 @@ def recomputed_call(layer: tf_keras.layers.Layer, x, mask):
   generators = dropout_generators(layer)
   states = [tf.identity(g.state) for g in generators]
 
+  # The mask comes in from outside, not as an argument: that would make the backward
+  # pass compute its gradient ([B, S, S] per layer), which nothing needs.
   @tf.recompute_grad
-  def forward(x, mask):
+  def forward(x):
     for generator, state in zip(generators, states):
       generator.state.assign(state)
     return layer([x, mask], training=True)
-  return forward(x, mask)
+  return forward(x)
