@@ -30,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from data_prep import records  # pylint: disable=wrong-import-position
 from pretrain import trainer  # pylint: disable=wrong-import-position
@@ -69,9 +70,17 @@ def main():
   parser.add_argument("--use-xla", action="store_true")
   parser.add_argument("--vocab-file", default=VOCAB)
   parser.add_argument("--impl", default="ours", choices=("ours", "hf"))
+  parser.add_argument("--recompute", action="store_true",
+                      help="gradient checkpointing of the transformer layers")
+  parser.add_argument("--autodiff-gelu", action="store_true",
+                      help="the GELU before its custom gradient (autodiff of tf.nn.gelu), "
+                      "to measure what that gradient saves")
   args = parser.parse_args()
   if args.impl == "hf":
     return run_hf(args)
+  if args.autodiff_gelu:
+    from model import encoder  # pylint: disable=g-import-not-at-top
+    encoder.gelu = tf_keras.activations.gelu
 
   with tempfile.TemporaryDirectory() as folder:
     with open(args.vocab_file, encoding="utf-8") as f:
@@ -83,7 +92,7 @@ def main():
         "model_size": args.model_size, "train_batch_size": args.batch_size,
         "max_seq_length": args.seq_length, "mixed_precision": args.mixed_precision,
         "use_xla": args.use_xla, "num_train_steps": args.steps + 1,
-        "num_warmup_steps": 1, "vocab_size": vocab_size})
+        "num_warmup_steps": 1, "vocab_size": vocab_size, "recompute": args.recompute})
     pretrainer = trainer.Pretrainer(config)
     loop = pretrainer.loop
     # The loop's own step function, timed without checkpoints or logs.
@@ -100,6 +109,7 @@ def main():
   print(json.dumps({
       "model": f"electra_{args.model_size}", "batch": args.batch_size,
       "seq": args.seq_length, "precision": args.mixed_precision, "xla": args.use_xla,
+      "recompute": args.recompute, "gelu": "autodiff" if args.autodiff_gelu else "custom",
       "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU",
       "steps_per_s": round(steps_per_s, 4),
       "tokens_per_s": round(steps_per_s * args.batch_size * args.seq_length),

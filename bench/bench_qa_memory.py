@@ -24,16 +24,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, VOCAB = 512, 30522
 
 
-def run_setting(batch: int, accumulation: int, steps: int) -> dict:
+def run_setting(batch: int, accumulation: int, steps: int, recompute: bool) -> dict:
   sys.path.insert(0, ROOT)
   import numpy as np
   import tensorflow as tf
   from finetune.modeling import FinetuningModel
   from finetune.qa.head import SpanHead, span_loss
   from model.config import ModelConfig
-  from training.optimization import create_optimizer
+  from model.encoder import use_recompute
   from training.loop import LoopSettings, TrainLoop
+  from training.optimization import create_optimizer
+  from training.runtime import use_checkpointed_dropout
 
+  use_checkpointed_dropout(0)  # as run_finetuning.py
   rng = np.random.default_rng(0)
   ids = rng.integers(1000, VOCAB, (batch, SEQ)).astype(np.int32)
   segments = np.zeros_like(ids)
@@ -44,6 +47,7 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
               "is_impossible": np.zeros(batch, np.int32)}
   model = FinetuningModel(ModelConfig.from_size("small"), {"squad": SpanHead()})
   model.build_variables({k: v[:1] for k, v in features.items()})
+  use_recompute(model, recompute)
   optimizer = create_optimizer(3e-4, 10000, 1000, 0.01,
                                lr_multiplier=model.lr_multiplier(0.8))
 
@@ -63,7 +67,7 @@ def run_setting(batch: int, accumulation: int, steps: int) -> dict:
     start = time.perf_counter()
     loop.run(lambda context: dataset)
     seconds = (time.perf_counter() - start) / steps
-  return {"batch": batch, "accumulation": accumulation, "seq": SEQ,
+  return {"batch": batch, "accumulation": accumulation, "seq": SEQ, "recompute": recompute,
           "seconds_per_step": round(seconds, 2),
           "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
                                 2**20, 2)}
@@ -74,15 +78,18 @@ def main():
   parser.add_argument("--settings", default="8x1,16x1,32x1,32x4",
                       help="comma-separated BATCHxACCUMULATION")
   parser.add_argument("--steps", type=int, default=3)
+  parser.add_argument("--recompute", action="store_true",
+                      help="gradient checkpointing of the transformer layers")
   parser.add_argument("--child", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
     batch, accumulation = map(int, args.child.split("x"))
-    print(json.dumps(run_setting(batch, accumulation, args.steps)))
+    print(json.dumps(run_setting(batch, accumulation, args.steps, args.recompute)))
     return
   for setting in args.settings.split(","):
     run = subprocess.run([sys.executable, __file__, "--child", setting, "--steps",
-                          str(args.steps)], capture_output=True, text=True,
+                          str(args.steps)] + ["--recompute"] * args.recompute,
+                         capture_output=True, text=True,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     lines = run.stdout.strip().splitlines()
     print(lines[-1] if run.returncode == 0 and lines else

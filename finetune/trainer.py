@@ -27,6 +27,7 @@ from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
 from model import checkpoint as ckpt
 from model import flops as model_flops
+from model.encoder import use_recompute
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -42,7 +43,8 @@ RESUMABLE_FIELDS = (
     "n_writes_test", "eval_batch_size", "predict_batch_size", "n_best_size",
     "max_answer_length", "beam_size", "qa_na_threshold", "model_size",
     "model_hparam_overrides", "embedding_size", "vocab_size", "distribution_strategy",
-    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps")
+    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps",
+    "recompute")
 
 
 class NotFinetunedError(ValueError):
@@ -290,6 +292,7 @@ class Finetuner:
                        f" must divide train_batch_size {batch}")
     with strategy.scope():
       model = self.build_model()
+      use_recompute(model, config.recompute)
       optimizer = create_optimizer(
           config.learning_rate, max(1, num_steps),
           int(num_steps * config.warmup_proportion), config.weight_decay_rate,

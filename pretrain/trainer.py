@@ -18,6 +18,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from model import checkpoint as original_checkpoint
+from model.encoder import use_recompute
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import PretrainingMetrics
@@ -131,6 +132,7 @@ class Pretrainer:
     check_model_dir(config)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
+      use_recompute(self.model, config.recompute)
       self.optimizer = create_optimizer(
           config.learning_rate, config.num_train_steps, config.num_warmup_steps,
           weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,

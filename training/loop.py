@@ -25,7 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from training.curves import CURVES_NAME, LOG_NAME, plot_curves
-from training.runtime import is_chief, worker_position
+from training.runtime import dropout_generators, is_chief, worker_position
 from util import cli
 from util.progress import Progress
 
@@ -92,15 +92,8 @@ class TrainLoop:
     Keras does not track them (they are made lazily, at the first training call), so
     without this a resumed run would drop different units than an uninterrupted one.
     """
-    generators = []
     with self.strategy.scope():
-      for layer in self.model.submodules:
-        rng = getattr(layer, "_random_generator", None)
-        if rng is not None:
-          rng._maybe_init()  # pylint: disable=protected-access
-          if rng._generator is not None:  # pylint: disable=protected-access
-            generators.append(rng._generator)  # pylint: disable=protected-access
-    return generators
+      return dropout_generators(self.model)
 
   def _worker(self):
     """(this worker's index, number of workers)."""

@@ -23,3 +23,6 @@ class ScaleSettings:
   # Each step's batch runs as this many micro-batches whose gradients are summed: the
   # same update in less memory.
   gradient_accumulation_steps: int = hparams.field(1, at_least=1)
+  # Gradient checkpointing: each transformer layer runs again in the backward pass
+  # instead of keeping its activations (model/encoder.py use_recompute).
+  recompute: bool = False

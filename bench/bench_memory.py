@@ -1,0 +1,79 @@
+"""Peak memory and seconds per step of the training step, default against `recompute`.
+
+  python bench/bench_memory.py                  # pre-training, electra_small 128 x 128
+  python bench/bench_memory.py --task squad --batch-size 16   # SQuAD fine-tuning, seq 512
+  python bench/bench_memory.py --variants default,autodiff_gelu,recompute
+
+Runs by hand, never in CI. Each variant runs in its own process, one after the other
+(peak RSS, from getrusage, is per process): bench_pretraining.py's or
+bench_qa_memory.py's real training step on random ids, float32. Variants: "default";
+"recompute" (gradient checkpointing of every transformer layer, the `recompute: true`
+setting); "autodiff_gelu" (pre-training only: the GELU differentiated op by op, as before
+model/encoder.py's gelu had its own gradient). Prints each variant's JSON line, then one
+JSON line with all the figures and the ratios to "default".
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLAGS = {"default": [], "recompute": ["--recompute"], "autodiff_gelu": ["--autodiff-gelu"]}
+
+
+def command(task: str, variant: str, batch: int, steps: int) -> list:
+  if task == "pretraining":
+    return [sys.executable, os.path.join(HERE, "bench_pretraining.py"), "--batch-size",
+            str(batch), "--steps", str(steps), *FLAGS[variant]]
+  if variant == "autodiff_gelu":
+    raise SystemExit("--variants: autodiff_gelu is measured for pre-training only")
+  return [sys.executable, os.path.join(HERE, "bench_qa_memory.py"), "--child",
+          f"{batch}x1", "--steps", str(steps), *FLAGS[variant]]
+
+
+def measure(task: str, variant: str, batch: int, steps: int) -> dict:
+  run = subprocess.run(command(task, variant, batch, steps), capture_output=True,
+                       text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  lines = run.stdout.strip().splitlines()
+  if run.returncode or not lines:
+    return {"error": run.stderr.strip()[-300:]}
+  figures = json.loads(lines[-1])
+  seconds = figures.get("seconds_per_step") or 1 / figures["steps_per_s"]
+  peak = figures.get("peak_rss_mib") or round(figures["peak_rss_gib"] * 1024)
+  return {"peak_rss_mib": peak, "seconds_per_step": round(seconds, 2)}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--task", default="pretraining", choices=("pretraining", "squad"))
+  parser.add_argument("--batch-size", type=int, default=128)
+  parser.add_argument("--steps", type=int, default=3)
+  parser.add_argument("--variants", default="default,recompute",
+                      help="comma-separated, of " + ", ".join(FLAGS))
+  args = parser.parse_args()
+  variants = args.variants.split(",")
+  unknown = [v for v in variants if v not in FLAGS]
+  if unknown:
+    raise SystemExit(f"--variants: unknown {', '.join(unknown)}; expected some of "
+                     f"{', '.join(FLAGS)}")
+  results = {}
+  for variant in variants:
+    results[variant] = measure(args.task, variant, args.batch_size, args.steps)
+    print(json.dumps({"variant": variant, **results[variant]}), flush=True)
+  base = results.get("default", {})
+  ratios = {f"{v}_vs_default": {
+      "memory": round(r["peak_rss_mib"] / base["peak_rss_mib"], 3),
+      "time": round(r["seconds_per_step"] / base["seconds_per_step"], 3)}
+            for v, r in results.items()
+            if v != "default" and "error" not in r and "peak_rss_mib" in base}
+  print(json.dumps({"task": args.task, "model": "electra_small",
+                    "batch": args.batch_size, "seq": 128 if args.task == "pretraining"
+                    else 512, "precision": "float32", "steps": args.steps,
+                    "threads": os.environ.get("TF_NUM_INTRAOP_THREADS", "default"),
+                    "variants": results, **ratios}))
+
+
+if __name__ == "__main__":
+  main()
