@@ -98,7 +98,93 @@ def run_hf(steps: int, warmup: int) -> float:
   return time.perf_counter() - start
 
 
+# One electra_small layer's matrix products, as tf-models-official writes them (Einsum):
+# name -> (equation, operand shapes, count per layer); torch runs the same products as
+# transformers does (Linear, then matmul over [batch, heads, seq, size]).
+B, T, H, N, W, I = BATCH, SEQ, 256, 4, 64, 1024
+PRODUCTS = {"query, key, value, output (256->256)": ("abc,cde->abde", [[B, T, H], [H, N, W]], 4),
+            "intermediate (256->1024)": ("abc,cd->abd", [[B, T, H], [H, I]], 1),
+            "output (1024->256)": ("abc,cd->abd", [[B, T, I], [I, H]], 1),
+            "attention scores": ("aecd,abcd->acbe", [[B, T, N, W], [B, T, N, W]], 1),
+            "attention context": ("acbe,aecd->abcd", [[B, N, T, T], [B, T, N, W]], 1)}
+TORCH_PRODUCTS = {"query, key, value, output (256->256)": [[B * T, H], [H, H]],
+                  "intermediate (256->1024)": [[B * T, H], [H, I]],
+                  "output (1024->256)": [[B * T, I], [I, H]],
+                  "attention scores": [[B, N, T, W], [B, N, W, T]],
+                  "attention context": [[B, N, T, T], [B, N, T, W]]}
+
+
+def best_ms(run, repeats: int = 10) -> float:
+  run()
+  seconds = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    run()
+    seconds.append(time.perf_counter() - start)
+  return 1000 * min(seconds)
+
+
+def time_layer(framework: str) -> dict:
+  """Milliseconds, forward + backward (input and weight gradients), of one electra_small
+  transformer layer (batch 32 x 128, training mode) with dropout 0.1 and 0, and of its
+  matrix products alone: where a step's time goes, layer by layer (a step is 12 layers,
+  the embeddings, the head and the optimizer)."""
+  ms = {}
+  if framework == "tf":
+    import tensorflow as tf
+    sys.path.insert(0, ROOT)
+    from model.config import ModelConfig
+    from model.encoder import ElectraEncoder
+
+    def fwd_bwd(fn, args, variables=()):
+      @tf.function
+      def both():
+        with tf.GradientTape() as tape:
+          tape.watch(args)
+          y = tf.reduce_sum(fn(*args))
+        return tape.gradient(y, list(args) + list(variables))
+      return lambda: [g.numpy() for g in both()]
+    x, mask = tf.random.normal([B, T, H]), tf.ones([B, T, T])
+    for rate in (0.1, 0.0):
+      config = ModelConfig.from_size("small", num_hidden_layers=1, hidden_dropout_prob=rate,
+                                     attention_probs_dropout_prob=rate)
+      layer = ElectraEncoder(config).transformer_layers[0]
+      layer([x, mask])
+      ms[f"layer, dropout {rate}"] = best_ms(fwd_bwd(
+          lambda x: layer([x, mask], training=True), [x], layer.trainable_variables))
+    for name, (equation, shapes, count) in PRODUCTS.items():
+      args = [tf.random.normal(shape) for shape in shapes]
+      ms[name] = count * best_ms(fwd_bwd(lambda a, b: tf.einsum(equation, a, b), args))
+  else:
+    import torch
+    from transformers import ElectraConfig
+    from transformers.models.electra.modeling_electra import ElectraLayer
+    torch.set_num_threads(os.cpu_count())
+
+    def fwd_bwd(fn, args, parameters=()):
+      def both():
+        for tensor in list(args) + list(parameters):
+          tensor.grad = None  # as the optimizer's zero_grad: no accumulation pass
+        output = fn(*args)
+        (output[0] if isinstance(output, tuple) else output).sum().backward()
+      return both
+    x = torch.randn(B, T, H, requires_grad=True)
+    for rate in (0.1, 0.0):
+      layer = ElectraLayer(ElectraConfig(
+          hidden_size=H, num_attention_heads=N, intermediate_size=I,
+          hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)).train()
+      ms[f"layer, dropout {rate}"] = best_ms(fwd_bwd(layer, [x], layer.parameters()))
+    for name, shapes in TORCH_PRODUCTS.items():
+      args = [torch.randn(*shape, requires_grad=True) for shape in shapes]
+      ms[name] = PRODUCTS[name][2] * best_ms(fwd_bwd(torch.matmul, args))
+  ms["matrix products, sum"] = sum(ms[name] for name in PRODUCTS)
+  return ms
+
+
 def child(impl: str, steps: int, warmup: int):
+  if impl in ("tf_layer", "torch_layer"):
+    print(json.dumps({"impl": impl, "ms": time_layer(impl.split("_")[0])}))
+    return
   if impl == "hf":
     seconds = run_hf(steps, warmup)
   else:
@@ -116,31 +202,59 @@ def main():
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--impls", default="ours,ours_xla,hf",
                       help="of ours, ours_xla, ours_bf16 (mixed_bfloat16), hf")
+  parser.add_argument("--layers", action="store_true",
+                      help="also time one transformer layer and its matrix products, "
+                      "forward and backward, in TensorFlow and torch")
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
     return child(args.child, args.steps, args.warmup)
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  impls = args.impls.split(",")
+  kernels = ["tf_layer", "torch_layer"] if args.layers else []
   results = []
   for round_ in range(args.rounds):
-    for impl in args.impls.split(","):
+    for impl in impls + kernels:
       out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps",
                             str(args.steps), "--warmup", str(args.warmup)],
                            capture_output=True, text=True, env=env, check=True)
       result = json.loads(out.stdout.strip().splitlines()[-1])
       results.append(result)
-      print(f"round {round_ + 1} {impl:9s} {result['examples_per_s']:8.1f} examples/s "
-            f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
+      if impl in kernels:
+        print(f"round {round_ + 1} {impl:13s} " + ", ".join(
+            f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
+      else:
+        print(f"round {round_ + 1} {impl:13s} {result['examples_per_s']:8.1f} examples/s "
+              f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
   print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {os.cpu_count()} CPUs, "
         f"best of {args.rounds} rounds:")
   figures = {}
-  for impl in args.impls.split(","):
+  flops_per_example = step_flops() / BATCH
+  for impl in impls:
     mine = [r for r in results if r["impl"] == impl]
-    figures[impl] = {"examples_per_s": round(max(r["examples_per_s"] for r in mine), 2),
-                     "peak_rss_mib": round(max(r["peak_rss_mib"] for r in mine))}
+    best = max(r["examples_per_s"] for r in mine)
+    figures[impl] = {"examples_per_s": round(best, 2), "step_ms": round(1000 * BATCH / best),
+                     "peak_rss_mib": round(max(r["peak_rss_mib"] for r in mine)),
+                     "gflop_per_s": round(best * flops_per_example / 1e9, 1)}
     print(f"| {impl} | {figures[impl]['examples_per_s']:.1f} examples/s | "
+          f"{figures[impl]['step_ms']} ms/step | {figures[impl]['gflop_per_s']} GFLOP/s | "
           f"{figures[impl]['peak_rss_mib']} MiB peak RSS |")
+  for impl in kernels:
+    mine = [r["ms"] for r in results if r["impl"] == impl]
+    figures[impl] = {name: round(min(ms[name] for ms in mine), 1) for name in mine[0]}
+    print(f"| {impl} | " + " | ".join(f"{name} {ms} ms"
+                                      for name, ms in figures[impl].items()) + " |")
   print(json.dumps(figures))
+
+
+def step_flops() -> float:
+  """Training FLOPs of one step as the project counts them (model/flops.py: forward +
+  backward = 2 x forward, the original's convention; a matrix product's backward is
+  really two products, so the hardware does about 1.5x this)."""
+  sys.path.insert(0, ROOT)
+  from model.config import ModelConfig
+  from model.flops import finetuning_flops_per_step
+  return finetuning_flops_per_step(ModelConfig.from_size("small"), SEQ, BATCH)
 
 
 if __name__ == "__main__":
