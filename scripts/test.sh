@@ -15,4 +15,4 @@ fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Two processes, a test file each at a time: most of the suite's time is spent starting
 # Python and TensorFlow and in single-threaded Python, which two cores do side by side.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 "$@"
