@@ -145,7 +145,7 @@ def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes
 
 
 # Distinct words whose ids a Tokenizer remembers; past it, it starts afresh, so memory
-# stays bounded (about 30 MB) whatever the corpus.
+# stays bounded (about 50 MB) whatever the corpus.
 CACHED_WORDS = 1 << 18
 # Marks a line end among the words: a control character, which normalize() drops.
 _LINE_END = b"\x01"
