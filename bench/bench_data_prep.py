@@ -3,7 +3,7 @@
 Run by hand (not in CI):  .venv/bin/python bench/bench_data_prep.py [--corpus FILE]
 
 Measures, on ../shared/data/corpus/english_corpus.txt with the BERT uncased vocab:
-1. tokenizer tokens/s: data_prep.tokenizer (tensorflow-text + C-level normalization)
+1. tokenizer tokens/s: data_prep.tokenizer (C-level normalization and split, cached WordPiece)
    against data_prep.reference_tokenizer (BERT FullTokenizer-style pure Python), on the
    same lines in the same run;
 2. whole-build tokens/s in one process: build_pretraining_dataset.py against a
@@ -76,12 +76,13 @@ def machine_scaling(n=30_000_000):
   return one / two
 
 
-def build_in_child(corpus_dir, vocab, out, processes):
+def build_in_child(corpus_dir, vocab, out, processes, root=ROOT):
+  """The build of the checkout at `root` (this one by default), in a fresh process."""
   argv = ["--corpus-dir", corpus_dir, "--vocab-file", vocab, "--output-dir", out,
           "--num-processes", str(processes), "--overwrite", "--no-progress"]
-  code = _BUILD_CHILD.format(root=ROOT, argv=argv)
+  code = _BUILD_CHILD.format(root=root, argv=argv)
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=ROOT)
+                          check=True, cwd=root)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
 

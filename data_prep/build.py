@@ -165,8 +165,7 @@ def _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes) -> Stats:
   if len(jobs) == 1:
     total.add(write_part(*jobs[0], report=report))
   else:
-    # Spawned (not forked) workers: TensorFlow (the tokenizer, static masking) does not
-    # survive a fork.
+    # Spawned (not forked) workers: TensorFlow (static masking) does not survive a fork.
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     with _children_ignore_ctrl_c():
@@ -219,8 +218,8 @@ def _init_worker(queue, parent_pid: int):
   global _worker_queue
   _worker_queue = queue
   threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
-  # One TensorFlow thread each (the tokenizer, static masking): the processes are the
-  # parallelism. Set before the worker's first TensorFlow import, which comes later.
+  # One thread each if static masking brings in TensorFlow: the processes are the
+  # parallelism. (Set before TensorFlow is imported, so nothing imports it here.)
   os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = "1"
 
 

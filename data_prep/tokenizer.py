@@ -1,22 +1,28 @@
-"""The fast WordPiece tokenizer: BERT's rules, exactly, at C speed.
+"""The fast WordPiece tokenizer: BERT's rules, exactly, in Python and numpy only.
 
-Choice (measured, see bench/RESULTS.md): tensorflow-text's FastBertTokenizer differs from
-BERT on thousands of code points, because its normalizer is not BERT's (it maps control
-characters to spaces instead of dropping them, and applies compatibility mappings such as
-"ª" -> "a" or full-width digits -> ASCII). BertTokenizer case-folds with ICU (NFKC
-casefold), which differs from Python's str.lower() too. So BERT's text normalization runs
-here, in Python but only through C-level string operations (bytes.translate and lower
-for ASCII text; str.lower, unicodedata.normalize and precompiled character-class regexes
-otherwise; one pass each over a whole batch of lines), and FastWordpieceTokenizer does the rest in C++: splitting on whitespace,
-punctuation and greedy longest-match WordPiece, which match BERT's on every code point
-(tests/test_tokenization.py checks all of them).
+Pure Python (no TensorFlow, no new dependency) so that the data build's worker processes
+never import TensorFlow (about 5 s of start-up each). Measured on the 25 MB shared
+corpus (bench/bench_build_workers.py compares it with the earlier tensorflow-text path):
+- normalization: BERT's text cleaning, CJK spacing, lower-casing and accent stripping
+  through C-level string operations only (bytes.translate and lower for ASCII text;
+  str.lower, unicodedata.normalize and precompiled character-class regexes otherwise;
+  one pass each over a whole batch of lines). tensorflow-text's own normalizers differ
+  from BERT's on thousands of code points (control characters to spaces instead of
+  dropped, compatibility mappings such as "ª" -> "a", ICU case folding).
+- the split into words and punctuation marks: one bytes.replace per ASCII mark (14x
+  faster than a regex), a regex of the other marks on the lines that are not ASCII, then
+  one bytes.split; a line end is one more word.
+- WordPiece: once per distinct word (BERT's greedy longest-match-first, the reference's
+  own function), its ids remembered in numpy buffers; a batch's ids are then a dict
+  lookup per word and a numpy gather. Hashing the words is most of that lookup's cost.
+  The Rust `tokenizers` WordPiece, tried instead, halved the throughput.
+tests/test_tokenization.py checks every code point against the plain-Python reference.
 
 Fixed around the edges:
-- Words over 200 characters become [UNK] in BERT; FastWordpieceTokenizer only knows a byte
-  limit. Such words are replaced by a private-use character before it runs, which it maps
-  to [UNK], and its byte limit is set above 200 characters of UTF-8.
-- Text such as "[CLS]" is plain text for BERT ("[", "cl", "##s", "]"); FastWordpieceTokenizer
-  agrees, as long as no token is declared special (none is).
+- Words over 200 characters become [UNK] in BERT; normalize() replaces them by a
+  private-use character (which WordPiece maps to [UNK]), so that the split, the serving
+  graph and basic_words see one short word.
+- Text such as "[CLS]" is plain text for BERT ("[", "cl", "##s", "]"), here too.
 """
 
 import re
@@ -32,7 +38,6 @@ from data_prep.vocab import Vocab
 # One character that BERT would never keep (private use, category Co, dropped by its
 # text cleaning) marks "a word over 200 characters" for the WordPiece step.
 _LONG_WORD_MARK = "\ue000"
-_MAX_WORD_BYTES = 4 * ref.MAX_WORD_CHARS + 4
 
 
 def _char_class(member: np.ndarray) -> str:
@@ -77,8 +82,7 @@ class _Patterns:
     self.space = re.compile(_char_class(space & ~in_text("\n")))
     self.cjk = re.compile(_char_class(cjk))
     self.accent = re.compile(_char_class(category == "Mn"))
-    self.punctuation = _char_class(punctuation)
-    self.word = None  # compiled on first use by basic_words
+    self.non_ascii_punctuation = re.compile(_char_class(punctuation & (code_points >= 128)))
     self.long_word = re.compile(
         f"{_char_class(~(space | punctuation))}{{{ref.MAX_WORD_CHARS + 1},}}")
 
@@ -140,21 +144,97 @@ def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes
   return text.encode("utf-8")
 
 
+# Distinct words whose ids a Tokenizer remembers; past it, it starts afresh, so memory
+# stays bounded (about 50 MB) whatever the corpus.
+CACHED_WORDS = 1 << 18
+# Marks a line end among the words: a control character, which normalize() drops.
+_LINE_END = b"\x01"
+# Every printable ASCII character that is not a letter or digit; as bytes they never
+# occur inside a UTF-8 multi-byte sequence, so they are found in UTF-8 text directly.
+_ASCII_PUNCTUATION = [bytes([cp]) for cp in range(128) if ref.is_punctuation(chr(cp))]
+
+
+def _space_punctuation(data: bytes) -> bytes:
+  """Normalized UTF-8 lines with spaces around each punctuation mark: a whitespace split
+  then gives BERT's words and marks (normalize() left " " and "\n" the only white space).
+
+  One bytes.replace per ASCII mark is 14x faster than a regex over the text; only the
+  lines that are not ASCII go through the regex of the other marks.
+  """
+  for mark in _ASCII_PUNCTUATION:
+    data = data.replace(mark, b" " + mark + b" ")
+  if data.isascii():
+    return data
+  punctuation = _get_patterns().non_ascii_punctuation
+  return b"\n".join(
+      line if line.isascii() else
+      punctuation.sub(r" \g<0> ", line.decode("utf-8")).encode("utf-8")
+      for line in data.split(b"\n"))
+
+
+class _WordPieces(dict):
+  """Word (UTF-8) -> row; row r's WordPiece ids are pieces[starts[r]:][:lengths[r]].
+
+  A word's ids are computed when it is first seen, by BERT's greedy longest-match-first
+  WordPiece (reference_tokenizer.wordpiece); row 0 is the line end, with no ids.
+  New rows wait in lists until flush() (one numpy write per batch, not per word).
+  """
+
+  def __init__(self, vocab: Vocab):
+    super().__init__()
+    self._ids = vocab.ids
+    self.starts = np.zeros(1 << 12, np.int64)
+    self.lengths = np.zeros(1 << 12, np.int64)
+    self.pieces = np.zeros(1 << 14, np.int32)
+    self._restart()
+
+  def _restart(self):
+    self.clear()
+    self._rows = self._used = 0
+    self._new_lengths, self._new_pieces = [], []
+    self[_LINE_END] = self._add([])
+
+  def bound(self):
+    """Starts afresh past CACHED_WORDS words (between batches: rows stay valid within one)."""
+    if len(self) > CACHED_WORDS:
+      self._restart()
+
+  def _add(self, ids: List[int]) -> int:
+    self._new_lengths.append(len(ids))
+    self._new_pieces += ids
+    self._rows += 1
+    return self._rows - 1
+
+  def flush(self):
+    lengths, pieces = self._new_lengths, self._new_pieces
+    first, used = self._rows - len(lengths), self._used
+    if len(self.starts) < self._rows:
+      self.starts = np.resize(self.starts, 2 * self._rows)
+      self.lengths = np.resize(self.lengths, 2 * self._rows)
+    if len(self.pieces) < used + len(pieces):
+      self.pieces = np.resize(self.pieces, 2 * (used + len(pieces)))
+    self.lengths[first:self._rows] = lengths
+    self.starts[first:self._rows] = used + np.cumsum(lengths) - lengths
+    self.pieces[used:used + len(pieces)] = pieces
+    self._used += len(pieces)
+    self._new_lengths, self._new_pieces = [], []
+
+  def __missing__(self, word: bytes) -> int:
+    ids = self._ids
+    row = self[word] = self._add([ids[piece] for piece in
+                                  ref.wordpiece(word.decode("utf-8"), ids)])
+    return row
+
+
 class Tokenizer:
   """BERT WordPiece over batches of lines; ids identical to ReferenceTokenizer's."""
 
   def __init__(self, vocab: Vocab, lower_case: bool = True, accents: bool = True):
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-    self._tf = tf
     self.vocab = vocab
     self.lower_case, self.accents = lower_case, accents
     if _LONG_WORD_MARK in vocab.ids:
       raise ValueError(f"{vocab.path}: holds U+E000, which this tokenizer reserves")
-    self._wordpiece = tf_text.FastWordpieceTokenizer(
-        vocab=list(vocab.tokens), suffix_indicator="##", max_bytes_per_word=_MAX_WORD_BYTES,
-        token_out_type=tf.int32, unknown_token=ref.UNK, no_pretokenization=False,
-        support_detokenization=False)
+    self._words = _WordPieces(vocab)
 
   def normalize(self, text: str) -> bytes:
     return normalize(text, self.lower_case, self.accents)
@@ -166,9 +246,19 @@ class Tokenizer:
     """
     if not lines:
       return np.zeros([0], np.int32), np.zeros([1], np.int64)
-    normalized = self.normalize("\n".join(lines)).split(b"\n")
-    ragged = self._wordpiece.tokenize(self._tf.constant(normalized))
-    return ragged.flat_values.numpy(), ragged.row_splits.numpy()
+    table = self._words
+    table.bound()
+    spaced = _space_punctuation(self.normalize("\n".join(lines)))
+    words = spaced.replace(b"\n", b" " + _LINE_END + b" ").split()
+    # A dict lookup per word (C-level map), then numpy gathers each word's ids.
+    rows = np.fromiter(map(table.__getitem__, words), np.int64, len(words))
+    table.flush()
+    lengths = table.lengths[rows]
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if len(ends) else 0
+    ids = table.pieces[np.repeat(table.starts[rows] - (ends - lengths), lengths)
+                       + np.arange(total)]
+    return ids, np.concatenate([[0], ends[rows == 0], [total]]).astype(np.int64)
 
   def ids(self, text: str) -> List[int]:
     ids, _ = self.batch_ids([text])
@@ -178,18 +268,9 @@ class Tokenizer:
     return [self.vocab.tokens[i] for i in self.ids(text)]
 
 
-_ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]")
-
-
 def basic_words(text: str, lower_case: bool = True, accents: bool = True) -> List[str]:
   """BERT's basic tokenization (words and punctuation marks), at C speed.
 
   A word over 200 characters comes back as the private-use marker, never a real token.
   """
-  normalized = normalize(text, lower_case, accents).decode("utf-8")
-  if normalized.isascii():
-    return _ASCII_WORD.findall(normalized)
-  p = _get_patterns()
-  if p.word is None:
-    p.word = re.compile(f"{p.punctuation}|(?:(?!{p.punctuation})\\S)+")
-  return p.word.findall(normalized)
+  return _space_punctuation(normalize(text, lower_case, accents)).decode("utf-8").split()

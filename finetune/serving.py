@@ -27,7 +27,8 @@ its ops); the model's variables are saved, not the Keras objects.
 
 In-graph tokenization (GraphTokenizer) reproduces data_prep/tokenizer.py, i.e. BERT's
 rules, on every code point: its per-character steps are tables computed here from
-Python's own unicodedata and str.lower, and it feeds the same FastWordpieceTokenizer.
+Python's own unicodedata and str.lower, and it feeds FastWordpieceTokenizer (BERT's
+WordPiece, as data_prep's).
 tests/test_serving.py checks it on the tokenizer parity tests' inputs (every code point
 alone, inside a word and between capital sigmas; the adversarial lines; the shared
 corpus). Steps, as in data_prep's normalize():
@@ -60,13 +61,16 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data_prep import reference_tokenizer as ref
-from data_prep.tokenizer import _LONG_WORD_MARK, _MAX_WORD_BYTES
+from data_prep.tokenizer import _LONG_WORD_MARK
 from finetune.qa import data as qa_data
 from finetune.sentence import data as sentence_data
 from finetune.tagging import data as tagging_data
 
 SAVED_MODEL = "saved_model"
 _SPACE, _MARK = 0x20, ord(_LONG_WORD_MARK)
+# FastWordpieceTokenizer knows a byte limit only; words over 200 characters are the mark
+# by then, so any limit above 200 characters of UTF-8 is BERT's.
+_MAX_WORD_BYTES = 4 * ref.MAX_WORD_CHARS + 4
 _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 _DROP, _KEEP, _TO_SPACE, _CJK = 0, 1, 2, 3
 _WORD_SEPARATORS = np.array([ord(c) for c in qa_data.WORD_SEPARATORS], np.int32)

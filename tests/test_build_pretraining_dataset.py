@@ -26,6 +26,8 @@ from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep import prepare as prepare_lib
 from data_prep.records import feature_spec
+from data_prep import reference_tokenizer as ref
+from data_prep import tokenizer as tokenizer_lib
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
 from data_prep import records
@@ -174,7 +176,7 @@ def test_two_processes_do_not_depend_on_scheduling(tmp_path, small_corpus, vocab
   assert (single.tokens, single.lines) == (stats.tokens, stats.lines)
 
 
-def test_record_files_equal_tensorflows_and_the_writer_needs_no_tensorflow(tmp_path):
+def test_record_files_equal_tensorflows(tmp_path):
   # The writer's framing and checksums: byte for byte what tf.io.TFRecordWriter writes
   # for the same records (empty, short, and longer than a varint byte of length).
   payloads = [b"", b"x", bytes(range(256)) * 3, os.urandom(70_000)]
@@ -187,13 +189,82 @@ def test_record_files_equal_tensorflows_and_the_writer_needs_no_tensorflow(tmp_p
     for payload in payloads:
       writer.write(payload)
   assert open(ours, "rb").read() == open(theirs, "rb").read()
-  # The build's modules load without TensorFlow (only the tokenizer and static masking
-  # bring it in, when they run).
-  script = ("import sys; from data_prep import build, records; "
-            "print('tensorflow' in sys.modules)")
-  run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                       text=True, check=True)
-  assert run.stdout.strip() == "False"
+
+
+# Put on PYTHONPATH, it makes TensorFlow unimportable in every process that starts
+# (spawned workers included): an import anywhere fails the build.
+NO_TENSORFLOW = """
+import os, sys
+class NoTensorFlow:
+  def find_spec(self, name, path=None, target=None):
+    if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
+      raise ImportError(f"process {os.getpid()} imported {name}")
+sys.meta_path.insert(0, NoTensorFlow())
+"""
+
+
+class ReferenceBatches:
+  """data_prep.tokenizer.Tokenizer's interface over the plain-Python reference."""
+
+  def __init__(self, vocab, lower_case=True, accents=True):
+    self.vocab = vocab
+    self._reference = ref.ReferenceTokenizer(vocab.ids, lower_case, accents)
+
+  def batch_ids(self, lines):
+    rows = [self._reference.ids(line) for line in lines]
+    return (np.array([i for row in rows for i in row], np.int32),
+            np.cumsum([0] + [len(row) for row in rows]))
+
+
+def test_default_build_imports_no_tensorflow_and_writes_berts_tokens(
+    tmp_path, vocab_file, monkeypatch):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
+    lines = [next(f) for _ in range(400)]
+  (corpus / "a.txt").write_text("".join(lines) + "Ünïcödé 北京 \u2028 x\u166dy ⹃ «q»\n",
+                                encoding="utf-8")
+  (tmp_path / "no_tf").mkdir()
+  (tmp_path / "no_tf" / "sitecustomize.py").write_text(NO_TENSORFLOW)
+  env = dict(os.environ, PYTHONPATH=str(tmp_path / "no_tf"))
+  run = lambda *argv: subprocess.run([sys.executable, *argv], cwd=ROOT, env=env,
+                                     capture_output=True, text=True, check=False)
+  blocked = run("-c", "import tensorflow")
+  assert blocked.returncode != 0 and "imported tensorflow" in blocked.stderr
+  for processes in (1, 2):
+    built = run("build_pretraining_dataset.py", "--corpus-dir", str(corpus),
+                "--vocab-file", vocab_file, "--output-dir", str(tmp_path / f"out{processes}"),
+                "--num-processes", str(processes), "--num-out-files", "2",
+                "--no-progress")
+    assert built.returncode == 0, built.stderr
+  # The same bytes as a build whose tokenizer is BERT's rules in plain Python.
+  monkeypatch.setattr(tokenizer_lib, "Tokenizer", ReferenceBatches)
+  cfg = config(corpus, vocab_file, tmp_path / "reference", num_processes=2)
+  (tmp_path / "reference").mkdir()
+  parts = corpus_lib.split_work(corpus_lib.list_files(str(corpus)), 2)
+  for job, spans in enumerate(parts):  # in this process, where the patch holds
+    build_lib.write_part(cfg, job, spans, 2, str(tmp_path / "reference"))
+  files = file_bytes(tmp_path / "reference")
+  assert len(files) == 2 and file_bytes(tmp_path / "out2") == files
+
+
+def test_bounded_word_cache_gives_the_same_ids(vocab_file, monkeypatch):
+  vocab = load_vocab(vocab_file)
+  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
+    lines = [next(f).rstrip("\n") for _ in range(600)]
+  lines += ["Ünïcödé wörds «quoted» 北京", "x" * 250 + " tail", "", "naïve café"]
+  batches = [lines[i:i + 50] for i in range(0, len(lines), 50)] * 2
+  unbounded = Tokenizer(vocab)
+  want = [unbounded.batch_ids(batch) for batch in batches]
+  monkeypatch.setattr(tokenizer_lib, "CACHED_WORDS", 20)
+  bounded = Tokenizer(vocab)
+  most_cached = 0
+  for batch, (want_ids, want_offsets) in zip(batches, want):
+    ids, offsets = bounded.batch_ids(batch)
+    assert ids.tolist() == want_ids.tolist() and offsets.tolist() == want_offsets.tolist()
+    most_cached = max(most_cached, len(bounded._words))  # pylint: disable=protected-access
+  # It did start afresh: at most 20 words kept plus one batch's new words.
+  assert len(unbounded._words) > 2000 > most_cached  # pylint: disable=protected-access
 
 
 def test_split_work_cuts_at_line_starts_and_covers_everything(small_corpus):
