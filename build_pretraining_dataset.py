@@ -8,10 +8,9 @@ data/vocab.txt and writes data/pretrain_tfrecords/. The flags are the original's
 
 import argparse
 import dataclasses
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from data_prep import prepare  # pylint: disable=wrong-import-position
 from data_prep.build_config import BuildConfig  # pylint: disable=wrong-import-position

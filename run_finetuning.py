@@ -18,11 +18,10 @@ OUT (default: standard output).
 """
 
 import argparse
-import os
 import shlex
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
 from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top

@@ -9,10 +9,9 @@ generator directories. The work is done by pretrain/trainer.py.
 """
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,8 @@ SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+from util import startup  # pylint: disable=unused-import,wrong-import-position  # before TensorFlow
+
 
 @pytest.fixture(autouse=True)
 def float32_policy_after_each_test():

@@ -69,3 +69,39 @@ def test_only_commands_parse_arguments():
           if modules & {"argparse", "absl.flags", "flags"}:
             parsing.append(os.path.relpath(path, ROOT))
   assert not parsing
+
+
+COMMANDS = ["build_pretraining_dataset.py", "run_pretraining.py", "run_finetuning.py"] + [
+    os.path.join("tools", name) for name in sorted(os.listdir(os.path.join(ROOT, "tools")))
+    if name.endswith(".py") and name != "__init__.py"]
+
+
+def test_commands_set_tensorflows_environment_before_anything_loads_it():
+  """util.startup comes before every third-party or project import of each command
+  (only the standard library may precede it), and after it TensorFlow loads without
+  Keras 3 (tf.keras is tf_keras) and without its start-up chatter."""
+  late = []
+  for command in COMMANDS:
+    tree = ast.parse(open(os.path.join(ROOT, command), encoding="utf-8").read())
+    for node in tree.body:
+      if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        continue
+      names = [node.module] if isinstance(node, ast.ImportFrom) else [
+          alias.name for alias in node.names]
+      if isinstance(node, ast.ImportFrom) and node.module == "util" and any(
+          alias.name == "startup" for alias in node.names):
+        break
+      if any(name.split(".")[0] not in sys.stdlib_module_names for name in names):
+        late.append(f"{command}: {names[0]} before util.startup")
+        break
+    else:
+      late.append(f"{command}: no util.startup")
+  assert not late
+  script = ("import sys; from util import startup; import tensorflow as tf, tf_keras; "
+            "print('keras.src' in sys.modules, tf.keras.Model is tf_keras.Model)")
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL")}
+  run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                       text=True, env=env, check=True)
+  assert run.stdout.split() == ["False", "True"], run.stdout
+  assert "cuInit" not in run.stderr and "oneDNN" not in run.stderr, run.stderr

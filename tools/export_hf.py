@@ -18,8 +18,10 @@ import os
 import shutil
 import sys
 
-import safetensors.numpy
-import tensorflow as tf
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+
+import safetensors.numpy  # pylint: disable=wrong-import-order
+import tensorflow as tf  # pylint: disable=wrong-import-order
 
 from finetune import tasks as task_registry
 from finetune.sentence.data import SentenceTask

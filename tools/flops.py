@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 
 def summary(config, output_frac=None) -> dict:

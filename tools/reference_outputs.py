@@ -17,7 +17,9 @@ import argparse
 import json
 import sys
 
-import numpy as np
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+
+import numpy as np  # pylint: disable=wrong-import-order
 
 from model import checkpoint as ckpt
 from model.config import ModelConfig

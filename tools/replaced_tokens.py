@@ -15,10 +15,9 @@ pretrain/replaced_tokens.py.
 
 import argparse
 import json
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 
 def read_lines(path: str):

@@ -10,6 +10,8 @@ import json
 import sys
 from typing import List, Optional
 
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+
 from finetune.errors import DataError
 from finetune.qa.squad_metrics import (check_coverage, evaluate, expect_mapping,
                                         load_json)

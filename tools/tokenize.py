@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from data_prep import corpus as corpus_lib  # pylint: disable=wrong-import-position
 from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
