@@ -255,6 +255,7 @@ def units_of(args, plan) -> list:
       hparams = {"model_size": args.model_size, "vocab_size": plan["vocab_size"],
                  "num_trials": 1 if task in NO_TRIALS else args.trials,
                  "results_dir": results_dir(args.work_dir, encoder), **schedule,
+                 "export_serving": False,  # the study wants scores, not servable models
                  **args.finetune_hparams}
       command = [python, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
                  "--model-name", encoder_dir(encoder), "--data-dir", args.work_dir,

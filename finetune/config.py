@@ -31,6 +31,9 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   do_train: bool = True
   do_eval: bool = True
   keep_all_models: bool = True  # false: delete each trial's model once it is scored
+  # Each kept trial's model also as a serving SavedModel (finetune/serving.py); a study
+  # that wants only scores turns it off (the export is about a third of a small run).
+  export_serving: bool = True
   seed: int = hparams.field(0, at_least=0)
 
   # Training.

@@ -333,9 +333,11 @@ class Finetuner:
           history.append({"epoch": epoch, "step": end, **{
               f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
           self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
-      exported = serving.export(model, self.runners, self.tokenizer.vocab,
-                                config.do_lower_case, config.max_seq_length, model_dir)
-      self.log(f"wrote the serving SavedModel {exported}")
+      kept = config.keep_all_models or trial == config.num_trials  # see below
+      if config.export_serving and kept:
+        exported = serving.export(model, self.runners, self.tokenizer.vocab,
+                                  config.do_lower_case, config.max_seq_length, model_dir)
+        self.log(f"wrote the serving SavedModel {exported}")
     else:
       try:
         self.restore(model, trial)

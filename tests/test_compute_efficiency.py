@@ -75,6 +75,8 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   assert all(math.isfinite(n) for n in numbers(results))
   assert all(results["encoders"][e]["glue_avg"] is not None for e in ENCODERS)
   assert results["encoders"]["electra@1/4"]["step"] == 2
+  # Scores only: no fine-tuned model is exported for serving (export_serving false).
+  assert not list(work.glob("models/**/saved_model"))
 
   # A kept training checkpoint exported on its own: the weights of step 2, not 8.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -270,8 +270,13 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
                "mixed_precision": "mixed_float16", "num_trials": 2,
                "keep_all_models": False, "num_train_epochs": 1.0}
   config = finetune_config.load_config("tiny", [task], str(tmp_path / "data"), overrides)
-  report = trainer.run(config, log=lambda *_: None)
+  messages = []
+  report = trainer.run(config, log=messages.append)
   assert not os.path.exists(f"{config.model_dir}_1")  # deleted once scored
+  # Only the kept trial is exported for serving (trial 1's export would be deleted).
+  assert [m for m in messages if "serving SavedModel" in m] == [
+      f"wrote the serving SavedModel {config.model_dir}_2/saved_model"]
+  assert os.path.isdir(f"{config.model_dir}_2/saved_model")
   checkpoint = tf.train.latest_checkpoint(f"{config.model_dir}_2")
   names = [name for name, _ in tf.train.list_variables(checkpoint)]
   # The optimizer was a LossScaleOptimizer: its dynamic loss scale is checkpointed.
