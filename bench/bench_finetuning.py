@@ -217,16 +217,16 @@ def main():
     return child(args.child, args.steps, args.warmup)
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   impls = args.impls.split(",")
-  kernels = ["tf_layer", "torch_layer"] if args.layers else []
+  layer_children = ["tf_layer", "torch_layer"] if args.layers else []
   results = []
   for round_ in range(args.rounds):
-    for impl in impls + kernels:
+    for impl in impls + layer_children:
       out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps",
                             str(args.steps), "--warmup", str(args.warmup)],
                            capture_output=True, text=True, env=env, check=True)
       result = json.loads(out.stdout.strip().splitlines()[-1])
       results.append(result)
-      if impl in kernels:
+      if impl in layer_children:
         print(f"round {round_ + 1} {impl:13s} " + ", ".join(
             f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
       else:
@@ -245,7 +245,7 @@ def main():
     print(f"| {impl} | {figures[impl]['examples_per_s']:.1f} examples/s | "
           f"{figures[impl]['step_ms']} ms/step | {figures[impl]['gflop_per_s']} GFLOP/s | "
           f"{figures[impl]['peak_rss_mib']} MiB peak RSS |")
-  for impl in kernels:
+  for impl in layer_children:
     mine = [r["ms"] for r in results if r["impl"] == impl]
     figures[impl] = {name: round(min(ms[name] for ms in mine), 1) for name in mine[0]}
     print(f"| {impl} | " + " | ".join(f"{name} {ms} ms"
@@ -254,9 +254,9 @@ def main():
 
 
 def step_flops() -> float:
-  """Training FLOPs of one step as the project counts them (model/flops.py: forward +
-  backward = 2 x forward, the original's convention; a matrix product's backward is
-  really two products, so the hardware does about 1.5x this)."""
+  """Training FLOPs of one step as the project counts them (model/flops.py, the
+  original's convention: backward = forward, the embedding lookup as a one-hot matrix
+  product), not what the hardware executes."""
   sys.path.insert(0, ROOT)
   from model.config import ModelConfig
   from model.flops import finetuning_flops_per_step
