@@ -271,6 +271,9 @@ class Finetuner:
     config = self.config
     seed = config.seed + trial - 1
     model_dir = self.trial_dir(trial)
+    # As the original: with keep_all_models false only the last trial's model is kept
+    # (--predict and serving use trial 1's, so they need keep_all_models or num_trials 1).
+    kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir)
@@ -333,7 +336,6 @@ class Finetuner:
           history.append({"epoch": epoch, "step": end, **{
               f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
           self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
-      kept = config.keep_all_models or trial == config.num_trials  # see below
       if config.export_serving and kept:
         exported = serving.export(model, self.runners, self.tokenizer.vocab,
                                   config.do_lower_case, config.max_seq_length, model_dir)
@@ -349,9 +351,7 @@ class Finetuner:
     result = {"trial": trial, "scores": scores or {}, "history": history}
     if config.write_test_outputs and trial <= config.n_writes_test:
       self.write_test_predictions(model, trial)
-    if not config.keep_all_models and trial < config.num_trials:
-      # As the original: only the last trial's model is kept (--predict and serving use
-      # trial 1's, so they need keep_all_models or num_trials 1).
+    if not kept:
       shutil.rmtree(model_dir, ignore_errors=True)
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
