@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -41,12 +40,6 @@ for i in range(0, len(lines), 4000):
   n += len(tokenizer.batch_ids(lines[i:i + 4000])[0])
 print("RESULT", n / (time.process_time() - t0))
 """
-
-
-def child_result(code, root):
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=root)
-  return float([l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
 
 
 def same_bytes(dir_a, dir_b):
@@ -70,11 +63,11 @@ def main():
   roots = {"before (TF tokenizer)": baseline, "after (no TF)": common.ROOT}
   print(f"load average at start: {common.load():.2f} (2 cores shared with others)")
 
-  tps = {name: child_result(_TOKENIZER_CHILD.format(root=root, corpus=corpus,
-                                                    vocab=args.vocab), root)
+  tps = {name: common.child_result(_TOKENIZER_CHILD.format(root=root, corpus=corpus,
+                                                           vocab=args.vocab), root)
          for name, root in roots.items()}
-  tf_import = child_result("import time; t0 = time.time(); import tensorflow; "
-                           "print('RESULT', time.time() - t0)", common.ROOT)
+  tf_import = common.child_result("import time; t0 = time.time(); import tensorflow; "
+                                  "print('RESULT', time.time() - t0)", common.ROOT)
   walls = {(name, p): [] for name in roots for p in (1, 2)}
   machine = []
   with tempfile.TemporaryDirectory() as tmp:

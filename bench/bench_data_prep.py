@@ -80,7 +80,11 @@ def build_in_child(corpus_dir, vocab, out, processes, root=ROOT):
   """The build of the checkout at `root` (this one by default), in a fresh process."""
   argv = ["--corpus-dir", corpus_dir, "--vocab-file", vocab, "--output-dir", out,
           "--num-processes", str(processes), "--overwrite", "--no-progress"]
-  code = _BUILD_CHILD.format(root=root, argv=argv)
+  return child_result(_BUILD_CHILD.format(root=root, argv=argv), root)
+
+
+def child_result(code: str, root: str = ROOT):
+  """Runs Python `code` in a fresh process in `root`; the JSON of its last RESULT line."""
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=root)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
