@@ -11,6 +11,9 @@ from typing import Any, Dict, Optional
 
 from util import hparams
 
+# Start points of pre-training (model/initialization.py).
+INIT_SCHEMES = ("truncated_normal", "mimetic")
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelChoice:

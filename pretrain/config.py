@@ -11,7 +11,7 @@ import os
 from typing import Any, Dict, Optional
 
 from model import flops as model_flops
-from model.config import ModelChoice, ModelConfig
+from model.config import INIT_SCHEMES, ModelChoice, ModelConfig
 from data_prep import records
 from data_prep.vocab import load_vocab
 from util import hparams
@@ -32,6 +32,10 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   gen_weight: float = hparams.field(1.0, at_least=0)
   disc_weight: float = hparams.field(50.0, at_least=0)
   mask_prob: float = hparams.field(0.15, above=0, at_most=1)
+
+  # The start of a fresh run (model/initialization.py): the original's truncated
+  # normal, or "mimetic" (smooth positions, attention that follows similarity).
+  init_scheme: str = hparams.field("truncated_normal", choices=INIT_SCHEMES)
 
   # Optimization.
   learning_rate: float = hparams.field(5e-4, above=0)

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from model import checkpoint as original_checkpoint
 from model.encoder import use_recompute
+from model.initialization import apply_init_scheme
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import PretrainingMetrics
@@ -176,10 +177,14 @@ class Pretrainer:
     return dataset_fn
 
   def _init_from_checkpoint(self):
+    """A fresh run's start: init_checkpoint's weights, else the init_scheme."""
     if self.config.init_checkpoint:
       path = original_checkpoint.load_original(self.model.electra,
                                                self.config.init_checkpoint)
       print(f"initialized the generator and discriminator from {path}", flush=True)
+    else:
+      apply_init_scheme(self.model.electra, self.config.init_scheme, self.config.seed,
+                        self.model.model_config.initializer_range)
 
   def _reading_data(self, action):
     """Runs `action`, turning a corrupt-record error into one naming the file."""
@@ -203,9 +208,11 @@ class Pretrainer:
     return self._reading_data(lambda: self.loop.run(
         self._dataset_fn(batch, training_data=True), init_fn=self._init_from_checkpoint))
 
-  def evaluate(self) -> Dict[str, float]:
-    """Metrics over num_eval_steps batches, written to <model_dir>/results/."""
-    restored = self.loop.restore()
+  def evaluate(self, checkpoint: Optional[str] = None, write: bool = True
+               ) -> Dict[str, float]:
+    """Metrics over num_eval_steps batches of the latest (or the given) checkpoint,
+    written to <model_dir>/results/ unless `write` is false."""
+    restored = self.loop.restore(checkpoint)
     if not restored:
       if not self.config.init_checkpoint:
         raise InputError(f"{self.config.model_dir}: no checkpoint to evaluate; train "
@@ -225,7 +232,7 @@ class Pretrainer:
         self._dataset_fn(self.config.eval_batch_size, training_data=False), replica_fn,
         self.config.num_eval_steps))
     results = {**metrics.result(), "global_step": int(self.loop.step.numpy())}
-    if self.loop.chief:
+    if self.loop.chief and write:
       write_results(self.config, results)
     return results
 

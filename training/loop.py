@@ -122,9 +122,10 @@ class TrainLoop:
   def latest_checkpoint(self) -> Optional[str]:
     return tf.train.latest_checkpoint(self.settings.model_dir)
 
-  def restore(self) -> Optional[str]:
-    """Restores the model, optimizer and step of the latest checkpoint; returns its path."""
-    path = self.latest_checkpoint()
+  def restore(self, path: Optional[str] = None) -> Optional[str]:
+    """Restores the model, optimizer and step of the latest checkpoint (or of `path`);
+    returns its path."""
+    path = path or self.latest_checkpoint()
     if path:
       self._manager().checkpoint.restore(path).expect_partial()
     return path

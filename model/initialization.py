@@ -1,0 +1,95 @@
+"""Start points of pre-training: the original's truncated normal, or a mimetic start.
+
+"truncated_normal" is the original's: every kernel and embedding from a truncated normal
+of std initializer_range, so attention starts uniform over the sequence and position
+embeddings carry no notion of "my neighbour" (bench/RESULTS.md, the masked-LM plateau).
+
+"mimetic" (after Trockman and Kolter, "Mimetic Initialization of Self-Attention
+Layers", ICML 2023) sets only the values of the standard variables, so checkpoints keep
+the original's names and shapes:
+- position embeddings become sinusoids (smooth in position: neighbours are similar),
+  `position_scale` times the token embeddings' per-element std;
+- in every transformer layer and head, query x key^T = qk_noise Z + qk_identity I and
+  value x output = vo_noise Z - vo_identity I (Z Gaussian with variance 1/width),
+  factored by SVD into the head's kernels. Attention then follows similarity, which
+  with dominant smooth positions is locality, from step 0.
+"""
+
+from typing import Iterable
+
+import numpy as np
+import tensorflow as tf
+
+from model.config import INIT_SCHEMES
+from model.encoder import ElectraEncoder
+
+
+def sinusoids(num_positions: int, width: int, rms: float) -> np.ndarray:
+  """[num_positions, width] sin/cos pairs at geometric frequencies (as the Transformer's
+  position encoding), each element's root-mean-square `rms`."""
+  frequencies = 1.0 / (10000.0 ** (np.arange(width // 2) * 2.0 / width))
+  angles = np.arange(num_positions)[:, None] * frequencies[None]
+  table = np.zeros([num_positions, width])
+  table[:, 0:2 * (width // 2):2] = np.sin(angles)
+  table[:, 1:2 * (width // 2):2] = np.cos(angles)
+  return table * rms * np.sqrt(2.0)
+
+
+def factored_pair(rng: np.random.Generator, width: int, rank: int, noise: float,
+                  identity: float):
+  """(A [width, rank], B [rank, width]) with A @ B the rank-`rank` part of
+  noise * Z + identity * I, Z ~ N(0, 1 / width)."""
+  target = noise * rng.normal(0, 1 / np.sqrt(width), [width, width]) + identity * np.eye(
+      width)
+  u, s, vt = np.linalg.svd(target)
+  root = np.sqrt(s[:rank])
+  return u[:, :rank] * root, root[:, None] * vt[:rank]
+
+
+def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
+                      qk_noise: float, qk_identity: float, vo_noise: float,
+                      vo_identity: float):
+  """Sets every layer's query/key and value/output kernels of `encoder` (biases stay)."""
+  for block in encoder.transformer_layers:
+    attention = block._attention_layer  # pylint: disable=protected-access
+    width, heads, head_size = attention._query_dense.kernel.shape  # pylint: disable=protected-access
+    query, key, value = (np.zeros([width, heads, head_size]) for _ in range(3))
+    output = np.zeros([heads, head_size, width])
+    for h in range(heads):
+      query[:, h], key_t = factored_pair(rng, width, head_size, qk_noise, qk_identity)
+      key[:, h] = key_t.T
+      value[:, h], output[h] = factored_pair(rng, width, head_size, vo_noise, -vo_identity)
+    for dense, kernel in ((attention._query_dense, query), (attention._key_dense, key),  # pylint: disable=protected-access
+                          (attention._value_dense, value), (attention._output_dense, output)):  # pylint: disable=protected-access
+      dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
+
+
+def encoders_of(model) -> Iterable[ElectraEncoder]:
+  """Every distinct ElectraEncoder in `model` (a tied generator is the discriminator)."""
+  seen = []
+  for module in [model, *model.submodules]:
+    if isinstance(module, ElectraEncoder) and not any(module is s for s in seen):
+      seen.append(module)
+  return seen
+
+
+def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
+                      position_scale: float = 2.0, qk_noise: float = 0.2,
+                      qk_identity: float = 0.7, vo_noise: float = 0.2,
+                      vo_identity: float = 0.7):
+  """Re-initializes the (built) encoders of `model` by `scheme`; truncated_normal, the
+  variables' own initializers, is left as built."""
+  if scheme not in INIT_SCHEMES:
+    raise ValueError(f"init_scheme {scheme!r}: expected one of {INIT_SCHEMES}")
+  if scheme == "truncated_normal":
+    return
+  rng = np.random.default_rng(seed)
+  done_embeddings = []
+  for encoder in encoders_of(model):
+    embeddings = encoder.embeddings
+    if not any(embeddings is e for e in done_embeddings):
+      table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
+      table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
+                           table.dtype))
+      done_embeddings.append(embeddings)
+    mimetic_attention(encoder, rng, qk_noise, qk_identity, vo_noise, vo_identity)
