@@ -5,7 +5,8 @@
 Reads each model dir's train_log.jsonl, averages every scalar over windows of --window
 steps (one logged batch is noisy) and draws one panel per scalar with one line per run,
 against millions of training tokens (runs with other batch sizes stay comparable). Also
-prints, per run, the windowed figures at a few points as a table.
+prints, per run, the windowed figures at a few points as a table. With --eval, the
+held-out metrics of every kept checkpoint instead (bench/eval_checkpoints.py).
 """
 
 import argparse
@@ -16,9 +17,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from training.curves import LOG_NAME, plot_panels, read_log
+from eval_checkpoints import EVAL_CURVE  # pylint: disable=wrong-import-position
+from training.curves import LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
+# --eval: the held-out metrics of every kept checkpoint (bench/eval_checkpoints.py).
+EVAL_SCALARS = ("masked_lm_accuracy", "disc_auc", "disc_precision", "disc_recall")
 
 
 def windowed(log_path: str, window: int):
@@ -40,9 +44,13 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("runs", nargs="+", help="NAME=MODEL_DIR (its train_log.jsonl)")
   parser.add_argument("--window", type=int, default=200)
+  parser.add_argument("--eval", action="store_true",
+                      help="draw each run's eval_curve.jsonl (bench/eval_checkpoints.py) "
+                      "instead of its windowed training log")
   parser.add_argument("--output", required=True, help="PNG path")
   args = parser.parse_args()
-  panels = {k: {} for k in SCALARS}
+  scalars = EVAL_SCALARS if args.eval else SCALARS
+  panels = {k: {} for k in scalars}
   for run in args.runs:
     name, _, model_dir = run.partition("=")
     if not model_dir:
@@ -50,14 +58,18 @@ def main():
     with open(os.path.join(model_dir, "pretrain_config.json"), encoding="utf-8") as f:
       config = json.load(f)["config"]
     tokens = config["train_batch_size"] * config["max_seq_length"]
-    rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)
-    for scalar in SCALARS:
+    if args.eval:
+      with open(os.path.join(model_dir, EVAL_CURVE), encoding="utf-8") as f:
+        rows = [(r["global_step"], r) for r in map(json.loads, f)]
+    else:
+      rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)
+    for scalar in scalars:
       panels[scalar][name] = [(step * tokens / 1e6, m[scalar]) for step, m in rows
                               if scalar in m]
     print(f"{name}: " + "; ".join(
-        f"{step} steps ({step * tokens / 1e6:.1f}M tok): mlm acc "
-        f"{m.get('masked_lm_accuracy', float('nan')):.3f}, disc loss "
-        f"{m.get('disc_loss', float('nan')):.3f}" for step, m in rows[::max(1, len(rows) // 6)]))
+        f"{step} steps ({step * tokens / 1e6:.1f}M tok): " + ", ".join(
+            f"{k} {m[k]:.3f}" for k in scalars if k in m)
+        for step, m in rows[::max(1, len(rows) // 6)]))
   print(plot_panels(panels, "training tokens (millions)", args.output, columns=2))
 
 

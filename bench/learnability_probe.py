@@ -10,10 +10,11 @@ accuracy 1, one that does not stays at the copy level (~0.15 + 0.85 / num_words)
 corpus and its vocabulary (the special tokens and the words) are made here, the records
 by build_pretraining_dataset.py. Each arm pre-trains the tiny recipe (the model of
 configs/pretraining/tiny.json, --hparams on top) with run_pretraining.py, keeps a
-checkpoint every --eval-every steps and evaluates each one (masked-LM accuracy and
-disc_auc on --eval-batches held-out batches). Reported per arm: the first evaluated step
-at which masked_lm_accuracy >= 0.9 and disc_auc >= 0.9. Re-running resumes (records,
-runs and evaluations that exist are kept).
+checkpoint every --eval-every steps and evaluates each one (bench/eval_checkpoints.py:
+masked-LM accuracy and disc_auc on --eval-batches batches). The arm named "hf" is the
+peer: transformers' PyTorch ELECTRA at the same sizes on the same records. Reported per
+arm: the first evaluated step at which masked_lm_accuracy >= 0.9 and disc_auc >= 0.9.
+Re-running resumes (records, runs and evaluations that exist are kept).
 """
 
 import argparse
@@ -25,6 +26,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from eval_checkpoints import EVAL_CURVE, evaluate_checkpoints  # pylint: disable=wrong-import-position
 from util.files import atomic_write  # pylint: disable=wrong-import-position
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -32,7 +34,7 @@ SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PROBE_HPARAMS = {"model_size": "tiny", "train_batch_size": 32, "eval_batch_size": 64,
                  "log_every_steps": 10, "keep_checkpoint_max": 10000, "do_eval": False}
 THRESHOLD = 0.9
-EVAL_NAME = "probe_eval.jsonl"
+PEER = "hf"  # the arm name that runs transformers' PyTorch ELECTRA (train_peer)
 
 
 def made_up_words(count: int, rng) -> list:
@@ -89,30 +91,124 @@ def pretrain(data_dir: str, name: str, hparams: dict):
                   "--hparams", json.dumps(hparams)], check=True)
 
 
-def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
-  """Evaluates each kept checkpoint not yet in <model_dir>/probe_eval.jsonl (in this
-  process: one TensorFlow start for all of them); returns every row, by step."""
-  from pretrain import trainer  # pylint: disable=import-outside-toplevel
-  from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+def read_records(data_dir: str, max_seq_length: int):
+  """Every record of <data_dir>/pretrain_tfrecords as int64 arrays, in file order."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  config = load_config(name, data_dir, {**hparams, "num_eval_steps": eval_batches,
-                                        "do_eval": True})
-  log = os.path.join(config.model_dir, EVAL_NAME)
-  rows = {}
-  if os.path.exists(log):
-    with open(log, encoding="utf-8") as f:
-      rows = {r["global_step"]: r for r in map(json.loads, f)}
-  state = tf.train.get_checkpoint_state(config.model_dir)
-  paths = [p for p in state.all_model_checkpoint_paths
-           if int(p.rsplit("-", 1)[1]) not in rows]
-  if paths:
-    evaluator = trainer.Pretrainer(config)
-    for path in paths:
-      row = evaluator.evaluate(checkpoint=path, write=False)
-      rows[row["global_step"]] = row
-      with open(log, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-  return [rows[s] for s in sorted(rows)]
+  from data_prep import records  # pylint: disable=import-outside-toplevel
+  files = sorted(tf.io.gfile.glob(os.path.join(data_dir, "pretrain_tfrecords", "*")))
+  spec = records.feature_spec(max_seq_length, None)
+  rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
+  return {k: np.stack([r[k].numpy() for r in rows]) for k in spec}
+
+
+def train_peer(data_dir: str, hparams: dict, eval_batches: int, log_path: str):
+  """transformers' PyTorch ELECTRA on the same records: the tiny recipe's sizes (a
+  generator of half the width sharing the embeddings), the original's masking (15%,
+  85% [MASK], 15% kept), Gumbel-max samples, loss = MLM + 50 x replaced-token
+  detection, torch AdamW (decay off for LayerNorm and biases; torch's Adam has bias
+  correction, the original's has none) with the same warmup and linear decay, clipping
+  1.0, one thread. Evaluated every save_checkpoints_steps steps on the first
+  eval_batches x eval_batch_size records, as ours (AUC over every position, padding as
+  label 0 with probability 0); returns the rows, written to `log_path`."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  import transformers  # pylint: disable=import-outside-toplevel
+  from sklearn.metrics import roc_auc_score  # pylint: disable=import-outside-toplevel
+  from data_prep.vocab import load_vocab  # pylint: disable=import-outside-toplevel
+  torch.set_num_threads(1)
+  torch.manual_seed(0)
+  rng = np.random.default_rng(0)
+  vocab = load_vocab(os.path.join(data_dir, "vocab.txt"))
+  seq = hparams["max_seq_length"]
+  data = read_records(data_dir, seq)
+  sizes = {"hidden_size": 128, "num_hidden_layers": 4, "intermediate_size": 512,
+           "num_attention_heads": 2}  # configs/model_sizes.json "tiny"
+  common = dict(vocab_size=len(vocab), embedding_size=128, hidden_act="gelu",
+                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                max_position_embeddings=512, initializer_range=0.02)
+  disc = transformers.ElectraForPreTraining(transformers.ElectraConfig(**common, **sizes))
+  gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+      **common, hidden_size=64, num_hidden_layers=4, intermediate_size=256,
+      num_attention_heads=1))
+  gen.electra.embeddings = disc.electra.embeddings
+  gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+  params = {id(p): (n, p) for m in (disc, gen) for n, p in m.named_parameters()}
+  no_decay = [p for n, p in params.values() if "LayerNorm" in n or n.endswith("bias")]
+  decay = [p for n, p in params.values() if not ("LayerNorm" in n or n.endswith("bias"))]
+  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                 {"params": no_decay, "weight_decay": 0.0}],
+                                lr=hparams["learning_rate"], eps=1e-6)
+  steps, warmup = hparams["num_train_steps"], hparams["num_warmup_steps"]
+  schedule = torch.optim.lr_scheduler.LambdaLR(
+      optimizer, lambda s: (1 - s / steps) * min(1.0, s / max(1, warmup)))
+  max_predictions = int((0.15 + 0.005) * seq)
+  specials = np.array([vocab.cls_id, vocab.sep_id, vocab.mask_id])
+
+  def mask(ids, input_mask):
+    masked, positions = ids.copy(), np.zeros([len(ids), max_predictions], np.int64)
+    weights = np.zeros([len(ids), max_predictions], np.float32)
+    for b in range(len(ids)):
+      candidates = np.flatnonzero(input_mask[b] & ~np.isin(ids[b], specials))
+      n = max(1, min(max_predictions, int(round(input_mask[b].sum() * 0.15))))
+      chosen = rng.choice(candidates, min(n, len(candidates)), replace=False)
+      positions[b, :len(chosen)], weights[b, :len(chosen)] = chosen, 1.0
+      masked[b, chosen[rng.random(len(chosen)) < 0.85]] = vocab.mask_id
+    return masked, positions, weights
+
+  def forward(index):
+    ids, input_mask = data["input_ids"][index], data["input_mask"][index].astype(bool)
+    masked, positions, weights = mask(ids, input_mask)
+    t = lambda x: torch.as_tensor(x)  # pylint: disable=unnecessary-lambda-assignment
+    attention = t(input_mask.astype(np.int64))
+    segments = t(data["segment_ids"][index])
+    hidden = gen(input_ids=t(masked), attention_mask=attention, token_type_ids=segments,
+                 output_hidden_states=True).hidden_states[-1]
+    gathered = torch.gather(hidden, 1, t(positions)[..., None].expand(-1, -1,
+                                                                       hidden.shape[-1]))
+    logits = gen.generator_lm_head(gen.generator_predictions(gathered))
+    targets = t(np.take_along_axis(ids, positions, 1))
+    w = t(weights)
+    token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets,
+                                                   reduction="none")
+    mlm_loss = (token_loss * w).sum() / (w.sum() + 1e-6)
+    uniform = torch.rand(logits.shape)
+    sampled = (logits.detach() - torch.log(-torch.log(uniform + 1e-9) + 1e-9)).argmax(-1)
+    corrupted = t(ids).clone().scatter_(1, t(positions), torch.where(
+        w > 0, sampled, torch.gather(t(ids), 1, t(positions))))
+    labels = (corrupted != t(ids)).float()
+    disc_logits = disc(input_ids=corrupted, attention_mask=attention,
+                       token_type_ids=segments).logits
+    real = attention.float()
+    disc_loss = (torch.nn.functional.binary_cross_entropy_with_logits(
+        disc_logits, labels, reduction="none") * real).sum() / (real.sum() + 1e-6)
+    accuracy = ((logits.argmax(-1) == targets).float() * w).sum() / (w.sum() + 1e-6)
+    return mlm_loss + 50.0 * disc_loss, accuracy, disc_logits, labels, real
+
+  batch, eval_batch = hparams["train_batch_size"], hparams["eval_batch_size"]
+  eval_index = np.arange(eval_batches * eval_batch) % len(data["input_ids"])
+  rows = []
+  for step in range(1, steps + 1):
+    loss, _, _, _, _ = forward(rng.integers(len(data["input_ids"]), size=batch))
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for _, p in params.values()], 1.0)
+    optimizer.step()
+    schedule.step()
+    if step % hparams["save_checkpoints_steps"] == 0 or step == steps:
+      with torch.no_grad():
+        outputs = [forward(eval_index[i:i + eval_batch])
+                   for i in range(0, len(eval_index), eval_batch)]
+      probs = np.concatenate([(torch.sigmoid(o[2]) * o[4]).numpy().ravel()
+                              for o in outputs])
+      labels = np.concatenate([(o[3] * o[4]).numpy().ravel() for o in outputs])
+      rows.append({"global_step": step,
+                   "masked_lm_accuracy": float(np.mean([o[1] for o in outputs])),
+                   "disc_auc": float(roc_auc_score(labels, probs))})
+      print(f"peer step {step}: {rows[-1]}", flush=True)
+  with atomic_write(log_path) as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+  return rows
 
 
 def first_step(rows, metric: str, threshold: float = THRESHOLD):
@@ -123,7 +219,8 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--work-dir", required=True)
   parser.add_argument("--arm", action="append", required=True,
-                      help="NAME=JSON: an arm and its --hparams over the probe's")
+                      help="NAME=JSON: an arm and its --hparams over the probe's; the "
+                      f"arm named {PEER!r} trains transformers' PyTorch ELECTRA")
   parser.add_argument("--steps", type=int, default=600)
   parser.add_argument("--eval-every", type=int, default=25)
   parser.add_argument("--eval-batches", type=int, default=4)
@@ -142,8 +239,19 @@ def main():
     hparams = {**PROBE_HPARAMS, "max_seq_length": args.max_seq_length,
                "num_train_steps": args.steps, "save_checkpoints_steps": args.eval_every,
                **json.loads(extra or "{}")}
-    pretrain(data_dir, f"probe_{name}", hparams)
-    rows = evaluate_checkpoints(data_dir, f"probe_{name}", hparams, args.eval_batches)
+    if name == PEER:
+      from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+      config = load_config("probe", data_dir, hparams).with_vocab_file_size()
+      log = os.path.join(data_dir, "models", f"probe_{name}", EVAL_CURVE)
+      if os.path.exists(log):
+        with open(log, encoding="utf-8") as f:
+          rows = [json.loads(line) for line in f]
+      else:
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        rows = train_peer(data_dir, config.to_dict(), args.eval_batches, log)
+    else:
+      pretrain(data_dir, f"probe_{name}", hparams)
+      rows = evaluate_checkpoints(data_dir, f"probe_{name}", hparams, args.eval_batches)
     summary[name] = {"steps_to_mlm_0.9": first_step(rows, "masked_lm_accuracy"),
                      "steps_to_auc_0.9": first_step(rows, "disc_auc"),
                      "curve": [(r["global_step"], round(r["masked_lm_accuracy"], 3),

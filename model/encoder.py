@@ -138,12 +138,27 @@ class ElectraEncoder(tf_keras.Model):
       mask *= band[None]
     return mask
 
-  def call(self, inputs, training=None):
+  def _embed(self, inputs, training=None):
+    """(the first layer's input [B, S, H], the attention mask [B, S, S])."""
     input_ids = inputs["input_ids"]
     x = self.embeddings(input_ids, inputs["segment_ids"], training=training)
     if self.embeddings_project is not None:
       x = self.embeddings_project(x)
-    mask = self.attention_mask(inputs["input_mask"], tf.shape(input_ids)[1])
+    return x, self.attention_mask(inputs["input_mask"], tf.shape(input_ids)[1])
+
+  def attention_probs(self, inputs):
+    """Every layer's attention weights, [B, heads, S, S] each (inference mode)."""
+    x, mask = self._embed(inputs)
+    probs = []
+    for layer in self.transformer_layers:
+      _, layer_probs = layer._attention_layer(  # pylint: disable=protected-access
+          x, x, attention_mask=mask, return_attention_scores=True)
+      probs.append(layer_probs)
+      x = layer([x, mask])
+    return probs
+
+  def call(self, inputs, training=None):
+    x, mask = self._embed(inputs, training=training)
     for layer in self.transformer_layers:
       if self.recompute and training:
         x = recomputed_call(layer, x, mask)

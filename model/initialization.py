@@ -74,7 +74,7 @@ def encoders_of(model) -> Iterable[ElectraEncoder]:
 
 
 def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
-                      position_scale: float = 2.0, qk_noise: float = 0.2,
+                      position_scale: float = 4.0, qk_noise: float = 0.2,
                       qk_identity: float = 0.7, vo_noise: float = 0.2,
                       vo_identity: float = 0.7):
   """Re-initializes the (built) encoders of `model` by `scheme`; truncated_normal, the

@@ -183,7 +183,7 @@ class Pretrainer:
                                                self.config.init_checkpoint)
       print(f"initialized the generator and discriminator from {path}", flush=True)
     else:
-      apply_init_scheme(self.model.electra, self.config.init_scheme, self.config.seed,
+      apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)
 
   def _reading_data(self, action):

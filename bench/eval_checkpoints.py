@@ -1,0 +1,68 @@
+"""Evaluates every kept checkpoint of a pre-training run: eval metrics against steps.
+
+  python bench/eval_checkpoints.py --data-dir DATA --model-name NAME [--hparams JSON]
+
+The run's own config (its pretrain_config.json, then --hparams) with num_eval_steps
+--eval-batches; each checkpoint not yet in <model_dir>/eval_curve.jsonl is evaluated
+(one TensorFlow start for all) and appended as a line, so re-running adds only new
+checkpoints. Keep them with "keep_checkpoint_max" at least num_train_steps /
+save_checkpoints_steps. bench/compare_runs.py --eval draws the curves.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+EVAL_CURVE = "eval_curve.jsonl"
+
+
+def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
+  """Every row of <model_dir>/eval_curve.jsonl, by step, after evaluating the kept
+  checkpoints it lacks."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from pretrain import trainer  # pylint: disable=import-outside-toplevel
+  from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  config = load_config(name, data_dir, {**hparams, "num_eval_steps": eval_batches,
+                                        "do_eval": True})
+  log = os.path.join(config.model_dir, EVAL_CURVE)
+  rows = {}
+  if os.path.exists(log):
+    with open(log, encoding="utf-8") as f:
+      rows = {r["global_step"]: r for r in map(json.loads, f)}
+  state = tf.train.get_checkpoint_state(config.model_dir)
+  paths = [p for p in state.all_model_checkpoint_paths
+           if int(p.rsplit("-", 1)[1]) not in rows]
+  if paths:
+    evaluator = trainer.Pretrainer(config)
+    for path in paths:
+      row = evaluator.evaluate(checkpoint=path, write=False)
+      rows[row["global_step"]] = row
+      with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+  return [rows[s] for s in sorted(rows)]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--data-dir", required=True)
+  parser.add_argument("--model-name", required=True)
+  parser.add_argument("--hparams", default="{}", help="JSON, as run_pretraining.py's")
+  parser.add_argument("--eval-batches", type=int, default=20)
+  args = parser.parse_args()
+  config_path = os.path.join(args.data_dir, "models", args.model_name,
+                             "pretrain_config.json")
+  with open(config_path, encoding="utf-8") as f:
+    ran = json.load(f)["config"]
+  hparams = {k: v for k, v in ran.items() if k not in ("model_name", "data_dir")}
+  rows = evaluate_checkpoints(args.data_dir, args.model_name,
+                              {**hparams, **json.loads(args.hparams)}, args.eval_batches)
+  for row in rows:
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+  main()
