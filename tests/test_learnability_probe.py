@@ -12,8 +12,9 @@ from tests.conftest import ROOT
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import learnability_probe  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Measured (bench/RESULTS.md, the probe at this size): the mimetic start passes 0.9 by
-# step PROBE_STEPS - 25 on one thread; the original's start is at the copy level there.
+# Measured at this size (100 words, 32 tokens; bench/RESULTS.md): eval masked-LM accuracy
+# 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 from the mimetic start, so 150
+# steps leave a margin; a model that does not use its neighbours stays near 0.15.
 PROBE_STEPS = 150
 
 
@@ -41,13 +42,13 @@ def test_mimetic_start_learns_the_successor_map(tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.join(ROOT, "bench", "learnability_probe.py"),
        "--work-dir", str(tmp_path), "--arm", 'mimetic={"init_scheme": "mimetic"}',
-       "--steps", str(PROBE_STEPS), "--eval-every", "25", "--eval-batches", "2",
+       "--steps", str(PROBE_STEPS), "--eval-every", "75", "--eval-batches", "2",
        "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],
       cwd=ROOT, capture_output=True, text=True, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT mimetic "))
   summary = json.loads(line.split(" ", 2)[2])
   steps = [s for s, _, _ in summary["curve"]]
-  assert steps == list(range(25, PROBE_STEPS + 1, 25))
-  assert summary["curve"][0][1] < 0.5  # it starts below, then learns the map
-  assert summary["steps_to_mlm_0.9"] is not None and summary["curve"][-1][1] >= 0.9
+  assert steps == [75, PROBE_STEPS]  # every kept checkpoint evaluated
+  assert summary["curve"][-1][1] >= 0.9
+  assert summary["steps_to_mlm_0.9"] in steps

@@ -35,8 +35,8 @@ def test_recipe_discriminator_beats_its_base_rate(data):
   config = load_config("electra_tiny", data_dir, {
       "num_train_steps": STEPS, "save_checkpoints_steps": STEPS, "log_every_steps": 20,
       "do_eval": True, "num_eval_steps": 4, "eval_batch_size": 32})
-  assert (config.model_size, config.learning_rate, config.train_batch_size) == (
-      "tiny", 1e-3, 32)  # the preset itself, not a test-only variant
+  assert (config.model_size, config.learning_rate, config.train_batch_size,
+          config.init_scheme) == ("tiny", 1e-3, 32, "mimetic")  # the preset itself
   results = trainer.run(config)
   assert results["global_step"] == STEPS
   rate = results["disc_replaced_rate"]
