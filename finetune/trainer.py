@@ -33,7 +33,7 @@ from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
-RUN_CONFIG = "finetuning_config.json"
+RUN_CONFIG = resume.FINETUNING_RECORD
 # Fields that may change between runs on one model dir: they do not change the trained
 # weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
 RESUMABLE_FIELDS = (

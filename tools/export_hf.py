@@ -30,9 +30,10 @@ from finetune.tasks import runner_for
 from model import checkpoint as ckpt
 from model import huggingface as hf
 from model.config import ModelConfig
+from training import resume
 from util.files import atomic_write
 
-FINETUNING_CONFIG = "finetuning_config.json"
+FINETUNING_CONFIG = resume.FINETUNING_RECORD
 
 
 def _read_json(path: str):

@@ -36,6 +36,10 @@ class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
 
 
+class CheckpointError(ValueError):
+  """A model dir whose checkpoints cannot be read."""
+
+
 class TrainingInterrupted(cli.Interrupted):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
@@ -79,6 +83,7 @@ class TrainLoop:
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self._stop_signal = None
+    self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
 
   @property
   def trainable_variables(self):
@@ -120,7 +125,32 @@ class TrainLoop:
                                       checkpoint_name=CHECKPOINT_NAME)
 
   def latest_checkpoint(self) -> Optional[str]:
-    return tf.train.latest_checkpoint(self.settings.model_dir)
+    """The newest of the model dir's checkpoints that reads whole (None if it has none).
+
+    A newer one that does not (a truncated file: a full disk, a copy cut short) is
+    skipped, saying why; when none reads, a CheckpointError names the newest's file.
+    """
+    state = tf.train.get_checkpoint_state(self.settings.model_dir)
+    newest_first = list(reversed(state.all_model_checkpoint_paths)) if state else []
+    if not newest_first:
+      return None
+    if self._readable[0] != newest_first[0]:  # each new state is checked once
+      self._readable = (newest_first[0], self._first_readable(newest_first))
+    return self._readable[1]
+
+  def _first_readable(self, newest_first) -> str:
+    first_problem = None
+    for path in newest_first:
+      problem = unreadable_checkpoint(path)
+      if problem is None:
+        return path
+      first_problem = first_problem or problem
+      if self.chief:
+        print(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be "
+              f"read ({problem})", flush=True)
+    raise CheckpointError(
+        f"{first_problem}; no checkpoint in {self.settings.model_dir} reads whole: "
+        f"delete {self.settings.model_dir} to start the run over")
 
   def restore(self, path: Optional[str] = None) -> Optional[str]:
     """Restores the model, optimizer and step of the latest checkpoint (or of `path`);
@@ -376,6 +406,25 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+def unreadable_checkpoint(prefix: str) -> Optional[str]:
+  """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    return f"{prefix}.index: {_first_line(e)}"
+  try:
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {_first_line(e)}"
+  return None
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
