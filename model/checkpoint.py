@@ -24,6 +24,8 @@ from model import huggingface as hf
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
+from training import resume
+from training.loop import newest_readable
 from util.files import atomic_write
 
 PARTS = ("pair", "discriminator", "generator")
@@ -128,6 +130,9 @@ def resolve_checkpoint(path: str) -> str:
     raise CheckpointError("no checkpoint path given")
   if hf_parts(path):
     return path
+  run = pretraining_run(path)
+  if run:
+    return run[1]
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest and tf.io.gfile.exists(latest + ".index"):
@@ -148,6 +153,93 @@ def resolve_checkpoint(path: str) -> str:
                         "<prefix>.index / <prefix>.data-*, or a directory holding one)")
 
 
+def refuse_finetuned(path: str):
+  """A fine-tuned model where a pre-trained one is expected: say so."""
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  if os.path.isfile(os.path.join(folder, resume.FINETUNING_RECORD)):
+    raise CheckpointError(
+        f"{path}: a fine-tuned model (its folder holds {resume.FINETUNING_RECORD}); "
+        "expected a pre-trained one: run_pretraining.py's model dir or its export/, a "
+        "released ELECTRA checkpoint, or a Hugging Face ELECTRA directory")
+
+
+def pretraining_run(path: str) -> Optional[Tuple[str, str]]:
+  """(model dir, checkpoint prefix) when `path` is run_pretraining.py's model dir (its
+  newest training checkpoint that reads whole) or one of its training checkpoints;
+  None for anything else."""
+  refuse_finetuned(path)
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  if not os.path.isfile(os.path.join(folder, resume.PRETRAINING_RECORD)):
+    return None
+  if not os.path.isdir(path):
+    return (folder, path) if tf.io.gfile.exists(path + ".index") else None
+  try:
+    prefix = newest_readable(folder, note=lambda line: print(line, flush=True))
+  except ValueError as e:
+    raise CheckpointError(str(e)) from None
+  if prefix is None:
+    raise CheckpointError(f"{path}: a pre-training model dir without a checkpoint yet; "
+                          "train it first (run_pretraining.py saves every "
+                          "save_checkpoints_steps)")
+  return folder, prefix
+
+
+def find_vocab(path: str, given: str = "") -> str:
+  """The vocab.txt `given`, else the one that goes with the checkpoint at `path`: beside
+  it (ours, a released zip's, a Hugging Face directory's), its pre-training run's
+  vocab_file, or the data dir's above an export/."""
+  if given:
+    return given
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  candidates = [os.path.join(f, "vocab.txt") for f in [folder, *sorted(
+      hf_parts(path).values())]]
+  if pretraining_run(path):
+    recorded = resume.read_record(folder, resume.PRETRAINING_RECORD).get("config", {})
+    candidates.append(recorded.get("vocab_file", ""))
+  candidates.append(os.path.join(folder, os.pardir, "vocab.txt"))
+  for candidate in candidates:
+    if candidate and os.path.isfile(candidate):
+      return candidate
+  raise CheckpointError(f"{path}: no vocab.txt beside the checkpoint; pass --vocab FILE")
+
+
+def _run_record(folder: str) -> Dict:
+  return resume.read_record(folder, resume.PRETRAINING_RECORD)["signature"]
+
+
+def _run_part(signature: Dict) -> str:
+  """What a pre-training run trains, as its export names it: Electric's generator is
+  not an ElectraPair's, and the masked-LM baseline has no discriminator."""
+  if signature.get("two_tower_generator") or signature.get("electric_objective"):
+    return "discriminator"
+  return "pair" if signature.get("electra_objective", True) else "generator"
+
+
+def _run_values(folder: str, prefix: str, what: str) -> Dict[str, np.ndarray]:
+  """The original-format arrays of `what` from a pre-training run's checkpoint, read
+  into a pair built at the run's sizes (its checkpoint is TensorFlow 2's object graph:
+  the run's model holds the pair as `electra`)."""
+  signature = _run_record(folder)
+  held = _run_part(signature)
+  if held != "pair" and what != held:
+    raise CheckpointError(f"{folder}: its run trained the {held} only (objective "
+                          f"{'Electric' if held == 'discriminator' else 'masked LM'}); "
+                          f"cannot load the {what}")
+  pair = ElectraPair(ModelConfig.from_dict(signature["model"])).build_variables()
+  parts = {"discriminator": ("discriminator", "discriminator_head"),
+           "generator": ("generator", "generator_head")}
+  wanted = parts.get(held, parts["discriminator"] + parts["generator"])
+  holder = tf.train.Checkpoint(model=tf.train.Checkpoint(electra=tf.train.Checkpoint(
+      **{name: getattr(pair, name) for name in wanted})))
+  try:
+    holder.restore(prefix).assert_existing_objects_matched().expect_partial()
+  except (AssertionError, tf.errors.OpError, ValueError, IndexError) as e:
+    raise CheckpointError(f"{prefix}: not a checkpoint of the model its run dir "
+                          f"records ({str(e).splitlines()[0][:200]})") from None
+  return {name: np.reshape(variable.numpy(), shape)
+          for name, variable, shape in original_variables(pair, held)}
+
+
 def read_shapes(path: str) -> Dict[str, Tuple[int, ...]]:
   prefix = resolve_checkpoint(path)
   try:
@@ -166,13 +258,33 @@ def _first(names, n=5) -> str:
 def _check_names(prefix: str, shapes: Dict[str, tuple]):
   unexpected = [n for n in shapes if not IGNORED.search(n)
                 and not n.startswith(PRETRAINING_SCOPES)]
-  if unexpected:
-    bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
-    hint = (" (this looks like a BERT checkpoint: ELECTRA's variables live under "
-            "electra/, generator/, generator_predictions/, discriminator_predictions/)"
-            if bert else "")
-    raise CheckpointError(f"{prefix}: {len(unexpected)} unexpected variable(s): "
-                          f"{_first(unexpected)}{hint}")
+  if not unexpected:
+    return
+  if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes:
+    raise CheckpointError(
+        f"{prefix}: a TensorFlow 2 training checkpoint, not ELECTRA's original format; "
+        "give run_pretraining.py's model dir (the folder holding "
+        f"{resume.PRETRAINING_RECORD}) or its export/")
+  bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
+  hint = ("; this looks like a BERT checkpoint (bert/, cls/)" if bert else "")
+  raise CheckpointError(f"{prefix}: not an ELECTRA checkpoint: {len(unexpected)} "
+                        "variable(s) outside ELECTRA's scopes (electra/, generator/, "
+                        f"generator_predictions/, discriminator_predictions/){hint}")
+
+
+def available_part(path: str) -> str:
+  """What a checkpoint holds: "pair", "discriminator" or "generator"."""
+  parts = hf_parts(path)
+  if parts:
+    return "pair" if len(parts) == 2 else next(iter(parts))
+  run = pretraining_run(path)
+  if run:
+    return _run_part(_run_record(run[0]))
+  shapes = read_shapes(path)
+  held = [part for part, name in (("discriminator", "discriminator_predictions/dense/kernel"),
+                                  ("generator", "generator_predictions/output_bias"))
+          if name in shapes]
+  return "pair" if len(held) != 1 else held[0]
 
 
 def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
@@ -181,6 +293,9 @@ def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
   parts = hf_parts(path)
   if parts:
     return _hf_config(path, parts, part)
+  run = pretraining_run(path)
+  if run:
+    return ModelConfig.from_dict(_run_record(run[0])["model"])
   prefix = resolve_checkpoint(path)
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
@@ -240,9 +355,16 @@ def load_mapping(mapping: Mapping, path: str, what: str) -> str:
   if parts:
     _hf_load(mapping, path, parts, what)
     return path
-  prefix = resolve_checkpoint(path)
-  shapes = read_shapes(prefix)
-  _check_names(prefix, shapes)
+  run = pretraining_run(path)
+  if run:
+    prefix = run[1]
+    values = _run_values(*run, what)
+    shapes, read = {n: v.shape for n, v in values.items()}, values.__getitem__
+  else:
+    prefix = resolve_checkpoint(path)
+    shapes = read_shapes(prefix)
+    _check_names(prefix, shapes)
+    read = tf.train.load_checkpoint(prefix).get_tensor
   missing = [n for n, _, _ in mapping if n not in shapes]
   if missing:
     hint = ""
@@ -255,9 +377,8 @@ def load_mapping(mapping: Mapping, path: str, what: str) -> str:
   if wrong:
     raise CheckpointError(f"{prefix}: {len(wrong)} variable(s) with the wrong shape "
                           f"for this config: {'; '.join(wrong[:3])}")
-  reader = tf.train.load_checkpoint(prefix)
   for name, variable, _ in mapping:
-    variable.assign(np.reshape(reader.get_tensor(name), variable.shape))
+    variable.assign(np.reshape(read(name), variable.shape))
   return prefix
 
 

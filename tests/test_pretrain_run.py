@@ -413,3 +413,38 @@ def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
       "; the records were built with another vocabulary: set vocab_file to the "
       "vocab.txt they were built with, or rebuild them with this one\n")
   assert not model_dir.exists()
+
+
+def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tmp_path,
+                                                                       capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  from tools import export_hf, reference_outputs  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir)) == 0
+  # The model dir gives what its export/ (written from the live model) gives.
+  rng = np.random.default_rng(0)
+  ids = rng.integers(104, 1000, [2, 16]).astype(np.int32)
+  np.savez(tmp_path / "in.npz", input_ids=ids, input_mask=np.ones_like(ids),
+           segment_ids=np.zeros_like(ids))
+  outputs = {}
+  for source in ("run", "run/export"):
+    out = tmp_path / f"{source.replace('/', '_')}.npz"
+    assert reference_outputs.main(["--checkpoint", str(tmp_path / source), "--inputs",
+                                   str(tmp_path / "in.npz"), "--output", str(out)]) == 0
+    outputs[source] = np.load(out)
+    assert export_hf.main(["--checkpoint", str(tmp_path / source), "--output",
+                           str(tmp_path / "hf" / source)]) == 0
+  assert sorted(outputs["run"]) == sorted(outputs["run/export"]) == [
+      "discriminator_hidden", "discriminator_logits", "generator_hidden",
+      "generator_logits"]
+  for name in outputs["run"]:
+    np.testing.assert_array_equal(outputs["run"][name], outputs["run/export"][name])
+  assert (tmp_path / "hf" / "run" / "model.safetensors").read_bytes() == (
+      tmp_path / "hf" / "run/export" / "model.safetensors").read_bytes()
+  # --init-checkpoint of a new run: the model dir's newest checkpoint.
+  capsys.readouterr()
+  assert run_pretraining.main(script_args(data_dir, tmp_path / "continued",
+                                          init_checkpoint=str(model_dir))) == 0
+  assert (f"initialized the generator and discriminator from {model_dir}/ckpt-2\n"
+          in capsys.readouterr().out)

@@ -19,7 +19,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -135,22 +135,10 @@ class TrainLoop:
     if not newest_first:
       return None
     if self._readable[0] != newest_first[0]:  # each new state is checked once
-      self._readable = (newest_first[0], self._first_readable(newest_first))
+      note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
+      self._readable = (newest_first[0],
+                        first_readable(newest_first, self.settings.model_dir, note))
     return self._readable[1]
-
-  def _first_readable(self, newest_first) -> str:
-    first_problem = None
-    for path in newest_first:
-      problem = unreadable_checkpoint(path)
-      if problem is None:
-        return path
-      first_problem = first_problem or problem
-      if self.chief:
-        print(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be "
-              f"read ({problem})", flush=True)
-    raise CheckpointError(
-        f"{first_problem}; no checkpoint in {self.settings.model_dir} reads whole: "
-        f"delete {self.settings.model_dir} to start the run over")
 
   def restore(self, path: Optional[str] = None) -> Optional[str]:
     """Restores the model, optimizer and step of the latest checkpoint (or of `path`);
@@ -406,6 +394,31 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+def first_readable(newest_first: List[str], model_dir: str,
+                   note: Callable[[str], None]) -> str:
+  """The first of these checkpoints that reads whole, saying through `note` why each
+  one before it was skipped; a CheckpointError naming the first's file if none does."""
+  first_problem = None
+  for path in newest_first:
+    problem = unreadable_checkpoint(path)
+    if problem is None:
+      return path
+    first_problem = first_problem or problem
+    note(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be read "
+         f"({problem})")
+  raise CheckpointError(f"{first_problem}; no checkpoint in {model_dir} reads whole: "
+                        f"delete {model_dir} to start the run over")
+
+
+def newest_readable(model_dir: str, note: Callable[[str], None]) -> Optional[str]:
+  """The newest checkpoint of a model dir that reads whole (first_readable); None when
+  the model dir has none."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if not state or not state.all_model_checkpoint_paths:
+    return None
+  return first_readable(list(reversed(state.all_model_checkpoint_paths)), model_dir, note)
 
 
 def unreadable_checkpoint(prefix: str) -> Optional[str]:
