@@ -9,7 +9,6 @@ against the replacements it was given.
 """
 
 import dataclasses
-import os
 from typing import List, Optional, Sequence
 
 import numpy as np

@@ -18,6 +18,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from model import checkpoint as original_checkpoint
+from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import apply_init_scheme
 from pretrain import input_pipeline
@@ -96,7 +97,7 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
   ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
   # Original-format weights do not store the head count (it was inferred as H // 64):
   # only a Hugging Face config.json states it.
-  stated = SIZE_HPARAMS if original_checkpoint.hf_parts(path) else tuple(
+  stated = SIZE_HPARAMS if hf.hf_parts(path) else tuple(
       n for n in SIZE_HPARAMS if n != "num_attention_heads")
   differ = {name: theirs_sizes[name] for name in stated
             if theirs_sizes[name] != ours_sizes[name]}
