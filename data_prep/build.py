@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import queue as queue_lib
 import random
+import re
 import shutil
 import signal
 import sys
@@ -38,6 +39,7 @@ from util import cli
 from util.progress import Progress, format_count
 
 MASK_BATCH = 512
+LONG_LINE_FACTOR = 10  # a line of more word-pieces than this x max_seq_length is warned of
 TEXT_BYTES_PER_SHARD = 8 << 20  # default --num-out-files: a shard per 8 MB of text
 MAX_DEFAULT_SHARDS = 1000
 TEMP_INFIX = ".tmp-"  # <output dir>.tmp-<pid>: a build's work in progress
@@ -68,9 +70,18 @@ def check_vocab_case(vocab: Vocab, lower_case: bool):
 def check_output_dir(output_dir: str, overwrite: bool):
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise BuildError(f"--output-dir: {output_dir} is a file, not a directory")
-  if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise BuildError(f"--output-dir: {output_dir} is not empty; pass --overwrite to "
-                     "replace its contents")
+  if os.path.isdir(output_dir) and os.listdir(output_dir):
+    if not overwrite:
+      raise BuildError(f"--output-dir: {output_dir} is not empty; pass --overwrite to "
+                       "replace its contents")
+    others = sorted(name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
+                    for name in os.listdir(output_dir) if not _is_shard(name))
+    if others:
+      raise BuildError(
+          f"--output-dir: {output_dir} also holds what a build does not write ("
+          + ", ".join(others[:5]) + (f", +{len(others) - 5} more" if len(others) > 5
+                                     else "") + "); --overwrite replaces a build's "
+          "shards only: move those elsewhere, or choose another --output-dir")
   parent = os.path.dirname(os.path.abspath(output_dir))
   try:
     os.makedirs(parent, exist_ok=True)
@@ -78,6 +89,12 @@ def check_output_dir(output_dir: str, overwrite: bool):
     raise BuildError(f"--output-dir: cannot create {parent}: {e.strerror}") from None
   if not os.access(parent, os.W_OK):
     raise BuildError(f"--output-dir: cannot write in {parent}")
+
+
+def _is_shard(name: str) -> bool:
+  """Whether a file name is one a build writes (records.FILE_PATTERN)."""
+  return re.fullmatch(records.FILE_PATTERN.format(index=r"\d+", count=r"\d+")
+                      .replace(".", r"\."), name) is not None
 
 
 def build(config: BuildConfig) -> Stats:
@@ -104,6 +121,8 @@ def build(config: BuildConfig) -> Stats:
     if stats.examples == 0:
       raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines only)")
     _replace_dir(tmp_dir, output_dir, config.overwrite)
+    if stats.long_lines:
+      print(long_line_warning(stats, config.max_seq_length), file=sys.stderr, flush=True)
   except OSError as e:
     raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
                      "nothing was written") from None
@@ -246,15 +265,18 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
   builder = examples_lib.ExampleBuilder(config.max_seq_length, vocab.cls_id, vocab.sep_id,
                                         random.Random(config.seed * 1_000_003 + job))
   stats = Stats()
+  long_line = LONG_LINE_FACTOR * config.max_seq_length
   add_line, end_document = builder.add_line, builder.end_document
   start, start_cpu = time.time(), time.process_time()
   last_report = start
   with records.ShardWriter(out_dir, job, config.num_processes, num_out_files) as writer:
     batches = ExampleBatches(config, job, vocab, writer)
-    for batch, file_bytes in lines_lib.line_batches(spans, config.blanks_separate_docs,
-                                                    stats):
-      ids, offsets = lines_lib.tokenize_batch(
+    for batch, file_bytes, place in lines_lib.line_batches(
+        spans, config.blanks_separate_docs, stats):
+      ids, offsets, lengths = lines_lib.tokenize_batch(
           tokenizer, [line for line in batch if line is not None], stats)
+      if lengths.size and lengths.max() > long_line:
+        _count_long_lines(batch, place, lengths, long_line, stats)
       row = 0
       for line in batch:  # the hot loop: a few hundred thousand lines per second
         if line is None:  # a document boundary
@@ -276,6 +298,29 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
   if report:
     report(job, stats.file_bytes, stats.tokens)
   return stats
+
+
+def _count_long_lines(batch, place, lengths, long_line: int, stats: Stats):
+  """Counts the batch's lines of over `long_line` word-pieces; notes the first."""
+  stats.long_lines += int(np.count_nonzero(lengths > long_line))
+  if not stats.long_line_place:
+    first = int(np.argmax(lengths > long_line))  # among the batch's non-blank lines
+    stats.long_line_place = place([i for i, line in enumerate(batch)
+                                   if line is not None][first])
+    stats.long_line_tokens = int(lengths[first])
+
+
+def long_line_warning(stats: Stats, max_seq_length: int) -> str:
+  """The one warning about lines far longer than an example (the original's rule cuts
+  them, which a statistics row alone does not make plain)."""
+  room = max_seq_length - 2
+  dropped = 1 - room / stats.long_line_tokens
+  more = stats.long_lines - 1
+  return (f"warning: {stats.long_line_place}: a line of {stats.long_line_tokens:,} "
+          f"word-pieces; as in the original, it goes into one example of at most "
+          f"{room:,}, so at least {dropped:.2%} of it is dropped"
+          + (f" ({more:,} more line(s) of over {LONG_LINE_FACTOR}x --max-seq-length)"
+             if more else "") + "; put one sentence or paragraph per line")
 
 
 class ExampleBatches:

@@ -44,11 +44,20 @@ class Stats:
   positions: int = 0
   invalid_bytes: int = 0
   file_bytes: int = 0  # of the corpus files read (compressed bytes of compressed files)
+  # Lines of over LONG_LINE_FACTOR x max_seq_length word-pieces, and the first one.
+  long_lines: int = 0
+  long_line_place: str = ""  # "<file>:<line>"
+  long_line_tokens: int = 0
   loop_seconds: float = 0.0  # in the tokenize-pack-write loop, the slowest process's
   loop_cpu_seconds: float = 0.0  # CPU time in that loop, all processes together
 
   def add(self, other: "Stats"):
+    if not self.long_line_place:  # the first process's first, in corpus order
+      self.long_line_place = other.long_line_place
+      self.long_line_tokens = other.long_line_tokens
     for field in dataclasses.fields(self):
+      if field.name in ("long_line_place", "long_line_tokens"):
+        continue
       combine = max if field.name == "loop_seconds" else sum
       setattr(self, field.name, combine((getattr(self, field.name),
                                          getattr(other, field.name))))

@@ -157,6 +157,20 @@ def read_blocks(span: Span, block_size: int = 1 << 20,
       yield carry, raw.tell() - position
 
 
+def lines_before(span: Span) -> int:
+  """How many lines of its file come before the span (a compressed file's span starts
+  at its beginning)."""
+  counted, remaining = 0, span.start
+  with open(span.path, "rb") as f:
+    while remaining > 0:
+      block = f.read(min(remaining, 1 << 20))
+      if not block:
+        break
+      counted += block.count(b"\n")
+      remaining -= len(block)
+  return counted
+
+
 def read_lines(span: Span) -> Iterator[Tuple[bytes, int]]:
   """(line without its newline, bytes consumed) for each line of the span."""
   for block, _ in read_blocks(span):

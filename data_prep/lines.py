@@ -17,20 +17,24 @@ GIANT_LINE_CHARS = 1 << 20  # longer lines are tokenized a piece at a time
 
 
 def tokenize_batch(tokenizer, texts: List[str], stats: Stats):
-  """Ids (a flat list) and offsets of `texts`; a giant line goes piece by piece."""
+  """Ids (a flat list) and offsets of `texts`, and each text's number of word-pieces
+  before lines are cut (an array); a giant line goes piece by piece."""
   giant = {i: text for i, text in enumerate(texts) if len(text) > GIANT_LINE_CHARS}
   if giant:
     texts = ["" if i in giant else text for i, text in enumerate(texts)]
   ids, offsets = tokenizer.batch_ids(texts)
+  lengths = np.diff(offsets)
   stats.tokens += len(ids)
   stats.unk_tokens += int(np.count_nonzero(ids == tokenizer.vocab.unk_id))
   ids, offsets = _clip_lines(ids, offsets, stats)
   ids, offsets = ids.tolist(), offsets.tolist()  # list slices are cheaper per line
   for i in sorted(giant, reverse=True):  # from the end: earlier offsets stay valid
+    tokens_before = stats.tokens
     line_ids = _giant_line_ids(tokenizer, giant[i], stats)
+    lengths[i] = stats.tokens - tokens_before
     ids[offsets[i]:offsets[i]] = line_ids
     offsets[i + 1:] = [offset + len(line_ids) for offset in offsets[i + 1:]]
-  return ids, offsets
+  return ids, offsets, lengths
 
 
 def _giant_line_ids(tokenizer, text: str, stats: Stats) -> List[int]:
@@ -71,7 +75,9 @@ def _clip_lines(ids: np.ndarray, offsets: np.ndarray, stats: Stats):
 
 
 def line_batches(spans, blanks_separate_docs: bool, stats: Stats):
-  """Batches of stripped lines (None where a document ends), one per block of text.
+  """Batches of stripped lines (None where a document ends), one per block of text,
+  each with the number of the file's bytes read for it and a Place, which says where
+  in the corpus each of its entries is (for messages).
 
   As in the original, a line is stripped of surrounding whitespace; a blank line ends
   the document (unless blanks do not separate documents), and so does a file's end.
@@ -79,6 +85,7 @@ def line_batches(spans, blanks_separate_docs: bool, stats: Stats):
   """
   for span in spans:
     previous, has_text = None, False  # None: a blank line, or the start of the span
+    lines_before = 0
     for block, file_bytes in corpus_lib.read_blocks(span):
       text, invalid = corpus_lib.decode(block)
       stats.invalid_bytes += invalid
@@ -86,14 +93,31 @@ def line_batches(spans, blanks_separate_docs: bool, stats: Stats):
       if text.endswith("\n"):
         lines.pop()
       batch = [line.strip() or None for line in lines]
+      place = Place(span, lines_before)
+      lines_before += len(batch)
       stats.lines += len(batch) - batch.count(None)
       if blanks_separate_docs:
         stats.documents += sum(1 for before, line in zip([previous] + batch, batch)
                                if before is None and line is not None)
         previous = batch[-1] if batch else previous
       else:
-        batch = [line for line in batch if line is not None]
+        place.kept = [i for i, line in enumerate(batch) if line is not None]
+        batch = [batch[i] for i in place.kept]
         stats.documents += bool(batch) and not has_text
         has_text = has_text or bool(batch)
-      yield batch, file_bytes
-    yield [None], 0
+      yield batch, file_bytes, place
+    yield [None], 0, Place(span, lines_before)
+
+
+class Place:
+  """Where a batch of line_batches lies: its span and how many of the span's lines
+  come before it (and, when blank lines were left out, which lines it kept)."""
+
+  def __init__(self, span: corpus_lib.Span, lines_before: int):
+    self.span, self.lines_before, self.kept = span, lines_before, None
+
+  def __call__(self, index: int) -> str:
+    """"<file>:<line>" of the batch's entry `index` (counting the file's lines before
+    the span: slow, for messages only)."""
+    in_span = self.lines_before + (index if self.kept is None else self.kept[index])
+    return f"{self.span.path}:{corpus_lib.lines_before(self.span) + in_span + 1}"

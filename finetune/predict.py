@@ -17,6 +17,7 @@ from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
+from training import resume
 from util.progress import Progress
 
 TRIAL = 1
@@ -31,10 +32,9 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
                      f"{len(config.task_names)} ({','.join(config.task_names)})")
   finetuner = Finetuner(config, log)
   checkpoint = finetuner.finetuned_checkpoint(TRIAL)  # refuse before reading the file
-  saved = os.path.join(finetuner.trial_dir(TRIAL), "finetuning_config.json")
-  if os.path.isfile(saved):  # the sizes it was trained with, whatever init says now
-    with open(saved, encoding="utf-8") as f:
-      finetuner.model_config = ModelConfig(**json.load(f)["model"])
+  saved = resume.read_record(finetuner.trial_dir(TRIAL), resume.FINETUNING_RECORD)
+  if saved:  # the sizes it was trained with, whatever init says now
+    finetuner.model_config = ModelConfig(**saved["model"])
   if not os.path.isfile(path):
     raise DataError(f"{path}: no such file to predict")
   runner = finetuner.runners[0]

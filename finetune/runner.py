@@ -69,3 +69,8 @@ class TaskRunner:
                          outputs) -> List[Dict[str, object]]:
     """One JSON-ready prediction per example, from the head's numpy outputs."""
     raise NotImplementedError
+
+  def serving_function(self, module):
+    """The task's tf.function for the serving SavedModel: raw strings in, what
+    prediction_records says out; built from finetune/serving.py's ServingModule."""
+    raise NotImplementedError

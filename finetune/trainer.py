@@ -26,6 +26,7 @@ from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
 from model import checkpoint as ckpt
+from model import huggingface as hf
 from model import flops as model_flops
 from model.encoder import use_recompute
 from training import curves, resume, runtime
@@ -33,7 +34,7 @@ from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
-RUN_CONFIG = "finetuning_config.json"
+RUN_CONFIG = resume.FINETUNING_RECORD
 # Fields that may change between runs on one model dir: they do not change the trained
 # weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
 RESUMABLE_FIELDS = (
@@ -151,7 +152,7 @@ class Finetuner:
     directory (the discriminator's first)."""
     path = self.config.vocab_file
     if not os.path.isfile(path) and self.init:
-      parts = ckpt.hf_parts(self.init)
+      parts = hf.hf_parts(self.init)
       folders = ([parts[k] for k in sorted(parts)] if parts else
                  [os.path.dirname(self.init)])
       found = [p for p in (os.path.join(f, "vocab.txt") for f in folders)

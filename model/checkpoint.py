@@ -5,13 +5,13 @@ original checkpoint and the shape it has there; reading and writing both use it.
 layout differences are the attention projections, which tf_keras's MultiHeadAttention
 keeps per head ([H, heads, head] and [heads, head, H]) where the original has [H, H].
 
-The same table reads a Hugging Face ELECTRA directory (config.json + model.safetensors
-or pytorch_model.bin), each variable under its transformers name (model/huggingface.py),
-or a folder holding two of them, a discriminator and a generator, for the pair: the
-loading functions below take either kind of path.
+The loading functions below take any pre-trained model's path: an original-format
+checkpoint; run_pretraining.py's model dir (its newest training checkpoint, a TF2
+object graph, read into a pair of the run's recorded sizes); or a Hugging Face ELECTRA
+directory, or a folder holding a discriminator's and a generator's, which
+model/huggingface.py reads through the same table.
 """
 
-import json
 import os
 import re
 import tempfile
@@ -21,9 +21,13 @@ import numpy as np
 import tensorflow as tf
 
 from model import huggingface as hf
+from model.huggingface import CheckpointError  # pylint: disable=unused-import  # part of this module's interface
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
+from training import resume
+from training.loop import newest_readable
+from util import cli
 from util.files import atomic_write
 
 PARTS = ("pair", "discriminator", "generator")
@@ -34,10 +38,6 @@ PRETRAINING_SCOPES = ("electra/", "generator/", "generator_predictions/",
 IGNORED = re.compile(r"(^global_step$|/adam_[mv]$|^task_specific/)")
 
 Mapping = List[Tuple[str, tf.Variable, Tuple[int, ...]]]
-
-
-class CheckpointError(ValueError):
-  """A checkpoint that is missing, unreadable, or does not fit the model."""
 
 
 def _dense(prefix: str, layer, in_dim: int, out_dim: int) -> Mapping:
@@ -126,8 +126,11 @@ def resolve_checkpoint(path: str) -> str:
   a Hugging Face directory (or folder of two) as it is."""
   if not path:
     raise CheckpointError("no checkpoint path given")
-  if hf_parts(path):
+  if hf.hf_parts(path):
     return path
+  run = pretraining_run(path)
+  if run:
+    return run[1]
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest and tf.io.gfile.exists(latest + ".index"):
@@ -148,6 +151,93 @@ def resolve_checkpoint(path: str) -> str:
                         "<prefix>.index / <prefix>.data-*, or a directory holding one)")
 
 
+def refuse_finetuned(path: str):
+  """A fine-tuned model where a pre-trained one is expected: say so."""
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  if os.path.isfile(os.path.join(folder, resume.FINETUNING_RECORD)):
+    raise CheckpointError(
+        f"{path}: a fine-tuned model (its folder holds {resume.FINETUNING_RECORD}); "
+        "expected a pre-trained one: run_pretraining.py's model dir or its export/, a "
+        "released ELECTRA checkpoint, or a Hugging Face ELECTRA directory")
+
+
+def pretraining_run(path: str) -> Optional[Tuple[str, str]]:
+  """(model dir, checkpoint prefix) when `path` is run_pretraining.py's model dir (its
+  newest training checkpoint that reads whole) or one of its training checkpoints;
+  None for anything else."""
+  refuse_finetuned(path)
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  if not os.path.isfile(os.path.join(folder, resume.PRETRAINING_RECORD)):
+    return None
+  if not os.path.isdir(path):
+    return (folder, path) if tf.io.gfile.exists(path + ".index") else None
+  try:
+    prefix = newest_readable(folder, note=lambda line: print(line, flush=True))
+  except ValueError as e:
+    raise CheckpointError(str(e)) from None
+  if prefix is None:
+    raise CheckpointError(f"{path}: a pre-training model dir without a checkpoint yet; "
+                          "train it first (run_pretraining.py saves every "
+                          "save_checkpoints_steps)")
+  return folder, prefix
+
+
+def find_vocab(path: str, given: str = "") -> str:
+  """The vocab.txt `given`, else the one that goes with the checkpoint at `path`: beside
+  it (ours, a released zip's, a Hugging Face directory's), its pre-training run's
+  vocab_file, or the data dir's above an export/."""
+  if given:
+    return given
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  candidates = [os.path.join(f, "vocab.txt") for f in [folder, *sorted(
+      hf.hf_parts(path).values())]]
+  if pretraining_run(path):
+    recorded = resume.read_record(folder, resume.PRETRAINING_RECORD).get("config", {})
+    candidates.append(recorded.get("vocab_file", ""))
+  candidates.append(os.path.join(folder, os.pardir, "vocab.txt"))
+  for candidate in candidates:
+    if candidate and os.path.isfile(candidate):
+      return candidate
+  raise CheckpointError(f"{path}: no vocab.txt beside the checkpoint; pass --vocab FILE")
+
+
+def _run_record(folder: str) -> Dict:
+  return resume.read_record(folder, resume.PRETRAINING_RECORD)["signature"]
+
+
+def _run_part(signature: Dict) -> str:
+  """What a pre-training run trains, as its export names it: Electric's generator is
+  not an ElectraPair's, and the masked-LM baseline has no discriminator."""
+  if signature.get("two_tower_generator") or signature.get("electric_objective"):
+    return "discriminator"
+  return "pair" if signature.get("electra_objective", True) else "generator"
+
+
+def _run_values(folder: str, prefix: str, what: str) -> Dict[str, np.ndarray]:
+  """The original-format arrays of `what` from a pre-training run's checkpoint, read
+  into a pair built at the run's sizes (its checkpoint is TensorFlow 2's object graph:
+  the run's model holds the pair as `electra`)."""
+  signature = _run_record(folder)
+  held = _run_part(signature)
+  if held != "pair" and what != held:
+    raise CheckpointError(f"{folder}: its run trained the {held} only (objective "
+                          f"{'Electric' if held == 'discriminator' else 'masked LM'}); "
+                          f"cannot load the {what}")
+  pair = ElectraPair(ModelConfig.from_dict(signature["model"])).build_variables()
+  parts = {"discriminator": ("discriminator", "discriminator_head"),
+           "generator": ("generator", "generator_head")}
+  wanted = parts.get(held, parts["discriminator"] + parts["generator"])
+  holder = tf.train.Checkpoint(model=tf.train.Checkpoint(electra=tf.train.Checkpoint(
+      **{name: getattr(pair, name) for name in wanted})))
+  try:
+    holder.restore(prefix).assert_existing_objects_matched().expect_partial()
+  except (AssertionError, tf.errors.OpError, ValueError, IndexError) as e:
+    raise CheckpointError(f"{prefix}: not a checkpoint of the model its run dir "
+                          f"records ({str(e).splitlines()[0][:200]})") from None
+  return {name: np.reshape(variable.numpy(), shape)
+          for name, variable, shape in original_variables(pair, held)}
+
+
 def read_shapes(path: str) -> Dict[str, Tuple[int, ...]]:
   prefix = resolve_checkpoint(path)
   try:
@@ -158,29 +248,47 @@ def read_shapes(path: str) -> Dict[str, Tuple[int, ...]]:
   return {name: tuple(shape) for name, shape in shapes.items()}
 
 
-def _first(names, n=5) -> str:
-  names = sorted(names)
-  return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
-
-
 def _check_names(prefix: str, shapes: Dict[str, tuple]):
   unexpected = [n for n in shapes if not IGNORED.search(n)
                 and not n.startswith(PRETRAINING_SCOPES)]
-  if unexpected:
-    bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
-    hint = (" (this looks like a BERT checkpoint: ELECTRA's variables live under "
-            "electra/, generator/, generator_predictions/, discriminator_predictions/)"
-            if bert else "")
-    raise CheckpointError(f"{prefix}: {len(unexpected)} unexpected variable(s): "
-                          f"{_first(unexpected)}{hint}")
+  if not unexpected:
+    return
+  if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes:
+    raise CheckpointError(
+        f"{prefix}: a TensorFlow 2 training checkpoint, not ELECTRA's original format; "
+        "give run_pretraining.py's model dir (the folder holding "
+        f"{resume.PRETRAINING_RECORD}) or its export/")
+  bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
+  hint = ("; this looks like a BERT checkpoint (bert/, cls/)" if bert else "")
+  raise CheckpointError(f"{prefix}: not an ELECTRA checkpoint: {len(unexpected)} "
+                        "variable(s) outside ELECTRA's scopes (electra/, generator/, "
+                        f"generator_predictions/, discriminator_predictions/){hint}")
+
+
+def available_part(path: str) -> str:
+  """What a checkpoint holds: "pair", "discriminator" or "generator"."""
+  parts = hf.hf_parts(path)
+  if parts:
+    return "pair" if len(parts) == 2 else next(iter(parts))
+  run = pretraining_run(path)
+  if run:
+    return _run_part(_run_record(run[0]))
+  shapes = read_shapes(path)
+  heads = (("discriminator", "discriminator_predictions/dense/kernel"),
+           ("generator", "generator_predictions/output_bias"))
+  held = [part for part, name in heads if name in shapes]
+  return "pair" if len(held) != 1 else held[0]
 
 
 def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
   """Infers the sizes from variable shapes (heads by the original's max(1, H // 64)),
   or reads them from a Hugging Face directory's config.json."""
-  parts = hf_parts(path)
+  parts = hf.hf_parts(path)
   if parts:
-    return _hf_config(path, parts, part)
+    return hf.pair_config(path, parts, part)
+  run = pretraining_run(path)
+  if run:
+    return ModelConfig.from_dict(_run_record(run[0])["model"])
   prefix = resolve_checkpoint(path)
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
@@ -199,9 +307,8 @@ def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
   emb_scope = "generator" if (disc is None and untied_embeddings) else "electra"
   word = shapes.get(f"{emb_scope}/embeddings/word_embeddings")
   if word is None:
-    raise CheckpointError(f"{prefix}: no {emb_scope}/embeddings/word_embeddings; not an "
-                          "ELECTRA checkpoint (variables found: "
-                          f"{_first(shapes)})")
+    raise CheckpointError(f"{prefix}: no {emb_scope}/embeddings/word_embeddings among "
+                          f"its {len(shapes)} variables; not a whole ELECTRA checkpoint")
   if disc is None:
     if gen is None or part != "generator":
       what = "a generator only" if gen else "no encoder"
@@ -236,215 +343,35 @@ def load_mapping(mapping: Mapping, path: str, what: str) -> str:
   Every mapped variable must be present with its shape; names outside ELECTRA's scopes
   are refused; global_step, Adam slots and fine-tuning heads are ignored.
   """
-  parts = hf_parts(path)
+  parts = hf.hf_parts(path)
   if parts:
-    _hf_load(mapping, path, parts, what)
+    hf.load_weights(mapping, path, parts, what)
     return path
-  prefix = resolve_checkpoint(path)
-  shapes = read_shapes(prefix)
-  _check_names(prefix, shapes)
+  run = pretraining_run(path)
+  if run:
+    prefix = run[1]
+    values = _run_values(*run, what)
+    shapes, read = {n: v.shape for n, v in values.items()}, values.__getitem__
+  else:
+    prefix = resolve_checkpoint(path)
+    shapes = read_shapes(prefix)
+    _check_names(prefix, shapes)
+    read = tf.train.load_checkpoint(prefix).get_tensor
   missing = [n for n, _, _ in mapping if n not in shapes]
   if missing:
     hint = ""
     if what != "generator" and not any(n.startswith("electra/encoder/") for n in shapes):
       hint = " (the file holds no discriminator encoder: a generator-only checkpoint?)"
     raise CheckpointError(f"{prefix}: {len(missing)} variable(s) the {what} needs are "
-                          f"missing: {_first(missing)}{hint}")
+                          f"missing: {cli.listed(missing)}{hint}")
   wrong = [f"{n} has {list(shapes[n])}, expected {list(s)}" for n, _, s in mapping
            if shapes[n] != s]
   if wrong:
     raise CheckpointError(f"{prefix}: {len(wrong)} variable(s) with the wrong shape "
                           f"for this config: {'; '.join(wrong[:3])}")
-  reader = tf.train.load_checkpoint(prefix)
   for name, variable, _ in mapping:
-    variable.assign(np.reshape(reader.get_tensor(name), variable.shape))
+    variable.assign(np.reshape(read(name), variable.shape))
   return prefix
-
-
-# ---- Hugging Face directories ---------------------------------------------------------
-
-HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-
-
-def _is_hf_dir(path: str) -> bool:
-  # Our export/ also holds a config.json (BertConfig fields, no model_type).
-  if not os.path.isfile(os.path.join(path, "config.json")):
-    return False
-  if any(os.path.isfile(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
-    return True
-  return "model_type" in _read_json(os.path.join(path, "config.json"))
-
-
-def _read_json(path: str) -> Dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise CheckpointError(f"{path}: cannot read ({e})") from None
-
-
-def hf_config(folder: str) -> Dict:
-  """A Hugging Face directory's config.json, refused unless it is ELECTRA's."""
-  path = os.path.join(folder, "config.json")
-  config = _read_json(path)
-  if config.get("model_type") != "electra":
-    kind = ", ".join(config.get("architectures") or []) or "no architectures"
-    raise CheckpointError(f"{path}: model_type {config.get('model_type')!r} ({kind}), "
-                          "not ELECTRA; expected a Hugging Face ELECTRA directory "
-                          "(model_type \"electra\")")
-  return config
-
-
-def hf_parts(path: str) -> Dict[str, str]:
-  """{"discriminator"/"generator": directory} of a Hugging Face directory or of a folder
-  holding one of each; {} for anything else (an original-format checkpoint)."""
-  if not path or not os.path.isdir(path):
-    return {}
-  if _is_hf_dir(path):
-    return {hf.role(hf_config(path)): path}
-  if any(f.endswith(".index") for f in os.listdir(path)):
-    return {}
-  parts = {}
-  for folder in sorted(os.path.join(path, f) for f in os.listdir(path)):
-    if os.path.isdir(folder) and _is_hf_dir(folder):
-      kind = hf.role(hf_config(folder))
-      if kind in parts:
-        raise CheckpointError(f"{path}: holds two Hugging Face {kind}s ({parts[kind]}, "
-                              f"{folder}); expected one {hf.DISCRIMINATOR} and one "
-                              f"{hf.GENERATOR} directory")
-      parts[kind] = folder
-  return parts
-
-
-def _hf_sizes(folder: str) -> Dict:
-  try:
-    return hf.model_config_values(hf_config(folder))
-  except ValueError as e:
-    raise CheckpointError(f"{folder}/config.json: {e}") from None
-
-
-def _hf_config(path: str, parts: Dict[str, str], part: str) -> ModelConfig:
-  disc, gen = parts.get("discriminator"), parts.get("generator")
-  if part == "generator" or disc is None:
-    if gen is None or part != "generator":
-      raise CheckpointError(f"{path}: a Hugging Face generator ({hf.GENERATOR}) only; "
-                            f"cannot load the {part}; load it with part='generator'")
-    values = dict(_hf_sizes(gen), generator_hidden_size=1.0, generator_layers=1.0)
-    source = gen
-  else:
-    values, source = _hf_sizes(disc), disc
-    if part == "pair":
-      if gen is None:
-        raise CheckpointError(
-            f"{path}: a Hugging Face discriminator only; the pair needs its generator "
-            f"too: put both directories ({hf.DISCRIMINATOR} and {hf.GENERATOR}) in one "
-            "folder and give that folder")
-      theirs = _hf_sizes(gen)
-      width = values.get("embedding_size") or values["hidden_size"]
-      values.update(generator_hidden_size=theirs["hidden_size"] / values["hidden_size"],
-                    generator_layers=theirs["num_hidden_layers"] /
-                    values["num_hidden_layers"],
-                    untied_generator_embeddings=theirs.get("embedding_size") != width)
-  try:
-    config = ModelConfig.from_dict(values, source=f"{source}/config.json")
-  except ValueError as e:
-    raise CheckpointError(f"{source}/config.json: {e}") from None
-  if part == "pair":
-    # The generator's other sizes follow from its width, as in the original.
-    derived = config.generator_config()
-    for field in ("vocab_size", "embedding_size", "num_attention_heads",
-                  "intermediate_size", "hidden_act", "max_position_embeddings",
-                  "type_vocab_size"):
-      value = theirs.get(field)
-      expected = derived.embedding_width if field == "embedding_size" else \
-          getattr(derived, field)
-      if value is not None and value != expected:
-        raise CheckpointError(f"{gen}/config.json: {field} {value}, but a generator of "
-                              f"hidden size {derived.hidden_size} beside this "
-                              f"discriminator has {expected}")
-  return config
-
-
-def _hf_weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
-  """(file, its float32 arrays by transformers name) of a Hugging Face directory."""
-  safetensors_file, torch_file = (os.path.join(folder, f) for f in HF_WEIGHT_FILES)
-  if os.path.isfile(safetensors_file):
-    import safetensors.numpy  # pylint: disable=g-import-not-at-top
-    try:
-      weights = safetensors.numpy.load_file(safetensors_file)
-    except (OSError, ValueError, safetensors.SafetensorError) as e:
-      raise CheckpointError(f"{safetensors_file}: not a readable safetensors file "
-                            f"({e})") from None
-    path = safetensors_file
-  elif os.path.isfile(torch_file):
-    try:
-      import torch  # pylint: disable=g-import-not-at-top
-    except ImportError:
-      raise CheckpointError(f"{torch_file}: reading pytorch_model.bin needs torch (pip "
-                            "install torch); or give a model.safetensors") from None
-    try:
-      state = torch.load(torch_file, map_location="cpu", weights_only=True)
-    except Exception as e:  # pylint: disable=broad-except  # torch's many unpickling errors
-      raise CheckpointError(f"{torch_file}: not a readable PyTorch state dict "
-                            f"({str(e).splitlines()[0]})") from None
-    weights = {k: v.float().numpy() for k, v in state.items()}
-    path = torch_file
-  else:
-    raise CheckpointError(f"{folder}: no {' or '.join(HF_WEIGHT_FILES)} beside its "
-                          "config.json")
-  if not any(name.startswith("electra.") for name in weights):  # a bare ElectraModel
-    weights = {f"electra.{name}": value for name, value in weights.items()}
-  return path, weights
-
-
-def _hf_load(mapping: Mapping, path: str, parts: Dict[str, str], what: str):
-  """Assigns the mapping from transformers' weights, each looked up by hf_name (kernels
-  transposed); every one must be present with its shape, and nothing of the encoder
-  left over (transformers' heads other than ELECTRA's two are ignored)."""
-  groups = {}
-  for original, variable, shape in mapping:
-    generator = what == "generator" or original.startswith(("generator/",
-                                                             "generator_predictions/"))
-    folder = parts.get("generator" if generator else "discriminator")
-    if folder is None:
-      _hf_config(path, parts, what)  # raises, saying which directory is missing
-    name, kernel = hf.hf_name(original)
-    groups.setdefault(folder, []).append(
-        (name, variable, tuple(reversed(shape)) if kernel else shape, kernel))
-  files = {folder: _hf_weights(folder) for folder in groups}
-  for folder, entries in groups.items():
-    file, weights = files[folder]
-    missing = [name for name, _, _, _ in entries if name not in weights]
-    if missing:
-      raise CheckpointError(f"{file}: {len(missing)} weight(s) the {what} needs are "
-                            f"missing: {_first(missing)}")
-    wrong = [f"{name} has {list(weights[name].shape)}, expected {list(shape)}"
-             for name, _, shape, _ in entries if weights[name].shape != shape]
-    if wrong:
-      raise CheckpointError(f"{file}: {len(wrong)} weight(s) with the wrong shape for "
-                            f"its config.json: {'; '.join(wrong[:3])}")
-    used = {name for name, _, _, _ in entries}
-    left = [n for n in weights if n.startswith("electra.") and n not in used
-            and not hf.UNMAPPED.search(n)]
-    # A generator beside its discriminator holds a copy of the shared embeddings.
-    shared = parts.get("discriminator")
-    if folder != shared and shared in files:
-      other = files[shared][1]
-      copies = [n for n in left if n.startswith("electra.embeddings.") and n in other]
-      differ = [n for n in copies if not np.array_equal(weights[n], other[n])]
-      if differ:
-        raise CheckpointError(f"{file}: {len(differ)} embedding weight(s) differ from "
-                              f"the discriminator's, which the generator shares in "
-                              f"ELECTRA: {_first(differ)}")
-      left = [n for n in left if n not in copies]
-    if left:
-      raise CheckpointError(f"{file}: {len(left)} weight(s) its config.json does not "
-                            f"use: {_first(left)}")
-  for folder, entries in groups.items():
-    weights = files[folder][1]
-    for name, variable, _, kernel in entries:
-      value = weights[name].T if kernel else weights[name]
-      variable.assign(np.reshape(value, variable.shape))
 
 
 def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
@@ -489,8 +416,8 @@ def load_pair(path: str, config: Optional[ModelConfig] = None,
   run_pretraining.py exported beside the checkpoint (config.json), else inferred."""
   folder = path if os.path.isdir(path) else os.path.dirname(path)
   saved = os.path.join(folder, "config.json")
-  if config is None and not hf_parts(path) and os.path.isfile(saved):
-    config = ModelConfig.from_dict(_read_json(saved), source=saved)
+  if config is None and not hf.hf_parts(path) and os.path.isfile(saved):
+    config = ModelConfig.from_dict(hf.read_json(saved), source=saved)
   if config is None:
     config = config_from_checkpoint(path, part)
   pair = ElectraPair(config).build_variables()

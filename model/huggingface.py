@@ -14,17 +14,27 @@ GELU, then out_proj. The export makes its dense the identity plus a shift c and 
 output is bounded: |x_i| <= |gamma_i| sqrt(H - 1) + |beta_i|), GELU is the identity in
 float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
 
-Reading goes the same way: model/checkpoint.py loads a transformers directory through
-the same mapping table, looking each variable up by hf_name; `model_config_values`
-turns transformers' config.json back into our sizes.
+Reading goes the same way (the last part of this module): a transformers directory, or
+a folder holding a discriminator's and a generator's, is loaded through
+model/checkpoint.py's mapping table (load_weights: each variable looked up by
+hf_name); `model_config_values` turns transformers' config.json back into our sizes
+(pair_config). model/checkpoint.py's loading functions send such paths here.
 """
 
+import json
+import os
 import re
 from typing import Dict, List, Tuple
 
 import numpy as np
 
 from model.config import ModelConfig
+from util import cli
+
+class CheckpointError(ValueError):
+  """A checkpoint (of either format: model/checkpoint.py raises it too) that is missing,
+  unreadable, or does not fit the model."""
+
 
 # Where the names of transformers' three ELECTRA classes start.
 DISCRIMINATOR, GENERATOR, CLASSIFIER = ("ElectraForPreTraining", "ElectraForMaskedLM",
@@ -145,3 +155,189 @@ def model_config_values(config: Dict[str, object]) -> Dict[str, object]:
            "hidden_dropout_prob", "attention_probs_dropout_prob",
            "max_position_embeddings", "type_vocab_size", "initializer_range")
   return {name: config[name] for name in names if name in config}
+
+
+# ---- reading a transformers directory -------------------------------------------------
+
+HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def _is_hf_dir(path: str) -> bool:
+  # Our export/ also holds a config.json (BertConfig fields, no model_type).
+  if not os.path.isfile(os.path.join(path, "config.json")):
+    return False
+  if any(os.path.isfile(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
+    return True
+  return "model_type" in read_json(os.path.join(path, "config.json"))
+
+
+def read_json(path: str) -> Dict:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise CheckpointError(f"{path}: cannot read ({e})") from None
+
+
+def hf_config(folder: str) -> Dict:
+  """A Hugging Face directory's config.json, refused unless it is ELECTRA's."""
+  path = os.path.join(folder, "config.json")
+  config = read_json(path)
+  if config.get("model_type") != "electra":
+    kind = ", ".join(config.get("architectures") or []) or "no architectures"
+    raise CheckpointError(f"{path}: model_type {config.get('model_type')!r} ({kind}), "
+                          "not ELECTRA; expected a Hugging Face ELECTRA directory "
+                          "(model_type \"electra\")")
+  return config
+
+
+def hf_parts(path: str) -> Dict[str, str]:
+  """{"discriminator"/"generator": directory} of a Hugging Face directory or of a folder
+  holding one of each; {} for anything else (an original-format checkpoint)."""
+  if not path or not os.path.isdir(path):
+    return {}
+  if _is_hf_dir(path):
+    return {role(hf_config(path)): path}
+  if any(f.endswith(".index") for f in os.listdir(path)):
+    return {}
+  parts = {}
+  for folder in sorted(os.path.join(path, f) for f in os.listdir(path)):
+    if os.path.isdir(folder) and _is_hf_dir(folder):
+      kind = role(hf_config(folder))
+      if kind in parts:
+        raise CheckpointError(f"{path}: holds two Hugging Face {kind}s ({parts[kind]}, "
+                              f"{folder}); expected one {DISCRIMINATOR} and one "
+                              f"{GENERATOR} directory")
+      parts[kind] = folder
+  return parts
+
+
+def _sizes(folder: str) -> Dict:
+  try:
+    return model_config_values(hf_config(folder))
+  except ValueError as e:
+    raise CheckpointError(f"{folder}/config.json: {e}") from None
+
+
+def pair_config(path: str, parts: Dict[str, str], part: str) -> ModelConfig:
+  disc, gen = parts.get("discriminator"), parts.get("generator")
+  if part == "generator" or disc is None:
+    if gen is None or part != "generator":
+      raise CheckpointError(f"{path}: a Hugging Face generator ({GENERATOR}) only; "
+                            f"cannot load the {part}; load it with part='generator'")
+    values = dict(_sizes(gen), generator_hidden_size=1.0, generator_layers=1.0)
+    source = gen
+  else:
+    values, source = _sizes(disc), disc
+    if part == "pair":
+      if gen is None:
+        raise CheckpointError(
+            f"{path}: a Hugging Face discriminator only; the pair needs its generator "
+            f"too: put both directories ({DISCRIMINATOR} and {GENERATOR}) in one "
+            "folder and give that folder")
+      theirs = _sizes(gen)
+      width = values.get("embedding_size") or values["hidden_size"]
+      values.update(generator_hidden_size=theirs["hidden_size"] / values["hidden_size"],
+                    generator_layers=theirs["num_hidden_layers"] /
+                    values["num_hidden_layers"],
+                    untied_generator_embeddings=theirs.get("embedding_size") != width)
+  try:
+    config = ModelConfig.from_dict(values, source=f"{source}/config.json")
+  except ValueError as e:
+    raise CheckpointError(f"{source}/config.json: {e}") from None
+  if part == "pair":
+    # The generator's other sizes follow from its width, as in the original.
+    derived = config.generator_config()
+    for field in ("vocab_size", "embedding_size", "num_attention_heads",
+                  "intermediate_size", "hidden_act", "max_position_embeddings",
+                  "type_vocab_size"):
+      value = theirs.get(field)
+      expected = derived.embedding_width if field == "embedding_size" else \
+          getattr(derived, field)
+      if value is not None and value != expected:
+        raise CheckpointError(f"{gen}/config.json: {field} {value}, but a generator of "
+                              f"hidden size {derived.hidden_size} beside this "
+                              f"discriminator has {expected}")
+  return config
+
+
+def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
+  """(file, its float32 arrays by transformers name) of a Hugging Face directory."""
+  safetensors_file, torch_file = (os.path.join(folder, f) for f in HF_WEIGHT_FILES)
+  if os.path.isfile(safetensors_file):
+    import safetensors.numpy  # pylint: disable=g-import-not-at-top
+    try:
+      weights = safetensors.numpy.load_file(safetensors_file)
+    except (OSError, ValueError, safetensors.SafetensorError) as e:
+      raise CheckpointError(f"{safetensors_file}: not a readable safetensors file "
+                            f"({e})") from None
+    path = safetensors_file
+  elif os.path.isfile(torch_file):
+    try:
+      import torch  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      raise CheckpointError(f"{torch_file}: reading pytorch_model.bin needs torch (pip "
+                            "install torch); or give a model.safetensors") from None
+    try:
+      state = torch.load(torch_file, map_location="cpu", weights_only=True)
+    except Exception as e:  # pylint: disable=broad-except  # torch's many unpickling errors
+      raise CheckpointError(f"{torch_file}: not a readable PyTorch state dict "
+                            f"({str(e).splitlines()[0]})") from None
+    weights = {k: v.float().numpy() for k, v in state.items()}
+    path = torch_file
+  else:
+    raise CheckpointError(f"{folder}: no {' or '.join(HF_WEIGHT_FILES)} beside its "
+                          "config.json")
+  if not any(name.startswith("electra.") for name in weights):  # a bare ElectraModel
+    weights = {f"electra.{name}": value for name, value in weights.items()}
+  return path, weights
+
+
+def load_weights(mapping, path: str, parts: Dict[str, str], what: str):
+  """Assigns the mapping from transformers' weights, each looked up by hf_name (kernels
+  transposed); every one must be present with its shape, and nothing of the encoder
+  left over (transformers' heads other than ELECTRA's two are ignored)."""
+  groups = {}
+  for original, variable, shape in mapping:
+    generator = what == "generator" or original.startswith(("generator/",
+                                                             "generator_predictions/"))
+    folder = parts.get("generator" if generator else "discriminator")
+    if folder is None:
+      pair_config(path, parts, what)  # raises, saying which directory is missing
+    name, kernel = hf_name(original)
+    groups.setdefault(folder, []).append(
+        (name, variable, tuple(reversed(shape)) if kernel else shape, kernel))
+  files = {folder: _weights(folder) for folder in groups}
+  for folder, entries in groups.items():
+    file, weights = files[folder]
+    missing = [name for name, _, _, _ in entries if name not in weights]
+    if missing:
+      raise CheckpointError(f"{file}: {len(missing)} weight(s) the {what} needs are "
+                            f"missing: {cli.listed(missing)}")
+    wrong = [f"{name} has {list(weights[name].shape)}, expected {list(shape)}"
+             for name, _, shape, _ in entries if weights[name].shape != shape]
+    if wrong:
+      raise CheckpointError(f"{file}: {len(wrong)} weight(s) with the wrong shape for "
+                            f"its config.json: {'; '.join(wrong[:3])}")
+    used = {name for name, _, _, _ in entries}
+    left = [n for n in weights if n.startswith("electra.") and n not in used
+            and not UNMAPPED.search(n)]
+    # A generator beside its discriminator holds a copy of the shared embeddings.
+    shared = parts.get("discriminator")
+    if folder != shared and shared in files:
+      other = files[shared][1]
+      copies = [n for n in left if n.startswith("electra.embeddings.") and n in other]
+      differ = [n for n in copies if not np.array_equal(weights[n], other[n])]
+      if differ:
+        raise CheckpointError(f"{file}: {len(differ)} embedding weight(s) differ from "
+                              f"the discriminator's, which the generator shares in "
+                              f"ELECTRA: {cli.listed(differ)}")
+      left = [n for n in left if n not in copies]
+    if left:
+      raise CheckpointError(f"{file}: {len(left)} weight(s) its config.json does not "
+                            f"use: {cli.listed(left)}")
+  for folder, entries in groups.items():
+    weights = files[folder][1]
+    for name, variable, _, kernel in entries:
+      value = weights[name].T if kernel else weights[name]
+      variable.assign(np.reshape(value, variable.shape))

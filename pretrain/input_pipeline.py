@@ -43,19 +43,39 @@ def input_files(config: PretrainingConfig) -> List[str]:
   return files
 
 
-def _first_example(path: str) -> tf.train.Example:
+def _first_examples(path: str, count: int = 1) -> List[tf.train.Example]:
+  """The file's first `count` records (at least one, else an InputError)."""
   try:
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    records_read = [r.numpy() for r in tf.data.TFRecordDataset(path).take(count)]
   except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
     raise InputError(f"{path}: not a readable TFRecord file ({e.message.splitlines()[0]})"
                      f"; rebuild it") from None
-  if record is None:
+  if not records_read:
     raise InputError(f"{path}: holds no records; rebuild the data")
   try:
-    return tf.train.Example.FromString(record.numpy())
+    return [tf.train.Example.FromString(record) for record in records_read]
   except Exception:  # pylint: disable=broad-except
     raise InputError(f"{path}: the first record is not a tf.train.Example; rebuild the "
                      "data") from None
+
+
+# Records whose token ids are checked against the vocabulary, per file: records built
+# with another vocabulary show ids beyond a smaller one within a few sequences.
+IDS_CHECKED = 64
+
+
+def check_token_ids(files: List[str], vocab_size: int, vocab_file: str):
+  """Refuses records built with a larger vocabulary than vocab_file's (their ids would
+  index past the embeddings), from the largest id in each file's first records."""
+  for path in files:
+    largest = max(max(example.features.feature["input_ids"].int64_list.value, default=0)
+                  for example in _first_examples(path, IDS_CHECKED))
+    if largest >= vocab_size:
+      raise InputError(
+          f"{path}: token id {largest} in its first records is outside the "
+          f"vocabulary of {vocab_size} tokens ({vocab_file}); the records were built "
+          "with another vocabulary: set vocab_file to the vocab.txt they were built "
+          "with, or rebuild them with this one")
 
 
 def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float] = None
@@ -67,7 +87,7 @@ def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float
   """
   static_length = None
   for path in files:
-    features = _first_example(path).features.feature
+    features = _first_examples(path)[0].features.feature
     missing = [n for n in records.SEQUENCE_FEATURES if n not in features]
     if missing:
       raise InputError(f"{path}: records lack the feature(s) {', '.join(missing)}; "

@@ -9,7 +9,6 @@ against the replacements it was given.
 """
 
 import dataclasses
-import os
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -44,24 +43,11 @@ class Scored:
     return out
 
 
-def find_vocab(checkpoint: str, vocab: str = "") -> str:
-  """The vocab.txt given, else the one beside the checkpoint (ours, a released zip's, or
-  a Hugging Face directory's)."""
-  if vocab:
-    return vocab
-  folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-  for candidate in [folder, *sorted(ckpt.hf_parts(checkpoint).values())]:
-    path = os.path.join(candidate, "vocab.txt")
-    if os.path.isfile(path):
-      return path
-  raise ValueError(f"{checkpoint}: no vocab.txt beside the checkpoint; pass --vocab FILE")
-
-
 class Scorer:
 
   def __init__(self, checkpoint: str, vocab: str = "", lower_case: bool = True,
                corrupt: bool = False):
-    vocab = load_vocab(find_vocab(checkpoint, vocab))
+    vocab = load_vocab(ckpt.find_vocab(checkpoint, vocab))
     self.pair = ckpt.load_pair(checkpoint, part="pair" if corrupt else "discriminator")
     config = self.pair.model_config
     if len(vocab) != config.vocab_size:

@@ -18,6 +18,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from model import checkpoint as original_checkpoint
+from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import apply_init_scheme
 from pretrain import input_pipeline
@@ -31,13 +32,20 @@ from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util import files
 
-RUN_CONFIG = "pretrain_config.json"
+RUN_CONFIG = resume.PRETRAINING_RECORD
 EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
-# What fixes the model and the objective; the rest (steps, batch, paths) may change
-# between runs on one model dir.
-OBJECTIVE_FIELDS = ("electra_objective", "electric_objective", "two_tower_generator",
-                    "uniform_generator", "vocab_size")
+# What a resumed run may change: how long it runs (num_train_steps, to continue a run),
+# where its files are, what it logs, saves and evaluates, how it uses the hardware, and
+# the names of its sizes (the sizes themselves are signed). Every other field fixes the
+# trained weights: changing it on a model dir is refused (training/resume.py).
+RESUMABLE_FIELDS = (
+    "model_name", "data_dir", "pretrain_tfrecords", "vocab_file", "model_dir",
+    "overwrite_model_dir", "debug", "do_train", "do_eval", "num_train_steps",
+    "num_eval_steps", "eval_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
+    "log_every_steps", "distribution_strategy", "tpu_address", "mixed_precision",
+    "use_xla", "gradient_accumulation_steps", "recompute", "model_size",
+    "model_hparam_overrides", "embedding_size")
 
 
 def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
@@ -89,7 +97,7 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
   ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
   # Original-format weights do not store the head count (it was inferred as H // 64):
   # only a Hugging Face config.json states it.
-  stated = SIZE_HPARAMS if original_checkpoint.hf_parts(path) else tuple(
+  stated = SIZE_HPARAMS if hf.hf_parts(path) else tuple(
       n for n in SIZE_HPARAMS if n != "num_attention_heads")
   differ = {name: theirs_sizes[name] for name in stated
             if theirs_sizes[name] != ours_sizes[name]}
@@ -106,8 +114,12 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
 
 
 def run_signature(config: PretrainingConfig) -> Dict:
-  return {"model": config.model_config().to_dict(),
-          **{name: getattr(config, name) for name in OBJECTIVE_FIELDS}}
+  """What fixes the trained weights: the model's sizes and every field a resumed run
+  may not change."""
+  values = {k: v for k, v in config.to_dict().items() if k not in RESUMABLE_FIELDS}
+  if values["init_checkpoint"]:
+    values["init_checkpoint"] = os.path.abspath(values["init_checkpoint"])
+  return {"model": config.model_config().to_dict(), **values}
 
 
 def check_model_dir(config: PretrainingConfig):
@@ -116,9 +128,14 @@ def check_model_dir(config: PretrainingConfig):
                         config.overwrite_model_dir)
 
 
-def write_run_config(config: PretrainingConfig):
+def write_run_config(config: PretrainingConfig, step: int = 0):
+  """The model dir's record; a run resumed at `step` adds the settings it changed to
+  the history, so the record keeps every value a step was trained with."""
+  history = resume.settings_history(
+      config.model_dir, RUN_CONFIG,
+      {k: v for k, v in config.to_dict().items() if k in RESUMABLE_FIELDS}, step)
   resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
-                            config=config.to_dict())
+                            config=config.to_dict(), history=history)
 
 
 class Pretrainer:
@@ -130,6 +147,7 @@ class Pretrainer:
     self.config = config = check_inputs(config)
     self.static_mask_length = input_pipeline.check_files(
         self.files, config.max_seq_length, config.mask_prob)
+    input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
     check_model_dir(config)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
@@ -198,7 +216,8 @@ class Pretrainer:
 
   def train(self) -> Dict[str, float]:
     if self.loop.chief:
-      write_run_config(self.config)
+      latest = self.loop.latest_checkpoint()
+      write_run_config(self.config, int(latest.rsplit("-", 1)[1]) if latest else 0)
     batch = self.config.train_batch_size
     if batch % (self.strategy.num_replicas_in_sync *
                 self.config.gradient_accumulation_steps):

@@ -327,6 +327,30 @@ def test_a_single_50mb_line(tmp_path, vocab_file):
   assert records["input_ids"][1][1:L - 1].tolist() == (sentence * 20)[:L - 2]
 
 
+def test_a_line_far_longer_than_an_example_is_warned_of_once(tmp_path, small_corpus,
+                                                            vocab_file, capsys):
+  with open(os.path.join(small_corpus, "a.txt"), encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  long_line = "the quick brown fox jumps over the lazy dog " * 300  # 2,700 word-pieces
+  # Past the middle of the file: the second process's span starts inside it, so the
+  # line number counts the lines before that span.
+  at = len(lines) * 3 // 4
+  lines[at:at] = [long_line, long_line + " again"]
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  second = corpus_lib.split_work([str(corpus / "a.txt")], 2)[1][0]
+  assert 0 < second.start < len("\n".join(lines[:at]).encode("utf-8"))
+  assert build_pretraining_dataset.main([
+      "--corpus-dir", str(corpus), "--vocab-file", vocab_file, "--output-dir",
+      str(tmp_path / "out"), "--num-processes", "2", "--no-progress"]) == 0
+  assert capsys.readouterr().err == (
+      f"warning: {corpus / 'a.txt'}:{at + 1}: a line of 2,700 word-pieces; as in the "
+      "original, it goes into one example of at most 126, so at least 95.33% of it is "
+      "dropped (1 more line(s) of over 10x --max-seq-length); put one sentence or "
+      "paragraph per line\n")
+
+
 def test_giant_lines_tokenized_in_pieces_give_the_same_ids(vocab_file, monkeypatch):
   tokenizer = Tokenizer(load_vocab(vocab_file))
   texts = ["short line", "Ünïcode wörds, and   more words " * 9, "x" * 120 + " tail",
@@ -334,9 +358,10 @@ def test_giant_lines_tokenized_in_pieces_give_the_same_ids(vocab_file, monkeypat
   ids, offsets = tokenizer.batch_ids(texts)
   monkeypatch.setattr(lines_lib, "GIANT_LINE_CHARS", 40)
   stats = build_config.Stats()
-  got_ids, got_offsets = lines_lib.tokenize_batch(tokenizer, texts, stats)
+  got_ids, got_offsets, lengths = lines_lib.tokenize_batch(tokenizer, texts, stats)
   assert got_ids == ids.tolist() and got_offsets == offsets.tolist()
   assert stats.tokens == len(ids) and stats.dropped_tokens == 0
+  assert lengths.tolist() == np.diff(offsets).tolist()
 
 
 @pytest.mark.parametrize("setup, message", [
@@ -404,6 +429,26 @@ def test_overwrite_replaces_everything(tmp_path, small_corpus, vocab_file):
   build_lib.build(config(small_corpus, vocab_file, out, overwrite=True, num_out_files=2))
   assert sorted(os.listdir(out)) == ["pretrain_data.tfrecord-0-of-2",
                                      "pretrain_data.tfrecord-1-of-2"]
+  assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_overwrite_refuses_to_delete_a_users_files(tmp_path, small_corpus, vocab_file,
+                                                   capsys):
+  out = tmp_path / "out"
+  (out / "sub").mkdir(parents=True)
+  (out / "pretrain_data.tfrecord-0-of-1").write_text("stale")
+  (out / "notes.txt").write_text("mine")
+  (out / "sub" / "keep.txt").write_text("mine too")
+  status = build_pretraining_dataset.main([
+      "--corpus-dir", small_corpus, "--vocab-file", vocab_file, "--output-dir", str(out),
+      "--overwrite", "--no-progress"])
+  assert (status, capsys.readouterr().err) == (2, (
+      f"error: --output-dir: {out} also holds what a build does not write (notes.txt, "
+      "sub/); --overwrite replaces a build's shards only: move those elsewhere, or "
+      "choose another --output-dir\n"))
+  assert (out / "notes.txt").read_text() == "mine"
+  assert (out / "sub" / "keep.txt").read_text() == "mine too"
+  assert (out / "pretrain_data.tfrecord-0-of-1").read_text() == "stale"
   assert sorted(os.listdir(tmp_path)) == ["out"]
 
 

@@ -18,7 +18,7 @@ from finetune.sentence.data import SentenceExample
 from model import checkpoint as ckpt
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
-from tools import export_hf
+from tools import export_hf, reference_outputs
 
 SENTENCES = [("The film's plot is dull, but Café Noir is great!", "A long scene."),
              ("Naïve actors can't save a ¥100 movie 中文 e.g. 3.14", None),
@@ -145,6 +145,16 @@ def test_finetuned_sentence_classifier(tmp_path, inputs, capsys, task, folder_na
                          str(tmp_path / "x"), "--part", "generator"]) == 2
   err = capsys.readouterr().err.strip()
   assert len(err.splitlines()) == 1 and "--part applies to pre-trained checkpoints" in err
+  # Where a pre-trained model is expected, a fine-tuned one is named as such.
+  np.savez(tmp_path / "in.npz", **inputs)
+  assert reference_outputs.main(["--checkpoint", finetuner.trial_dir(1), "--inputs",
+                                 str(tmp_path / "in.npz"), "--output",
+                                 str(tmp_path / "out.npz")]) == 2
+  assert capsys.readouterr().err == (
+      f"error: {finetuner.trial_dir(1)}: a fine-tuned model (its folder holds "
+      "finetuning_config.json); expected a pre-trained one: run_pretraining.py's model "
+      "dir or its export/, a released ELECTRA checkpoint, or a Hugging Face ELECTRA "
+      "directory\n")
 
 
 def test_missing_checkpoint_is_one_line(tmp_path, capsys):

@@ -93,11 +93,23 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
   np.testing.assert_allclose(scores, direct, atol=1e-5)
   assert set(lines[0]) == {"index", "score"}
 
-  # The labelled dev file has one column too many for the unlabeled layout.
+  # A header naming the sentence columns: read by name, whatever the other columns
+  # (the labelled dev file), or only those two, no index (lines are numbered).
   stsb_dev = data / "finetuning_data" / "STS-B" / "dev.tsv"
-  code, err, _ = predict(data, "glue/stsb", SENTENCE, stsb_dev, output, capsys)
+  named = tmp_path / "named.tsv"
+  named.write_text("sentence1\tsentence2\n" + "".join(
+      "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
+  for path in (stsb_dev, named):
+    code, err, lines = predict(data, "glue/stsb", SENTENCE, path, output, capsys)
+    assert code == 0, err
+    assert [line["index"] for line in lines] == list(range(48))
+    np.testing.assert_allclose([line["score"] for line in lines], scores, atol=1e-6)
+  # A header that names neither: the test layout's column count is expected.
+  named.write_text("first\tsecond\n" + "".join(
+      "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
+  code, err, _ = predict(data, "glue/stsb", SENTENCE, named, output, capsys)
   assert code == 2 and err.strip() == (
-      f"error: {stsb_dev}:1: header has 10 columns, expected 9 (glue/stsb test layout)")
+      f"error: {named}:1: header has 2 columns, expected 9 (glue/stsb test layout)")
 
 
 def test_script_streams_predictions_to_stdout(tmp_path):

@@ -329,3 +329,122 @@ def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
   assert sorted(read_log(os.path.join(model_dir, LOG_NAME))) == [1, 2, 3, 4]
   assert not os.listdir(model_dir / ".worker_tmp")
   assert os.listdir(model_dir / "export")
+
+
+def script_args(data_dir, model_dir, **hparams):
+  return ["--data-dir", data_dir, "--model-name", "x", "--hparams", json.dumps(
+      {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8, "num_train_steps": 2,
+       "save_checkpoints_steps": 2, "model_dir": str(model_dir), **TINY_MODEL,
+       **hparams})]
+
+
+def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp_path,
+                                                                      capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  record = model_dir / trainer.RUN_CONFIG
+  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4)) == 0
+  written = record.read_text()
+  capsys.readouterr()
+  # A field that fixes the trained weights: refused, the record as it was.
+  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=0.01)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {model_dir} holds a run with a different config (learning_rate: 0.0005 ->"
+      " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
+      "that run and start over\n")
+  assert record.read_text() == written
+  # Continuing the run (more steps, other logging): accepted, each value kept with the
+  # step it held from.
+  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
+                                          num_train_steps=4, log_every_steps=1)) == 0
+  saved = json.loads(record.read_text())
+  first, resumed = saved["history"]
+  assert first["from_step"] == 0 and first["num_train_steps"] == 2
+  assert first["log_every_steps"] == 10 and first["save_checkpoints_steps"] == 2
+  assert resumed == {"from_step": 2, "num_train_steps": 4, "log_every_steps": 1}
+  assert saved["config"]["num_train_steps"] == 4
+  assert saved["signature"]["learning_rate"] == 5e-4
+
+
+def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_path,
+                                                                   capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4)) == 0
+
+  def truncate(step):
+    data_file = model_dir / f"ckpt-{step}.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+    return data_file
+  newest = truncate(4)  # as a full disk or a copy cut short leaves it
+  capsys.readouterr()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6)) == 0
+  out = capsys.readouterr().out
+  assert (f"note: skipping checkpoint ckpt-4, which cannot be read ({newest}: Read less "
+          f"bytes than requested)\nresuming from {model_dir}/ckpt-2 at step 2/6") in out
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
+  # Nothing reads whole (ckpt-4 was written again): one line naming the newest's file.
+  for step in (2, 4, 6):
+    newest = truncate(step)
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=8)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {newest}: Read less bytes than requested; no checkpoint in {model_dir} "
+      f"reads whole: delete {model_dir} to start the run over\n")
+
+
+def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
+    data, tmp_path, capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = data
+  small = tmp_path / "small_vocab"
+  small.mkdir()
+  os.symlink(os.path.join(data_dir, "pretrain_tfrecords"), small / "pretrain_tfrecords")
+  with open(os.path.join(data_dir, "vocab.txt"), encoding="utf-8") as f:
+    (small / "vocab.txt").write_text("".join(f.readlines()[:200]), encoding="utf-8")
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(str(small), model_dir)) == 2
+  err = capsys.readouterr().err
+  first = sorted(tf.io.gfile.glob(str(small / "pretrain_tfrecords" / "*")))[0]
+  assert err.startswith(f"error: {first}: token id ") and err.count("\n") == 1
+  assert err.endswith(
+      f" in its first records is outside the vocabulary of 200 tokens ({small}/vocab.txt)"
+      "; the records were built with another vocabulary: set vocab_file to the "
+      "vocab.txt they were built with, or rebuild them with this one\n")
+  assert not model_dir.exists()
+
+
+def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tmp_path,
+                                                                       capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  from tools import export_hf, reference_outputs  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir)) == 0
+  # The model dir gives what its export/ (written from the live model) gives.
+  rng = np.random.default_rng(0)
+  ids = rng.integers(104, 1000, [2, 16]).astype(np.int32)
+  np.savez(tmp_path / "in.npz", input_ids=ids, input_mask=np.ones_like(ids),
+           segment_ids=np.zeros_like(ids))
+  outputs = {}
+  for source in ("run", "run/export"):
+    out = tmp_path / f"{source.replace('/', '_')}.npz"
+    assert reference_outputs.main(["--checkpoint", str(tmp_path / source), "--inputs",
+                                   str(tmp_path / "in.npz"), "--output", str(out)]) == 0
+    outputs[source] = np.load(out)
+    assert export_hf.main(["--checkpoint", str(tmp_path / source), "--output",
+                           str(tmp_path / "hf" / source)]) == 0
+  assert sorted(outputs["run"]) == sorted(outputs["run/export"]) == [
+      "discriminator_hidden", "discriminator_logits", "generator_hidden",
+      "generator_logits"]
+  for name in outputs["run"]:
+    np.testing.assert_array_equal(outputs["run"][name], outputs["run/export"][name])
+  assert (tmp_path / "hf" / "run" / "model.safetensors").read_bytes() == (
+      tmp_path / "hf" / "run/export" / "model.safetensors").read_bytes()
+  # --init-checkpoint of a new run: the model dir's newest checkpoint.
+  capsys.readouterr()
+  assert run_pretraining.main(script_args(data_dir, tmp_path / "continued",
+                                          init_checkpoint=str(model_dir))) == 0
+  assert (f"initialized the generator and discriminator from {model_dir}/ckpt-2\n"
+          in capsys.readouterr().out)

@@ -16,10 +16,11 @@ import tensorflow as tf
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import predict, serving, trainer
+from finetune import graph_tokenizer, predict, serving, trainer
 from finetune.qa import data as qa_data
 from finetune.qa import features as qa_features
 from finetune.qa import postprocess
+from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
@@ -34,7 +35,7 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
   with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
     corpus = f.read().split("\n")[:3000]
   lines = ADVERSARIAL + _code_point_lines() + corpus
-  graph = serving.GraphTokenizer(vocab.tokens, lower_case, lower_case)
+  graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
   got = graph(tf.constant(lines))
   ids, offsets = Tokenizer(vocab, lower_case, lower_case).batch_ids(lines)
   for i, (line, row) in enumerate(zip(lines, got.to_list())):
@@ -74,8 +75,8 @@ def test_graph_answer_alignment_is_get_final_text(lower_case):
       pred_texts.append(postprocess.piece_text([t for _, t in pieces[a:b + 1]]))
       orig_texts.append(" ".join(words[pieces[a][0]:pieces[b][0] + 1]))
       want.append(postprocess.final_span(pred_texts[-1], orig_texts[-1], lower_case))
-  graph = serving.GraphTokenizer(vocab.tokens, lower_case, lower_case)
-  start, end = serving._final_spans(graph, tf.constant(orig_texts), tf.constant(pred_texts))
+  graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
+  start, end = qa_serving.final_spans(graph, tf.constant(orig_texts), tf.constant(pred_texts))
   assert list(zip(start.numpy().tolist(), end.numpy().tolist())) == want
   # Both ways of final_span occur: trimmed inside words and whole (e.g. an [UNK]).
   assert sum(span != (0, len(text)) for span, text in zip(want, orig_texts)) > 100

@@ -30,9 +30,11 @@ from finetune.tasks import runner_for
 from model import checkpoint as ckpt
 from model import huggingface as hf
 from model.config import ModelConfig
+from training import resume
+from util import cli
 from util.files import atomic_write
 
-FINETUNING_CONFIG = "finetuning_config.json"
+FINETUNING_CONFIG = resume.FINETUNING_RECORD
 
 
 def _read_json(path: str):
@@ -83,13 +85,6 @@ def finetuned(folder: str):
   return weights, config, sizes, settings
 
 
-def find_vocab(path: str, candidates) -> str:
-  for candidate in candidates:
-    if candidate and os.path.isfile(candidate):
-      return candidate
-  raise ValueError(f"{path}: no vocab.txt beside the checkpoint; pass --vocab FILE")
-
-
 def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
            lower_case: bool = True) -> str:
   """Writes HF_DIR; returns the transformers class it holds."""
@@ -101,11 +96,10 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
                        "pre-trained checkpoints")
     weights, config, sizes, settings = finetuned(folder)
     lower_case = settings["do_lower_case"]
-    vocab = find_vocab(folder, [vocab, settings["vocab_file"]])
+    vocab = vocab or settings["vocab_file"]
   else:
     weights, config, sizes = pretrained(checkpoint, part or "discriminator")
-    vocab = find_vocab(checkpoint, [vocab, os.path.join(folder, "vocab.txt"),
-                                    os.path.join(folder, os.pardir, "vocab.txt")])
+    vocab = ckpt.find_vocab(checkpoint, vocab)
   vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
   if vocab_size != sizes.vocab_size:
     raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
@@ -135,13 +129,12 @@ def main(argv=None) -> int:
   parser.add_argument("--cased", action="store_true",
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
-  try:
+
+  def write() -> int:
     kind = export(args.checkpoint, args.output, args.part, args.vocab, not args.cased)
-  except ValueError as e:  # checkpoint, config and vocabulary problems: one line
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  print(f"wrote {args.output} ({kind})")
-  return 0
+    print(f"wrote {args.output} ({kind})")
+    return 0
+  return cli.run_command(write)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
   python -m tools.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
       --inputs IN.npz --output OUT.npz
 
-CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks), or
-a folder holding Hugging Face ELECTRA discriminator and generator directories.
+CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks),
+run_pretraining.py's model dir, a Hugging Face ELECTRA directory, or a folder holding
+the discriminator's and the generator's; a checkpoint of one network gives its outputs.
 IN.npz holds int32 input_ids, input_mask, segment_ids [batch, seq]. OUT.npz receives
 float32 discriminator_hidden [batch, seq, H], discriminator_logits [batch, seq],
-generator_hidden [batch, seq, h] and generator_logits [batch, seq, vocab], computed in
+generator_hidden [batch, seq, h] and generator_logits [batch, seq, vocab] (those of the
+networks the checkpoint holds), computed in
 inference mode (no dropout). CONFIG.json holds the original's BertConfig fields plus
 generator_hidden_size and generator_layers; without it the sizes come from the
 checkpoint's variable shapes.
@@ -58,8 +60,16 @@ def read_config(path: str):
   return ModelConfig.from_dict(values, source=path)
 
 
-def compute(checkpoint: str, inputs, config=None):
-  pair = ckpt.load_pair(checkpoint, config)
+def compute(checkpoint: str, inputs, config=None, log=print):
+  """Every output the checkpoint's networks give: a discriminator alone (as a Hugging
+  Face ElectraForPreTraining directory is most often downloaded) gives its two."""
+  part = ckpt.available_part(checkpoint)
+  if part != "pair":
+    missing = "generator" if part == "discriminator" else "discriminator"
+    log(f"note: {checkpoint} holds the {part} only: {missing}_hidden and "
+        f"{missing}_logits are not written (they need the {missing}: give a folder "
+        "holding both Hugging Face directories, or the whole pre-trained pair)")
+  pair = ckpt.load_pair(checkpoint, config, part)
   sizes = pair.model_config
   for name, size, what in (("input_ids", sizes.vocab_size, "vocabulary"),
                            ("segment_ids", sizes.type_vocab_size, "type_vocab_size")):
@@ -72,7 +82,8 @@ def compute(checkpoint: str, inputs, config=None):
     raise ValueError(f"sequence length {seq} exceeds max_position_embeddings "
                      f"{pair.model_config.max_position_embeddings}")
   outputs = pair(inputs, training=False)
-  return {name: value.numpy().astype(np.float32) for name, value in outputs.items()}
+  return {name: value.numpy().astype(np.float32) for name, value in outputs.items()
+          if part == "pair" or name.startswith(part)}
 
 
 def main(argv=None):

@@ -19,6 +19,8 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
+from util import cli  # pylint: disable=wrong-import-position
+
 
 def read_lines(path: str):
   try:
@@ -45,23 +47,21 @@ def main(argv=None) -> int:
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
 
-  from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
-  try:
+
+  def score() -> int:
+    from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
     lines = [args.text] if args.input is None else read_lines(args.input)
     scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, not args.cased,
                                     corrupt=args.corrupt)
     results = scorer.score(lines, args.seed if args.corrupt else None,
                            where=args.input or "--text")
-  except ValueError as e:  # checkpoints, vocabularies, inputs: one line
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  for i, scored in enumerate(results):
-    if args.json:
-      print(json.dumps({"line": i + 1, **scored.to_json()}, ensure_ascii=False))
-    else:
-      print(("\n" if i else "") + replaced_tokens.format_text(scored))
-  return 0
-
+    for i, scored in enumerate(results):
+      if args.json:
+        print(json.dumps({"line": i + 1, **scored.to_json()}, ensure_ascii=False))
+      else:
+        print(("\n" if i else "") + replaced_tokens.format_text(scored))
+    return 0
+  return cli.run_command(score)
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -19,7 +19,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -34,6 +34,10 @@ CHECKPOINT_NAME = "ckpt"
 
 class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
+
+
+class CheckpointError(ValueError):
+  """A model dir whose checkpoints cannot be read."""
 
 
 class TrainingInterrupted(cli.Interrupted):
@@ -79,6 +83,7 @@ class TrainLoop:
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self._stop_signal = None
+    self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
 
   @property
   def trainable_variables(self):
@@ -120,7 +125,20 @@ class TrainLoop:
                                       checkpoint_name=CHECKPOINT_NAME)
 
   def latest_checkpoint(self) -> Optional[str]:
-    return tf.train.latest_checkpoint(self.settings.model_dir)
+    """The newest of the model dir's checkpoints that reads whole (None if it has none).
+
+    A newer one that does not (a truncated file: a full disk, a copy cut short) is
+    skipped, saying why; when none reads, a CheckpointError names the newest's file.
+    """
+    state = tf.train.get_checkpoint_state(self.settings.model_dir)
+    newest_first = list(reversed(state.all_model_checkpoint_paths)) if state else []
+    if not newest_first:
+      return None
+    if self._readable[0] != newest_first[0]:  # each new state is checked once
+      note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
+      self._readable = (newest_first[0],
+                        first_readable(newest_first, self.settings.model_dir, note))
+    return self._readable[1]
 
   def restore(self, path: Optional[str] = None) -> Optional[str]:
     """Restores the model, optimizer and step of the latest checkpoint (or of `path`);
@@ -376,6 +394,50 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+def first_readable(newest_first: List[str], model_dir: str,
+                   note: Callable[[str], None]) -> str:
+  """The first of these checkpoints that reads whole, saying through `note` why each
+  one before it was skipped; a CheckpointError naming the first's file if none does."""
+  first_problem = None
+  for path in newest_first:
+    problem = unreadable_checkpoint(path)
+    if problem is None:
+      return path
+    first_problem = first_problem or problem
+    note(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be read "
+         f"({problem})")
+  raise CheckpointError(f"{first_problem}; no checkpoint in {model_dir} reads whole: "
+                        f"delete {model_dir} to start the run over")
+
+
+def newest_readable(model_dir: str, note: Callable[[str], None]) -> Optional[str]:
+  """The newest checkpoint of a model dir that reads whole (first_readable); None when
+  the model dir has none."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if not state or not state.all_model_checkpoint_paths:
+    return None
+  return first_readable(list(reversed(state.all_model_checkpoint_paths)), model_dir, note)
+
+
+def unreadable_checkpoint(prefix: str) -> Optional[str]:
+  """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    return f"{prefix}.index: {_first_line(e)}"
+  try:
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {_first_line(e)}"
+  return None
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:

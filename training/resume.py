@@ -1,34 +1,53 @@
-"""Whether a model dir's previous run may be resumed: its signature, written and checked.
+"""Whether a model dir's previous run may be resumed: its record, written and checked.
 
-A run writes what fixes its trained weights (its signature) beside its checkpoints; a
-later run on the same dir resumes only when its signature is the same.
+A run writes its record beside its checkpoints: what fixes its trained weights (its
+signature), its whole config, and the history of the settings that may change when it
+is resumed (from which step each value held). A later run on the same dir resumes only
+when its signature is the same.
 """
 
 import json
 import os
 import shutil
-from typing import Dict
+from typing import Dict, List, Optional
 
 from util import files, hparams
+
+# The record each phase writes in its model dir (other rooms read them to tell a
+# pre-training model dir from a fine-tuned one).
+PRETRAINING_RECORD = "pretrain_config.json"
+FINETUNING_RECORD = "finetuning_config.json"
+
+
+def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
+  """<model_dir>/<config_name> as written by write_run_config; None if there is none."""
+  path = os.path.join(model_dir, config_name)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
+                               "set \"overwrite_model_dir\": true to start over") from None
 
 
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
   than this one, unless `overwrite`: then deletes that run so this one starts over.
-  <model_dir>/<config_name> is the JSON write_run_config wrote."""
-  path = os.path.join(model_dir, config_name)
-  if not os.path.exists(path):
+  A field an older record did not sign is compared with its whole config ("config"),
+  when it holds the field."""
+  previous = read_record(model_dir, config_name)
+  if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
-  try:
-    with open(path, encoding="utf-8") as f:
-      previous = json.load(f)
-  except (OSError, ValueError) as e:
-    raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
-                               "set \"overwrite_model_dir\": true to start over") from None
-  if "signature" not in previous:  # written before runs were signed: nothing to compare
-    return
-  changed = _changes(previous["signature"], json.loads(json.dumps(signature)))
+  new = json.loads(json.dumps(signature))
+  old = dict(previous["signature"])
+  recorded = previous.get("config") or {}
+  for name, value in new.items():
+    if name not in old:
+      old[name] = recorded.get(name, value)
+  changed = _changes(old, new)
   if not changed:
     return
   if not overwrite:
@@ -52,8 +71,33 @@ def _changes(old: Dict, new: Dict) -> list:
   return changed
 
 
+def settings_history(model_dir: str, config_name: str, settings: Dict,
+                     step: int) -> List[Dict]:
+  """The record's history of the settings a resumed run may change, with `settings`
+  holding from `step` on: [{"from_step": 0, every setting}, {"from_step": s, the ones
+  that changed at s}, ...]. A record without a history starts it from its config."""
+  settings = json.loads(json.dumps(settings))
+  previous = read_record(model_dir, config_name) or {}
+  history = previous.get("history")
+  if history is None:
+    recorded = previous.get("config")
+    history = [{"from_step": 0, **{k: recorded[k] for k in settings if k in recorded}}
+               ] if recorded else []
+  if not history:
+    return [{"from_step": step, **settings}]
+  held = {}
+  for entry in history:
+    held.update(entry)
+  changed = {k: v for k, v in settings.items() if k not in held or held[k] != v}
+  if changed:
+    if history[-1]["from_step"] == step:  # changed again before a step was trained
+      history[-1].update(changed)
+    else:
+      history.append({"from_step": step, **changed})
+  return history
+
+
 def write_run_config(model_dir: str, config_name: str, signature: Dict, **contents):
   """<model_dir>/<config_name>: the run's signature (for check_resume) and `contents`."""
   with files.atomic_write(os.path.join(model_dir, config_name)) as f:
     json.dump({"signature": signature, **contents}, f, indent=2, sort_keys=True)
-

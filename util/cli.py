@@ -36,6 +36,12 @@ def error_message(e: BaseException) -> Optional[str]:
   return None
 
 
+def listed(names, n: int = 5) -> str:
+  """The first n of `names` (sorted), and how many more, for a one-line message."""
+  names = sorted(names)
+  return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
+
+
 def run_command(body: Callable[[], int]) -> int:
   """`body()`'s exit status; an expected failure printed as one line (status 2), an
   interruption as one line (status 130)."""

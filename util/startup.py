@@ -1,12 +1,85 @@
 """The environment TensorFlow reads as it loads; every command imports this first.
 
 Library rooms never import it: a program that embeds them keeps its own settings.
+Besides TensorFlow's environment it sets two things a newcomer would otherwise meet in
+the first seconds: Ctrl-C before the command's work begins (TensorFlow takes seconds to
+import) ends in one `interrupted:` line, not a traceback; and on a machine without a
+GPU, TensorFlow's "failed call to cuInit" error line (it looks for one whenever it
+starts) is not printed, while every other line it writes stays.
 """
 
+import glob
+import importlib.abc
+import importlib.util
 import os
+import sys
+import tempfile
+
+from util import cli
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 # tf.keras is then tf_keras (Keras 2, what this project and tf-models-official build
 # on); otherwise TensorFlow also imports Keras 3 as it loads: about 0.8 s of CPU in
 # every command (bench/RESULTS.md, "Start-up").
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# What TensorFlow logs when it finds no usable GPU driver (error 303 on a machine
+# without one); the same call failing beside a GPU is a real error and stays.
+NO_GPU_LINE = "failed call to cuInit"
+
+
+def _interrupted_while_starting(kind, value, traceback):
+  """Ctrl-C outside the commands' cli.run_command (while modules load): one line."""
+  if issubclass(kind, KeyboardInterrupt):
+    print("interrupted: Ctrl-C (while starting: nothing was done)", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(cli.EXIT_INTERRUPTED)  # pylint: disable=protected-access
+  sys.__excepthook__(kind, value, traceback)
+
+
+def has_gpu() -> bool:
+  """Whether this machine shows an NVIDIA device (or WSL's GPU), without TensorFlow."""
+  return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/dxg"))
+
+
+def probe_devices_quietly(tf):
+  """Has TensorFlow look for GPUs now (it does so once per process), with its
+  "failed call to cuInit" line left out of what it writes to stderr."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      tf.config.list_physical_devices("GPU")
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+    captured.seek(0)
+    written = captured.read().decode("utf-8", "replace")
+  kept = [line for line in written.splitlines(keepends=True) if NO_GPU_LINE not in line]
+  sys.stderr.write("".join(kept))
+  sys.stderr.flush()
+
+
+class _AfterTensorFlowLoads(importlib.abc.MetaPathFinder):
+  """Runs probe_devices_quietly once `tensorflow` has been imported (by anything)."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name != "tensorflow":
+      return None
+    sys.meta_path.remove(self)  # the real finders find it; this only wraps its loading
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+      return spec
+    load = spec.loader.exec_module
+
+    def exec_module(module):
+      load(module)
+      probe_devices_quietly(module)
+    spec.loader.exec_module = exec_module
+    return spec
+
+
+sys.excepthook = _interrupted_while_starting
+if not has_gpu() and "tensorflow" not in sys.modules:
+  sys.meta_path.insert(0, _AfterTensorFlowLoads())

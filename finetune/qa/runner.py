@@ -20,6 +20,7 @@ from finetune.qa import data as qa_data
 from finetune.qa import features as qa_features
 from finetune.qa import head as qa_head
 from finetune.qa import postprocess as qa_postprocess
+from finetune.qa import serving as qa_serving
 from finetune.qa import squad_metrics
 from finetune.runner import PREDICT_SPLIT, TaskRunner
 from util.files import atomic_write
@@ -145,3 +146,6 @@ class QARunner(TaskRunner):
     if self.task.v2:
       metrics.update(best_exact_match=result["best_exact"], best_f1=result["best_f1"])
     return metrics
+
+  def serving_function(self, module):
+    return qa_serving.qa_function(module, self)

@@ -332,11 +332,22 @@ def read_split_file(task: SentenceTask, split: str, path: str,
   return examples
 
 
-def unlabeled_layout(task: SentenceTask) -> Tuple[str, SplitLayout]:
+def unlabeled_layout(task: SentenceTask, path: Optional[str] = None
+                     ) -> Tuple[str, SplitLayout]:
   """(name, layout) of the task's files without labels: its test split's, else its
-  training split's with the label column ignored."""
+  training split's with the label column ignored. A file at `path` whose header names
+  the task's text columns (TFDS's names: sentence, sentence1 and sentence2,
+  question1 and question2, ...) is read by those names, whatever its other columns."""
   split = task.test_splits[0] if task.test_splits else task.train_split
-  return split, dataclasses.replace(_layout(task, split), label=None)
+  layout = dataclasses.replace(_layout(task, split), label=None)
+  names = task.tfds_features
+  if path is not None and names and layout.header:
+    header = next((fields for _, fields in _rows(path, task.file_format)), [])
+    if set(names) <= set(header):
+      layout = SplitLayout(layout.file_names, text_a=names[0],
+                           text_b=names[1] if len(names) > 1 else None)
+      split = f"{split} (columns by header name)"
+  return split, layout
 
 
 def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:

@@ -13,6 +13,7 @@ from finetune.sentence import data as sentence_data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.features import encode
 from finetune.sentence.head import SentenceHead
+from finetune.sentence import serving as sentence_serving
 
 
 class SentenceRunner(TaskRunner):
@@ -54,7 +55,7 @@ class SentenceRunner(TaskRunner):
     return sentence_metrics.score(self.task.metrics, features["label"], self.predictions(outputs))
 
   def read_unlabeled(self, path):
-    name, layout = sentence_data.unlabeled_layout(self.task)
+    name, layout = sentence_data.unlabeled_layout(self.task, path)
     return sentence_data.iter_file(self.task, layout, path,
                                     f"{self.task.name} {name}", True, skipped=[])
 
@@ -72,3 +73,6 @@ class SentenceRunner(TaskRunner):
       return []
     return [sentence_data.write_glue_submission(
         self.task, split, examples, list(self.predictions(outputs)), out_dir)]
+
+  def serving_function(self, module):
+    return sentence_serving.sentence_function(module, self)

@@ -17,6 +17,7 @@ from finetune.runner import TaskRunner
 from finetune.tagging import data as tagging_data
 from finetune.tagging import metrics as tagging_metrics
 from finetune.tagging.head import TaggingHead
+from finetune.tagging import serving as tagging_serving
 
 
 class TaggingRunner(TaskRunner):
@@ -87,3 +88,6 @@ class TaggingRunner(TaskRunner):
     spans = tagging_metrics.chunk_f1([e.tags for e in examples],
                              self.predicted_tags(examples, features, outputs))
     return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}
+
+  def serving_function(self, module):
+    return tagging_serving.tagging_function(module, self)
