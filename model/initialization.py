@@ -65,12 +65,9 @@ def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
 
 
 def encoders_of(model) -> Iterable[ElectraEncoder]:
-  """Every distinct ElectraEncoder in `model` (a tied generator is the discriminator)."""
-  seen = []
-  for module in [model, *model.submodules]:
-    if isinstance(module, ElectraEncoder) and not any(module is s for s in seen):
-      seen.append(module)
-  return seen
+  """Every ElectraEncoder in `model` (submodules are distinct: a tied generator is the
+  discriminator, listed once)."""
+  return [m for m in [model, *model.submodules] if isinstance(m, ElectraEncoder)]
 
 
 def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
@@ -84,12 +81,11 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
   if scheme == "truncated_normal":
     return
   rng = np.random.default_rng(seed)
-  done_embeddings = []
-  for encoder in encoders_of(model):
-    embeddings = encoder.embeddings
-    if not any(embeddings is e for e in done_embeddings):
-      table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
-      table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
-                           table.dtype))
-      done_embeddings.append(embeddings)
+  encoders = encoders_of(model)
+  # Shared embeddings (the generator reads the discriminator's) are set once.
+  for embeddings in {id(e.embeddings): e.embeddings for e in encoders}.values():
+    table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
+    table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
+                         table.dtype))
+  for encoder in encoders:
     mimetic_attention(encoder, rng, qk_noise, qk_identity, vo_noise, vo_identity)
