@@ -88,8 +88,8 @@ def qa_windows(module: serving.ServingModule, question, words, config):
   length, tokenizer = module.length, module.tokenizer
   question = tf.strings.reduce_join(tf_text.regex_split(
       question, tokenizer.split_pattern), axis=1, separator=" ")  # str.split() joined
-  query = tokenizer(question)[:, :config.max_query_length]
-  pieces = tokenizer(words.values)  # each word alone, so each piece knows its word
+  query = module.tokenize(question)[:, :config.max_query_length]
+  pieces = module.tokenize(words.values)  # each word alone, so each piece knows its word
   piece_example = tf.gather(words.value_rowids(), pieces.value_rowids())
   context = tf.RaggedTensor.from_value_rowids(pieces.values, piece_example,
                                               nrows=words.nrows())
@@ -138,7 +138,7 @@ def qa_function(module: serving.ServingModule, runner):
   tokenizer, vocab = module.tokenizer, tf.constant(module.vocab_tokens)
   spec = tf.TensorSpec([None], tf.string)
 
-  @tf.function(input_signature=[spec, spec])
+  @tf.function(input_signature=[spec, spec], autograph=False)
   def answer(question, context):
     batch = tf.size(context, out_type=tf.int64)
     words, word_offsets, word_lengths = split_context(context)

@@ -42,6 +42,7 @@ def sentence_function(module: serving.ServingModule, runner):
 
   if pair:
     return tf.function(lambda text_a, text_b: outputs(encode(
-        module.tokenizer(text_a), module.tokenizer(text_b))), input_signature=[spec, spec])
-  return tf.function(lambda text_a: outputs(encode(module.tokenizer(text_a))),
-                     input_signature=[spec])
+        module.tokenize(text_a), module.tokenize(text_b))), input_signature=[spec, spec],
+        autograph=False)
+  return tf.function(lambda text_a: outputs(encode(module.tokenize(text_a))),
+                     input_signature=[spec], autograph=False)

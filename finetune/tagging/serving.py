@@ -13,10 +13,10 @@ def tagging_function(module: serving.ServingModule, runner):
   length = module.length
   tags = tf.constant(tagging_data.to_bio(runner.labels))
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def tag(text):
     words = tf_text.regex_split(text, module.tokenizer.split_pattern)
-    pieces = module.tokenizer(words.flat_values)
+    pieces = module.tokenize(words.flat_values)
     # A word BERT's cleaning empties still gets a slot: [UNK], as in --predict.
     empty = tf.equal(pieces.row_lengths(), 0)
     pieces = tf.ragged.boolean_mask(
