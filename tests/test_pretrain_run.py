@@ -1,6 +1,6 @@
 """End-to-end pre-training on records of the shared English corpus.
 
-The debug-size model trains ~200 steps and must clearly learn; eval writes every metric;
+The debug-size model trains ~100 steps and must clearly learn; eval writes every metric;
 the export loads as the original format; the variants train; bad input fails with one
 line naming what is wrong. Model sizes are cut down where a check does not need more.
 """
@@ -61,18 +61,18 @@ def window_mean(log, key, steps):
 
 def test_debug_model_learns_then_eval_and_export(data):
   data_dir, vocab_size = data
-  config = config_for(data_dir, "learn", num_train_steps=200, save_checkpoints_steps=100,
+  config = config_for(data_dir, "learn", num_train_steps=100, save_checkpoints_steps=50,
                       do_eval=True, num_eval_steps=4, eval_batch_size=16)
   results = trainer.run(config)
   log = read_log(os.path.join(config.model_dir, LOG_NAME))
-  assert sorted(log) == [1] + list(range(5, 201, 5))
-  early, late = [1], range(150, 201, 5)  # at initialization; after most training
+  assert sorted(log) == [1] + list(range(5, 101, 5))
+  early, late = [1], range(75, 101, 5)  # at initialization; after most training
   assert window_mean(log, "mlm_loss", late) < window_mean(log, "mlm_loss", early) - 1.0
   assert window_mean(log, "disc_loss", late) < 0.75 * window_mean(log, "disc_loss", early)
   assert window_mean(log, "masked_lm_accuracy", late) > window_mean(
       log, "masked_lm_accuracy", early) + 0.03
   assert window_mean(log, "disc_accuracy", late) > 0.8  # most tokens are real
-  assert log[200]["learning_rate"] == pytest.approx(2e-3 / 200, rel=1e-3)
+  assert log[100]["learning_rate"] == pytest.approx(2e-3 / 100, rel=1e-3)
 
   # Eval: every metric, in the text file and the JSON beside it.
   with open(config.results_txt, encoding="utf-8") as f:
@@ -81,15 +81,15 @@ def test_debug_model_learns_then_eval_and_export(data):
     as_json = json.load(f)
   for name in MLM_METRICS + DISC_METRICS:
     assert float(lines[name]) == pytest.approx(as_json[name]) == results[name]
-  assert as_json["global_step"] == 200
+  assert as_json["global_step"] == 100
   assert as_json["masked_lm_accuracy"] > 0.03 and 0.0 <= as_json["disc_auc"] <= 1.0
 
   # Export: original names, loadable by the fine-tuning path, with config and vocab.
   export = os.path.join(config.model_dir, trainer.EXPORT_DIR)
   assert sorted(n for n in os.listdir(export) if not n.endswith(".index") and
-                not n.startswith("model.ckpt-200.data")) == ["checkpoint", "config.json",
+                not n.startswith("model.ckpt-100.data")) == ["checkpoint", "config.json",
                                                              "vocab.txt"]
-  names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-200")))
+  names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-100")))
   assert names["electra/embeddings/word_embeddings"] == [vocab_size, 144]
   assert "generator_predictions/output_bias" in names and "global_step" in names
   pair = original_checkpoint.load_pair(export)

@@ -18,7 +18,7 @@ from pretrain import trainer
 from pretrain.config import load_config
 from tests.test_pretrain_input_pipeline import make_data_dir
 
-STEPS = 60
+STEPS = 40
 
 
 def binary_entropy(p: float) -> float:
