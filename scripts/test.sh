@@ -13,6 +13,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+# One TensorFlow thread per process: two workers (and the commands they start) share
+# the cores; more threads per process only contend.
+export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1}
+export TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS:-1}
 # Two processes, a test file each at a time: most of the suite's time is spent starting
 # Python and TensorFlow and in single-threaded Python, which two cores do side by side.
 exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 "$@"
