@@ -353,7 +353,7 @@ class TrainLoop:
     """
     iterator, distributed = self._iterator(dataset_fn(self.input_context()))
 
-    @tf.function
+    @tf.function(autograph=False)  # as train_step: nothing here branches on tensors
     def eval_step(iterator, index):
       batch = next(iterator)
       if not distributed:
