@@ -1,6 +1,7 @@
 """Fine-tuning throughput: electra_small, seq 128, batch 32, ours vs Hugging Face PyTorch.
 
   python bench/bench_finetuning.py [--steps 30] [--warmup 5] [--rounds 2] [--layers]
+      [--threads N] [--clock wall|cpu]
 
 Runs by hand, never in CI. Each implementation runs in its own subprocess (so peak RSS
 is its own), alternating for --rounds rounds, on random token ids (speed does not depend
@@ -23,6 +24,11 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLOCKS = {"wall": time.perf_counter,
+          # The process's own CPU seconds: with --threads 1 on a core other jobs share,
+          # the time the step computed, without the time it waited for the core.
+          "cpu": time.process_time}
+clock = CLOCKS["wall"]
 BATCH, SEQ, VOCAB = 32, 128, 30522
 
 
@@ -33,24 +39,28 @@ def random_batch(np, seed=0):
           "segment_ids": np.zeros_like(ids), "label": rng.integers(0, 2, BATCH)}
 
 
-def run_ours(steps: int, warmup: int, xla: bool, precision: str = "float32") -> float:
+def run_ours(steps: int, warmup: int, xla: bool, precision: str = "float32",
+             fused: bool = True) -> float:
   sys.path.insert(0, ROOT)
   import numpy as np
   import tensorflow as tf
   from finetune.modeling import FinetuningModel
   from finetune.sentence.head import SentenceHead
   from model.config import ModelConfig
+  from model.fused import use_fused
   from training.loop import LoopSettings, TrainLoop
   from training.optimization import create_optimizer
-  from training.runtime import set_precision
+  from training.runtime import set_precision, use_checkpointed_dropout
 
   set_precision(precision)
+  use_checkpointed_dropout(0)  # as run_finetuning.py: dropout from checkpointed generators
   batch = random_batch(np)
   batch["label"] = batch["label"].astype(np.float32)
   model = FinetuningModel(ModelConfig.from_size("small"), {"task": SentenceHead(2)})
   model.build_variables(seq_length=SEQ)
   optimizer = create_optimizer(3e-4, 10000, 1000, 0.01,
                                lr_multiplier=model.lr_multiplier(0.8))
+  use_fused(model, fused)
 
   def loss_fn(features, step, replica_id, micro_step):
     logits = model(features, training=True)["task"]
@@ -68,11 +78,11 @@ def run_ours(steps: int, warmup: int, xla: bool, precision: str = "float32") -> 
     iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
     for _ in range(warmup):
       float(step_fn(iterator)["loss"])
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps):
       loss = step_fn(iterator)["loss"]
     float(loss)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def run_hf(steps: int, warmup: int) -> float:
@@ -98,10 +108,10 @@ def run_hf(steps: int, warmup: int) -> float:
 
   for _ in range(warmup):
     step()
-  start = time.perf_counter()
+  start = clock()
   for _ in range(steps):
     step()
-  return time.perf_counter() - start
+  return clock() - start
 
 
 # One electra_small layer's matrix products, as tf-models-official writes them (Einsum):
@@ -124,15 +134,16 @@ def best_ms(run, repeats: int = 10) -> float:
   run()
   seconds = []
   for _ in range(repeats):
-    start = time.perf_counter()
+    start = clock()
     run()
-    seconds.append(time.perf_counter() - start)
+    seconds.append(clock() - start)
   return 1000 * min(seconds)
 
 
 def time_layer(framework: str) -> dict:
   """Milliseconds, forward + backward (input and weight gradients), of one electra_small
-  transformer layer (batch 32 x 128, training mode) with dropout 0.1 and 0, and of its
+  transformer layer (batch 32 x 128, training mode) with dropout 0.1 and 0 (TensorFlow:
+  fused, model/fused.py, and unfused, tf-models-official's own call), and of its
   matrix products alone: where a step's time goes, layer by layer (a step is 12 layers,
   the embeddings, the head and the optimizer)."""
   ms = {}
@@ -141,6 +152,8 @@ def time_layer(framework: str) -> dict:
     sys.path.insert(0, ROOT)
     from model.config import ModelConfig
     from model.encoder import ElectraEncoder
+    from training.runtime import use_checkpointed_dropout
+    use_checkpointed_dropout(0)  # as the scripts: the fused layer needs its generators
 
     def fwd_bwd(fn, args, variables=()):
       @tf.function
@@ -151,13 +164,16 @@ def time_layer(framework: str) -> dict:
         return tape.gradient(y, list(args) + list(variables))
       return lambda: [g.numpy() for g in both()]
     x, mask = tf.random.normal([B, T, H]), tf.ones([B, T, T])
-    for rate in (0.1, 0.0):
-      config = ModelConfig.from_size("small", num_hidden_layers=1, hidden_dropout_prob=rate,
-                                     attention_probs_dropout_prob=rate)
-      layer = ElectraEncoder(config).transformer_layers[0]
-      layer([x, mask])
-      ms[f"layer, dropout {rate}"] = best_ms(fwd_bwd(
-          lambda x: layer([x, mask], training=True), [x], layer.trainable_variables))
+    for fused in (True, False):
+      for rate in (0.1, 0.0):
+        config = ModelConfig.from_size("small", num_hidden_layers=1,
+                                       hidden_dropout_prob=rate,
+                                       attention_probs_dropout_prob=rate)
+        layer = ElectraEncoder(config).transformer_layers[0]
+        layer([x, mask])
+        layer.fused = fused
+        ms[f"layer{'' if fused else ' unfused'}, dropout {rate}"] = best_ms(fwd_bwd(
+            lambda x: layer([x, mask], training=True), [x], layer.trainable_variables))
     for name, (equation, shapes, count) in PRODUCTS.items():
       args = [tf.random.normal(shape) for shape in shapes]
       ms[name] = count * best_ms(fwd_bwd(lambda a, b: tf.einsum(equation, a, b), args))
@@ -165,7 +181,6 @@ def time_layer(framework: str) -> dict:
     import torch
     from transformers import ElectraConfig
     from transformers.models.electra.modeling_electra import ElectraLayer
-    torch.set_num_threads(os.cpu_count())
 
     def fwd_bwd(fn, args, parameters=()):
       def both():
@@ -187,7 +202,12 @@ def time_layer(framework: str) -> dict:
   return ms
 
 
-def child(impl: str, steps: int, warmup: int):
+def child(impl: str, steps: int, warmup: int, threads: int, clock_name: str):
+  global clock
+  clock = CLOCKS[clock_name]
+  if impl in ("hf", "torch_layer"):
+    import torch
+    torch.set_num_threads(threads)
   if impl in ("tf_layer", "torch_layer"):
     print(json.dumps({"impl": impl, "ms": time_layer(impl.split("_")[0])}))
     return
@@ -195,7 +215,8 @@ def child(impl: str, steps: int, warmup: int):
     seconds = run_hf(steps, warmup)
   else:
     seconds = run_ours(steps, warmup, impl == "ours_xla",
-                       "mixed_bfloat16" if impl == "ours_bf16" else "float32")
+                       "mixed_bfloat16" if impl == "ours_bf16" else "float32",
+                       fused=impl != "ours_unfused")
   peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   print(json.dumps({"impl": impl, "examples_per_s": steps * BATCH / seconds,
                     "seconds": seconds, "peak_rss_mib": peak_mib}))
@@ -207,22 +228,33 @@ def main():
   parser.add_argument("--warmup", type=int, default=5)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--impls", default="ours,ours_xla,hf",
-                      help="of ours, ours_xla, ours_bf16 (mixed_bfloat16), hf")
+                      help="of ours, ours_unfused (the transformer layer's elementwise "
+                      "work unfused, as before issue 22), ours_xla, ours_bf16 "
+                      "(mixed_bfloat16), hf")
   parser.add_argument("--layers", action="store_true",
                       help="also time one transformer layer and its matrix products, "
                       "forward and backward, in TensorFlow and torch")
+  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                      help="threads of each implementation (TensorFlow's intra-op "
+                      "threads, one inter-op thread; torch.set_num_threads); default: the "
+                      "cores this process may run on")
+  parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                      help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
+                      "--threads 1 on a core that other jobs share)")
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
-    return child(args.child, args.steps, args.warmup)
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return child(args.child, args.steps, args.warmup, args.threads, args.clock)
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+         "TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": "1"}
   impls = args.impls.split(",")
   layer_children = ["tf_layer", "torch_layer"] if args.layers else []
   results = []
   for round_ in range(args.rounds):
     for impl in impls + layer_children:
       out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps",
-                            str(args.steps), "--warmup", str(args.warmup)],
+                            str(args.steps), "--warmup", str(args.warmup),
+                            "--threads", str(args.threads), "--clock", args.clock],
                            capture_output=True, text=True, env=env, check=True)
       result = json.loads(out.stdout.strip().splitlines()[-1])
       results.append(result)
@@ -232,7 +264,8 @@ def main():
       else:
         print(f"round {round_ + 1} {impl:13s} {result['examples_per_s']:8.1f} examples/s "
               f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
-  print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {os.cpu_count()} CPUs, "
+  print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {args.threads} threads, "
+        f"{args.clock} clock, "
         f"best of {args.rounds} rounds:")
   figures = {}
   flops_per_example = step_flops() / BATCH

@@ -7,6 +7,8 @@ after one untimed step (tracing). Prints one JSON line per configuration.
   python bench/bench_pretraining.py --model-size small --batch-size 128 --steps 5
   python bench/bench_pretraining.py --mixed-precision mixed_bfloat16 --use-xla  # GPU
   python bench/bench_pretraining.py --impl hf   # the PyTorch peer, same step
+  python bench/bench_pretraining.py --impls ours,ours_unfused,hf --rounds 2 --threads 1 \
+      --clock cpu  # each in its own process, alternating; the best of the rounds, ratios
 
 --impl hf runs the same ELECTRA step built from Hugging Face transformers' PyTorch
 ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator): shared
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,9 +36,11 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from data_prep import records  # pylint: disable=wrong-import-position
+from model.fused import use_fused  # pylint: disable=wrong-import-position
 from pretrain import trainer  # pylint: disable=wrong-import-position
 from pretrain.config import load_config  # pylint: disable=wrong-import-position
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
                      "shared", "data", "vocab", "bert_uncased_vocab.txt")
 
@@ -69,13 +74,28 @@ def main():
   parser.add_argument("--mixed-precision", default="float32")
   parser.add_argument("--use-xla", action="store_true")
   parser.add_argument("--vocab-file", default=VOCAB)
-  parser.add_argument("--impl", default="ours", choices=("ours", "hf"))
+  parser.add_argument("--impl", default="ours", choices=("ours", "ours_unfused", "hf"),
+                      help="ours_unfused: the transformer layer's elementwise work "
+                      "unfused (model/fused.py off), as before issue 22")
+  parser.add_argument("--impls", default=None,
+                      help="comma-separated --impl values, each run in its own process, "
+                      "alternating for --rounds rounds")
+  parser.add_argument("--rounds", type=int, default=1)
+  parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                      help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
+                      "--threads 1 on a core that other jobs share)")
+  parser.add_argument("--threads", type=int, default=0,
+                      help="TensorFlow intra-op threads (one inter-op thread) and "
+                      "torch.set_num_threads; 0: each framework's default")
   parser.add_argument("--recompute", action="store_true",
                       help="gradient checkpointing of the transformer layers")
   parser.add_argument("--autodiff-gelu", action="store_true",
                       help="the GELU before its custom gradient (autodiff of tf.nn.gelu), "
-                      "to measure what that gradient saves")
+                      "to measure what that gradient saves (with the layer unfused: the "
+                      "fused layer computes its own GELU)")
   args = parser.parse_args()
+  if args.impls:
+    return alternate(args)
   if args.impl == "hf":
     return run_hf(args)
   if args.autodiff_gelu:
@@ -95,19 +115,21 @@ def main():
         "num_warmup_steps": 1, "vocab_size": vocab_size, "recompute": args.recompute})
     pretrainer = trainer.Pretrainer(config)
     loop = pretrainer.loop
+    if args.impl == "ours_unfused" or args.autodiff_gelu:
+      use_fused(pretrainer.model, False)
     # The loop's own step function, timed without checkpoints or logs.
     step_fn = loop._build_step(distributed=False)  # pylint: disable=protected-access
     iterator = iter(pretrainer._dataset_fn(  # pylint: disable=protected-access
         args.batch_size, training_data=True)(loop.input_context()))
     float(step_fn(iterator)["loss"])  # tracing and the first step
-    start = time.perf_counter()
+    start = CLOCKS[args.clock]()
     for _ in range(args.steps):
       loss = step_fn(iterator)["loss"]
     float(loss)
-    elapsed = time.perf_counter() - start
+    elapsed = CLOCKS[args.clock]() - start
   steps_per_s = args.steps / elapsed
   print(json.dumps({
-      "model": f"electra_{args.model_size}", "batch": args.batch_size,
+      "impl": args.impl, "model": f"electra_{args.model_size}", "batch": args.batch_size,
       "seq": args.seq_length, "precision": args.mixed_precision, "xla": args.use_xla,
       "recompute": args.recompute, "gelu": "autodiff" if args.autodiff_gelu else "custom",
       "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU",
@@ -120,6 +142,8 @@ def main():
 def run_hf(args):
   """The PyTorch peer: the same ELECTRA step with transformers' modules."""
   import torch  # pylint: disable=g-import-not-at-top
+  if args.threads:
+    torch.set_num_threads(args.threads)
   from transformers import (ElectraConfig, ElectraForMaskedLM,  # pylint: disable=g-import-not-at-top
                             ElectraForPreTraining)
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
@@ -172,16 +196,46 @@ def run_hf(args):
     return float(loss)
 
   step()
-  start = time.perf_counter()
+  start = CLOCKS[args.clock]()
   for _ in range(args.steps):
     step()
-  elapsed = time.perf_counter() - start
+  elapsed = CLOCKS[args.clock]() - start
   steps_per_s = args.steps / elapsed
   print(json.dumps({
       "model": f"electra_{args.model_size}", "impl": "hf-pytorch", "batch": batch,
       "seq": seq, "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
       "tokens_per_s": round(steps_per_s * batch * seq),
       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+
+
+def alternate(args):
+  """Each of --impls in its own process (peak RSS is per process), alternating for
+  --rounds rounds; prints each run, then the best tokens/s of each and its ratio to the
+  last impl's."""
+  impls = args.impls.split(",")
+  env = dict(os.environ)
+  if args.threads:
+    env.update(TF_NUM_INTRAOP_THREADS=str(args.threads), TF_NUM_INTEROP_THREADS="1")
+  passed = [f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items()
+            if name in ("model_size", "batch_size", "seq_length", "steps",
+                        "mixed_precision", "vocab_file", "threads", "clock")]
+  results = []
+  for round_ in range(args.rounds):
+    for impl in impls:
+      out = subprocess.run([sys.executable, __file__, "--impl", impl, *passed],
+                           capture_output=True, text=True, env=env, check=True)
+      results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+      results[-1]["impl"] = impl
+      print(f"round {round_ + 1} {impl:13s} {results[-1]['tokens_per_s']:7d} tokens/s "
+            f"peak RSS {results[-1]['peak_rss_mib']:6d} MiB", flush=True)
+  best = {impl: max((r for r in results if r["impl"] == impl),
+                    key=lambda r: r["tokens_per_s"]) for impl in impls}
+  peer = best[impls[-1]]["tokens_per_s"]
+  for impl, r in best.items():
+    print(f"| {impl} | {r['tokens_per_s']:,} tokens/s | {r['tokens_per_s'] / peer:.2f}x "
+          f"{impls[-1]} | {r['peak_rss_mib']:,} MiB peak RSS |")
+  print(json.dumps({impl: {"tokens_per_s": r["tokens_per_s"],
+                           "peak_rss_mib": r["peak_rss_mib"]} for impl, r in best.items()}))
 
 
 if __name__ == "__main__":

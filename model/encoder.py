@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 
+from model import fused
 from model.config import ModelConfig
 from training import runtime
 
@@ -22,14 +23,7 @@ def gelu(x):
   gradient keeps only x: autodiff of that formula keeps three more tensors of x's size
   (-x/sqrt(2), erfc of it, x/2), about 15 MiB per 128-token example in electra_small's
   two 12-layer encoders."""
-  y = 0.5 * x * tf.math.erfc(-x * tf.cast(0.7071067811865476, x.dtype))
-
-  def grad(dy):
-    # d/dx [x Phi(x)] = Phi(x) + x phi(x).
-    cdf = 0.5 * tf.math.erfc(-x * tf.cast(0.7071067811865476, x.dtype))
-    pdf = tf.exp(-0.5 * tf.square(x)) * tf.cast(0.3989422804014327, x.dtype)
-    return dy * (cdf + x * pdf)
-  return y, grad
+  return fused.gelu_value(x), lambda dy: dy * fused.gelu_derivative(x)
 
 
 def activation(name: str):
@@ -111,11 +105,13 @@ class ElectraEncoder(tf_keras.Model):
       # The original's tf.layers.dense default: glorot-uniform kernel, zero bias.
       self.embeddings_project = tf_keras.layers.Dense(config.hidden_size,
                                                       name="embeddings_project")
+    hidden_activation = activation(config.hidden_act)
     self.transformer_layers = [
-        tfm_layers.TransformerEncoderBlock(
+        fused.FusedTransformerEncoderBlock(
             num_attention_heads=config.num_attention_heads,
             inner_dim=config.intermediate_size,
-            inner_activation=activation(config.hidden_act),
+            inner_activation=hidden_activation,
+            exact_gelu=hidden_activation is gelu,
             output_dropout=config.hidden_dropout_prob,
             attention_dropout=config.attention_probs_dropout_prob,
             norm_first=False,

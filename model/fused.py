@@ -1,0 +1,286 @@
+"""The transformer layer's elementwise work fused into small XLA islands (issue 22).
+
+TensorFlow runs every elementwise op of tf-models-official's TransformerEncoderBlock
+(bias adds, GELU, LayerNorm's moments, dropout's compare and select, residual adds,
+the attention's mask and softmax) as its own kernel with its own pass over memory; on a
+CPU that costs about as much as the layer's matrix products. Compiling the whole step
+with XLA fuses them but loses more in XLA's CPU matrix products than it gains. Here the
+matrix products stay TensorFlow's (oneDNN) ops and only the chains between them are
+compiled, each a `tf.function(jit_compile=True)` with its own gradient, also compiled,
+that keeps what the unfused gradient keeps (or less):
+
+  q, k, v bias adds, the query's 1/sqrt(size) and the heads' transpose   (one island)
+  mask + softmax + attention dropout                                     (one island)
+  bias + dropout + residual + LayerNorm, after the attention and the FFN (one island)
+  bias + GELU                                                            (one island)
+
+Dropout draws its uniform numbers outside the islands, from the same tf.random.Generator
+and with the same op as Keras' Dropout (XLA's own Philox gives other numbers), so the
+fused layer drops exactly the units the unfused one drops; only float rounding differs
+(XLA's erfc, softmax and LayerNorm arithmetic), within float32 tolerance
+(tests/test_fused.py).
+"""
+
+import tensorflow as tf
+import tf_keras
+from official.nlp.modeling import layers as tfm_layers
+
+SQRT_HALF = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
+# What tf_keras' masked softmax adds to masked-off float32 scores
+# (layers/activation/softmax.py _large_compatible_negative).
+MASK_ADDER = -1e9
+
+
+def gelu_value(x):
+  """The exact erf GELU, the ops of tf.nn.gelu(approximate=False)."""
+  return 0.5 * x * tf.math.erfc(-x * tf.cast(SQRT_HALF, x.dtype))
+
+
+def gelu_derivative(x):
+  """d/dx [x Phi(x)] = Phi(x) + x phi(x)."""
+  cdf = 0.5 * tf.math.erfc(-x * tf.cast(SQRT_HALF, x.dtype))
+  pdf = tf.exp(-0.5 * tf.square(x)) * tf.cast(INV_SQRT_2PI, x.dtype)
+  return cdf + x * pdf
+
+
+def _compiled(fn):
+  return tf.function(fn, jit_compile=True, autograph=False)
+
+
+def _drop(x, keep, rate):
+  """Dropout's scale and select as tf.nn's dropout computes them (x * 1/(1 - rate)
+  where kept, else 0); also its gradient. keep None: no dropout."""
+  if keep is None:
+    return x
+  return tf.where(keep, x * tf.constant(1 / (1 - rate), x.dtype), tf.zeros((), x.dtype))
+
+
+def _sum_rows(x, trailing: int = 1):
+  """Sum over every axis but the `trailing` last ones: a bias's gradient. Written as a
+  product with a row of ones: XLA's CPU reductions over leading axes read memory
+  column by column, about 6x slower than the whole island (50 against 17 ms for the
+  GELU's gradient at batch 32 x 128)."""
+  kept = x.shape[-trailing:]
+  rows = tf.reshape(x, [-1, kept.num_elements()])
+  ones = tf.ones([1, tf.shape(rows)[0]], x.dtype)
+  return tf.reshape(tf.matmul(ones, rows), kept)
+
+
+# ---- the islands: forward and backward, each compiled -----------------------------
+
+@_compiled
+def _qkv_forward(query, key, value, query_bias, key_bias, value_bias, query_scale):
+  """[B, T, N, W] projections -> biased, query scaled, as [B, N, T, W]."""
+  heads_first = lambda x: tf.transpose(x, [0, 2, 1, 3])
+  return (heads_first((query + query_bias) * query_scale), heads_first(key + key_bias),
+          heads_first(value + value_bias))
+
+
+@_compiled
+def _qkv_backward(d_query, d_key, d_value, query_scale):
+  seq_first = lambda x: tf.transpose(x, [0, 2, 1, 3])
+  d_query, d_key, d_value = (seq_first(d_query) * query_scale, seq_first(d_key),
+                             seq_first(d_value))
+  return (d_query, d_key, d_value, _sum_rows(d_query, 2), _sum_rows(d_key, 2),
+          _sum_rows(d_value, 2))
+
+
+@_compiled
+def _dropout_forward(x, uniform, rate):
+  """-> dropped-out x, kept units."""
+  keep = uniform >= rate
+  return _drop(x, keep, rate), keep
+
+
+@_compiled
+def _softmax_backward(d_dropped, probs, keep, rate):
+  d_probs = _drop(d_dropped, keep, rate)
+  return probs * (d_probs - tf.reduce_sum(d_probs * probs, -1, keepdims=True))
+
+
+@_compiled
+def _residual_norm_forward(x, bias, uniform, residual, gamma, beta, rate, epsilon):
+  """LayerNorm(residual + dropout(x + bias)) -> output, normalized input, 1/std,
+  kept units."""
+  keep = None if uniform is None else uniform >= rate
+  summed = _drop(x + bias, keep, rate) + residual
+  centered = summed - tf.reduce_mean(summed, -1, keepdims=True)
+  inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), -1, keepdims=True)
+                          + epsilon)
+  normed = centered * inv_std
+  return normed * gamma + beta, normed, inv_std, keep
+
+
+@_compiled
+def _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate):
+  d_normed = d_out * gamma
+  d_summed = inv_std * (d_normed - tf.reduce_mean(d_normed, -1, keepdims=True)
+                        - normed * tf.reduce_mean(d_normed * normed, -1, keepdims=True))
+  d_x = _drop(d_summed, keep, rate)
+  return (d_x, _sum_rows(d_x), d_summed, _sum_rows(d_out * normed), _sum_rows(d_out))
+
+
+@_compiled
+def _bias_gelu_forward(x, bias):
+  return gelu_value(x + bias)
+
+
+@_compiled
+def _bias_gelu_backward(d_out, x, bias):
+  d_x = d_out * gelu_derivative(x + bias)
+  return d_x, _sum_rows(d_x)
+
+
+# ---- the islands as differentiable functions --------------------------------------
+
+def _tensors(*values):
+  """Variables read as tensors: the islands take tensors (a custom gradient that saw a
+  variable would have to return its gradient itself); the reads pass the gradients on."""
+  return [tf.convert_to_tensor(v) for v in values]
+
+
+def qkv_heads(query, key, value, query_bias, key_bias, value_bias, query_scale: float):
+  @tf.custom_gradient
+  def island(query, key, value, query_bias, key_bias, value_bias):
+    def grad(d_query, d_key, d_value):
+      return _qkv_backward(d_query, d_key, d_value, query_scale)
+    return _qkv_forward(query, key, value, query_bias, key_bias, value_bias,
+                        query_scale), grad
+  return island(*_tensors(query, key, value, query_bias, key_bias, value_bias))
+
+
+def masked_softmax_dropout(scores, mask, uniform, rate: float):
+  """softmax(scores + (1 - mask) * -1e9), then dropout where `uniform` < rate. The
+  softmax itself is TensorFlow's: its CPU kernel is faster than XLA's (whose row
+  reductions are not vectorized), 13 against 15 ms forward and backward per layer."""
+  @tf.custom_gradient
+  def island(scores, *uniform):
+    probs = tf.nn.softmax(scores + (1.0 - mask[:, None]) * MASK_ADDER)
+    if not uniform:
+      return probs, lambda d: _softmax_backward(d, probs, None, rate)
+    dropped, keep = _dropout_forward(probs, uniform[0], rate)
+    return dropped, lambda d: (_softmax_backward(d, probs, keep, rate), None)
+  return island(scores, *([] if uniform is None else [uniform]))
+
+
+def residual_norm(x, bias, uniform, residual, gamma, beta, rate: float, epsilon: float):
+  """LayerNorm(residual + dropout(x + bias)), dropout where `uniform` < rate."""
+  @tf.custom_gradient
+  def island(x, bias, residual, gamma, beta):
+    out, normed, inv_std, keep = _residual_norm_forward(
+        x, bias, uniform, residual, gamma, beta, rate, epsilon)
+
+    def grad(d_out):
+      return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate)
+    return out, grad
+  return island(*_tensors(x, bias, residual, gamma, beta))
+
+
+def bias_gelu(x, bias):
+  @tf.custom_gradient
+  def island(x, bias):
+    return _bias_gelu_forward(x, bias), lambda d: _bias_gelu_backward(d, x, bias)
+  return island(*_tensors(x, bias))
+
+
+# ---- the layer --------------------------------------------------------------------
+
+def dropout_uniform(dropout: tf_keras.layers.Dropout, shape):
+  """The uniform numbers `dropout` (Keras, checkpointed generator) would draw for an
+  input of `shape`, advancing its generator as it would; None without dropout.
+
+  Generator.uniform's own [0, 1) scaling (x * 1 + 0) is exact, so its inner draw is
+  used, which spares two passes over the numbers.
+  """
+  if not dropout.rate:
+    return None
+  return dropout._random_generator._generator._uniform(  # pylint: disable=protected-access
+      shape, tf.float32)
+
+
+class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
+  """tf-models-official's TransformerEncoderBlock (post-LayerNorm, as ELECTRA's) with
+  its sublayers and variables unchanged (checkpoints, exports and the original-format
+  names are the same), whose training call runs the matrix products as TensorFlow ops
+  and the elementwise work between them in the compiled islands above.
+
+  `exact_gelu` says the inner activation is the exact erf GELU (the islands compute
+  it). Calls the islands do not cover (inference, other activations, pre-LN, mixed
+  precision, Keras' legacy dropout without a generator) run tfm's own call; so does
+  every call with `fused` False (use_fused).
+  """
+
+  fused = True
+
+  def __init__(self, *args, exact_gelu: bool = False, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.exact_gelu = exact_gelu
+
+  def get_config(self):
+    return {**super().get_config(), "exact_gelu": self.exact_gelu}
+
+  def _dropouts(self):
+    return (self._attention_layer._dropout_layer, self._attention_dropout,  # pylint: disable=protected-access
+            self._output_dropout)
+
+  def _fusable(self, inputs, output_range) -> bool:
+    if not (isinstance(inputs, (list, tuple)) and len(inputs) == 2
+            and inputs[1] is not None and output_range is None):
+      return False
+    if (self._output_range is not None or self._norm_first or not self._use_bias
+            or self._use_rms_norm or not self._use_query_residual or self._inner_dropout
+            or self._return_attention_scores or self._linformer_dim is not None
+            or self._output_last_dim is not None or self._value_dim is not None
+            or type(self._attention_layer) is not tf_keras.layers.MultiHeadAttention
+            or not self.exact_gelu or self.compute_dtype != "float32"):
+      return False
+    if not (self._attention_layer._built_from_signature  # pylint: disable=protected-access
+            and all(layer.built for layer in self.submodules
+                    if isinstance(layer, tf_keras.layers.Layer))):
+      return False  # Keras builds the sublayers (and their variables) at the first call
+    for dropout in self._dropouts():
+      if dropout.rate:
+        dropout._random_generator._maybe_init()  # pylint: disable=protected-access
+        if dropout._random_generator._generator is None:  # pylint: disable=protected-access
+          return False
+    return True
+
+  def call(self, inputs, output_range=None, training=None):
+    if not (self.fused and training is True and self._fusable(inputs, output_range)):
+      return super().call(inputs, output_range)
+    x, mask = inputs
+    attention = self._attention_layer
+    probs_dropout, attention_dropout, output_dropout = self._dropouts()
+    projections = [tf.einsum("abc,cde->abde", x, dense.kernel)
+                   for dense in (attention._query_dense, attention._key_dense,  # pylint: disable=protected-access
+                                 attention._value_dense)]  # pylint: disable=protected-access
+    query, key, value = qkv_heads(
+        *projections, attention._query_dense.bias, attention._key_dense.bias,  # pylint: disable=protected-access
+        attention._value_dense.bias, 1.0 / float(self._key_dim) ** 0.5)  # pylint: disable=protected-access
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+    probs = masked_softmax_dropout(
+        scores, tf.cast(mask, scores.dtype),
+        dropout_uniform(probs_dropout, tf.shape(scores)), probs_dropout.rate)
+    context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, W]
+    output_dense = attention._output_dense  # pylint: disable=protected-access
+    attended = residual_norm(
+        tf.einsum("abcd,cde->abe", context, output_dense.kernel), output_dense.bias,
+        dropout_uniform(attention_dropout, tf.shape(x)), x,
+        self._attention_layer_norm.gamma, self._attention_layer_norm.beta,
+        attention_dropout.rate, self._norm_epsilon)
+    inner = bias_gelu(tf.einsum("abc,cd->abd", attended, self._intermediate_dense.kernel),
+                      self._intermediate_dense.bias)
+    return residual_norm(
+        tf.einsum("abc,cd->abd", inner, self._output_dense.kernel),
+        self._output_dense.bias, dropout_uniform(output_dropout, tf.shape(x)), attended,
+        self._output_layer_norm.gamma, self._output_layer_norm.beta,
+        output_dropout.rate, self._norm_epsilon)
+
+
+def use_fused(model: tf_keras.layers.Layer, fused: bool):
+  """Turns the fused islands on or off in every fused block inside `model` (on by
+  default); the variables and the dropout draws are the same either way."""
+  for module in [model, *model.submodules]:
+    if isinstance(module, FusedTransformerEncoderBlock):
+      module.fused = fused

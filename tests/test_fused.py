@@ -1,0 +1,141 @@
+"""model/fused.py and the compiled AdamW update (issue 22): the fused transformer layer
+and optimizer give the loss, gradients and updates of the unfused ones, dropout off and
+on (same seed, same masks), and keep every variable's name and shape."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from official.nlp.modeling import layers as tfm_layers
+
+from model import encoder, fused
+from pretrain.objective import PretrainingModel
+from tests.test_objective import SPECIAL, make_batch, tiny_config
+from tests.test_optimization import make_problem
+from tests.test_recompute import dropout_states, set_dropout_states
+from training import optimization
+from training.runtime import use_checkpointed_dropout
+
+
+def fused_and_unfused(model, run):
+  """run() with the fused layers, then without, from the same dropout states: (result,
+  dropout states after) for each, fused first."""
+  before = dropout_states(model)
+  results = []
+  for on in (True, False):
+    set_dropout_states(model, before)
+    fused.use_fused(model, on)
+    results.append((run(), dropout_states(model)))
+  fused.use_fused(model, True)
+  return results
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_pretraining_loss_and_gradients_equal_fused_and_unfused(dropout):
+  use_checkpointed_dropout(11)
+  config = tiny_config(model_hparam_overrides={
+      "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "intermediate_size": 64, "max_position_embeddings": 128,
+      "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
+  model = PretrainingModel(config, SPECIAL).build_variables(16)
+  batch = make_batch(np.random.default_rng(0))  # with padding: the mask matters
+  blocks = [m for m in model.submodules if isinstance(m, fused.FusedTransformerEncoderBlock)]
+  assert len(blocks) == 4 and all(block.fused for block in blocks)
+
+  def loss_and_gradients():
+    # A new trace for each setting: use_fused changes what the Python code builds.
+    @tf.function(autograph=False)  # as the training loop's step
+    def run():
+      with tf.GradientTape() as tape:
+        loss, _ = model.compute(batch, tf.constant([1, 2]), training=True)
+      return loss, tape.gradient(loss, model.trainable_variables)
+    loss, grads = run()
+    return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+  ((loss, grads), after), ((loss_u, grads_u), after_u) = fused_and_unfused(
+      model, loss_and_gradients)
+  assert loss == pytest.approx(loss_u, rel=1e-5)
+  assert len(grads) == len(model.trainable_variables) > 40
+  for variable, g, g_u in zip(model.trainable_variables, grads, grads_u):
+    # The key bias's true gradient is 0 (softmax ignores a per-row constant): both
+    # paths give float rounding noise there, compared against the layer's scale.
+    scale = np.abs(g_u).max()
+    if "key/bias" not in variable.name:
+      assert scale > 0, variable.name
+    np.testing.assert_allclose(g, g_u, rtol=1e-4, atol=1e-5 * max(scale, 1e-3),
+                               err_msg=variable.name)
+  for state, state_u in zip(after, after_u):  # the same draws, as many
+    np.testing.assert_array_equal(state, state_u)
+
+
+def test_fused_layer_runs_its_islands_and_drops_the_same_units():
+  """With a large dropout rate, unfused and fused outputs agree element for element:
+  a fused path drawing other masks (or none) would differ in about half the units; and
+  the fused trace holds the compiled islands, the unfused one none."""
+  use_checkpointed_dropout(5)
+  config = encoder.ModelConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=32,
+                               hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
+  layer = encoder.ElectraEncoder(config).transformer_layers[0]
+  x = tf.random.stateless_normal([2, 6, 16], [0, 1])
+  mask = tf.constant(np.tril(np.ones([6, 6], np.float32))[None].repeat(2, 0))
+  layer([x, mask])
+
+  def output_and_ops():
+    run = tf.function(lambda: layer([x, mask], training=True), autograph=False)
+    graph = run.get_concrete_function().graph
+    calls = [op for op in graph.get_operations() if op.type in ("StatefulPartitionedCall",
+                                                               "PartitionedCall")]
+    return run().numpy(), len(calls)
+
+  ((out, calls), _), ((out_u, calls_u), _) = fused_and_unfused(layer, output_and_ops)
+  assert calls >= 5 and calls_u == 0
+  np.testing.assert_allclose(out, out_u, rtol=1e-5, atol=1e-5)
+  # Inference runs tf-models-official's own call.
+  np.testing.assert_array_equal(layer([x, mask], training=False).numpy(),
+                                tf.function(lambda: layer([x, mask]))().numpy())
+
+
+def test_fused_block_keeps_tfm_variable_names_shapes_and_checkpoint_keys(tmp_path):
+  use_checkpointed_dropout(1)
+  kwargs = dict(num_attention_heads=2, inner_dim=32, inner_activation=encoder.gelu,
+                output_dropout=0.1, attention_dropout=0.1, norm_first=False,
+                norm_epsilon=1e-12, name="layer_0")
+  x, mask = tf.zeros([1, 4, 16]), tf.ones([1, 4, 4])
+  blocks = [fused.FusedTransformerEncoderBlock(exact_gelu=True, **kwargs),
+            tfm_layers.TransformerEncoderBlock(**kwargs)]
+  keys = []
+  for i, block in enumerate(blocks):
+    block([x, mask], training=True)  # builds (tfm's call)
+    block([x, mask], training=True)  # the fused block's own call
+    path = tf.train.Checkpoint(layer=block).write(str(tmp_path / f"block{i}"))
+    keys.append(sorted((name, tuple(shape)) for name, shape in tf.train.list_variables(path)
+                       if "_CHECKPOINTABLE_OBJECT_GRAPH" not in name))
+  names = [[(v.name, tuple(v.shape)) for v in block.weights] for block in blocks]
+  assert names[0] == names[1] and len(names[0]) == 16
+  assert keys[0] == keys[1]
+
+
+@pytest.mark.parametrize("multiplied", [False, True])
+def test_compiled_adamw_update_equals_the_unfused_one_within_rounding(multiplied):
+  params, grads = make_problem()
+  multipliers = {"dense/kernel": 0.5, "embeddings": 2.0} if multiplied else {}
+  results = {}
+  for on in (True, False):
+    variables = {k: tf.Variable(v, name=k) for k, v in params.items()}
+    optimizer = optimization.create_optimizer(
+        0.05, num_train_steps=8, num_warmup_steps=3, weight_decay_rate=0.1,
+        lr_multiplier=lambda var: multipliers.get(var.name[:-2], 1.0))
+    optimizer.fused = on
+
+    @tf.function
+    def step(step_grads):
+      optimizer.apply_gradients([(tf.convert_to_tensor(step_grads[name]), var)
+                                 for name, var in variables.items()])
+
+    for step_grads in grads:
+      step(step_grads)
+    results[on] = [x.numpy() for var in variables.values() for x in
+                   (var, optimizer.get_slot(var, "adam_m"), optimizer.get_slot(var, "adam_v"))]
+  # Float rounding only (XLA contracts multiply-adds): why it is off by default.
+  for a, b in zip(results[True], results[False]):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-8)
