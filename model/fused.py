@@ -156,6 +156,10 @@ def masked_softmax_dropout(scores, mask, uniform, rate: float):
   reductions are not vectorized), 13 against 15 ms forward and backward per layer."""
   @tf.custom_gradient
   def island(scores, *uniform):
+    # The scores come from the compiled q/k/v island, whose call grappler cannot see
+    # through: without their shape stated here, its cost model meets a Softmax of
+    # unknown rank and logs an error line for it in every run.
+    scores = tf.ensure_shape(scores, scores.shape)
     probs = tf.nn.softmax(scores + (1.0 - mask[:, None]) * MASK_ADDER)
     if not uniform:
       return probs, lambda d: _softmax_backward(d, probs, None, rate)

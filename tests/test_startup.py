@@ -1,6 +1,6 @@
 """util/startup.py, which every command imports first: Ctrl-C while a command starts
-ends in one line; TensorFlow's "no GPU" error line is not printed on a machine without
-one, and every other line it writes is."""
+ends in one line; TensorFlow's "no GPU" error line (and absl's note before it) is not
+printed on a machine without one, and every other line it writes is."""
 
 import os
 import signal
@@ -9,7 +9,7 @@ import sys
 import time
 
 from tests.conftest import ROOT
-from util import startup
+from util import startup, stderr
 
 QUIET_TF = "import tensorflow as tf; tf.constant(1); print('ran')"
 
@@ -24,15 +24,17 @@ def test_no_gpu_line_on_a_machine_without_one_other_lines_kept(capfd):
   ours = run_python("from util import startup\n" + QUIET_TF)
   assert plain.stdout == ours.stdout == "ran\n"
   if not startup.has_gpu():  # TensorFlow says it on every start here ...
-    assert startup.NO_GPU_LINE in plain.stderr, plain.stderr
-  assert startup.NO_GPU_LINE not in ours.stderr  # ... and the command does not
+    assert stderr.NO_GPU_LINE in plain.stderr, plain.stderr
+  assert stderr.NO_GPU_LINE not in ours.stderr  # ... and the command does not
   assert ours.stderr == ""
 
   class FakeConfig:  # TensorFlow's C++ logging writes to file descriptor 2
     @staticmethod
     def list_physical_devices(kind):
       assert kind == "GPU"
-      os.write(2, b"E cuda_platform.cc:51] failed call to cuInit: UNKNOWN ERROR (303)\n"
+      os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are "
+                  b"written to STDERR\n"
+                  b"E cuda_platform.cc:51] failed call to cuInit: UNKNOWN ERROR (303)\n"
                   b"E gpu_device.cc:1] a real error\nW a warning\n")
       return []
 

@@ -12,6 +12,7 @@ step and replica id let it derive stateless random seeds, so a resumed run draws
 what an uninterrupted one would.
 """
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -26,7 +27,7 @@ import tf_keras
 
 from training.curves import CURVES_NAME, LOG_NAME, plot_curves
 from training.runtime import dropout_generators, is_chief, worker_position
-from util import cli
+from util import cli, stderr
 from util.progress import Progress
 
 CHECKPOINT_NAME = "ckpt"
@@ -309,7 +310,10 @@ class TrainLoop:
     try:
       step = start
       while step < settings.num_train_steps:
-        scalars = train_step(iterator)
+        # The first call compiles model/fused.py's islands, and TensorFlow tells so.
+        with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
+              if step == start else contextlib.nullcontext()):
+          scalars = train_step(iterator)
         step += 1
         if step == start + 1:  # rates from here on: the first step includes tracing
           progress.start_count, progress.t0 = step, time.time()

@@ -96,17 +96,6 @@ def uses_weight_decay(variable) -> bool:
   return not (leaf.endswith("bias") or leaf in ("gamma", "beta"))
 
 
-def _adamw_update(var, m, v, grad, rate, beta_1: float, beta_2: float, epsilon: float,
-                  decay: float):
-  """One variable's update (AdamWeightDecay's docstring); returns the assignments."""
-  next_m = beta_1 * m + (1.0 - beta_1) * grad
-  next_v = beta_2 * v + (1.0 - beta_2) * tf.square(grad)
-  update = next_m / (tf.sqrt(next_v) + epsilon)
-  if decay:
-    update += decay * var
-  return [var.assign_sub(rate * update), m.assign(next_m), v.assign(next_v)]
-
-
 class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
   """The original's AdamWeightDecayOptimizer, as a Keras optimizer (see module doc).
 
@@ -114,14 +103,7 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
     update = m / (sqrt(v) + eps) [+ weight_decay_rate * param if decayed]
     param <- param - lr(step) * lr_multiplier(var) * update
-
-  `fused` (class attribute, off by default): each variable's update runs as one
-  XLA-compiled function instead of TensorFlow ops. Not bitwise equal (XLA contracts
-  multiply-adds: 4e-6 relative after 6 steps on tests/test_fused.py's problem) and it
-  saved only ~14 of ~133 ms per electra_small update on this CPU (1 thread), so off.
   """
-
-  fused = False
 
   def __init__(self, learning_rate, weight_decay_rate: float = 0.0,
                beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
@@ -138,12 +120,6 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
     # Per-variable settings, decided once from the variables the caller passes (for a
     # distributed variable, the mirrored container, never a replica's copy).
     self._variable_settings = {}
-    # The update compiled (`fused`), one pass over the variable, its slots and its
-    # gradient instead of about ten kernels with a pass each; one per optimizer, as its
-    # traces hold its variables. TensorFlow's fused ResourceApplyAdam is no option: no
-    # decay, and its m + (g - m)(1 - b1) rounds otherwise than the original's.
-    self._compiled_update = tf.function(lambda *args: _adamw_update(*args) and None,
-                                        jit_compile=True, autograph=False)
 
   @property
   def learning_rate_schedule(self):
@@ -171,15 +147,17 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
   def _resource_apply_dense(self, grad, var, apply_state=None):
     dtype = var.dtype.base_dtype
     multiplier, decay = self.variable_settings(var)
+    m = self.get_slot(var, "adam_m")
+    v = self.get_slot(var, "adam_v")
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    if decay:
+      update += decay * var
     coefficients = ((apply_state or {}).get((var.device, dtype))
                     or self._fallback_apply_state(var.device, dtype))
     rate = coefficients["lr_t"] * multiplier
-    args = (var, self.get_slot(var, "adam_m"), self.get_slot(var, "adam_v"), grad, rate,
-            self.beta_1, self.beta_2, self.epsilon, decay)
-    if self.fused:
-      self._compiled_update(*args)  # stateful: runs in order, needs no returned op
-      return tf.no_op()
-    return tf.group(*_adamw_update(*args))
+    return tf.group(var.assign_sub(rate * update), m.assign(next_m), v.assign(next_v))
 
   def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
     # The original densifies embedding gradients: rows without a gradient still see

@@ -13,19 +13,14 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-import tempfile
 
-from util import cli
+from util import cli, stderr
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 # tf.keras is then tf_keras (Keras 2, what this project and tf-models-official build
 # on); otherwise TensorFlow also imports Keras 3 as it loads: about 0.8 s of CPU in
 # every command (bench/RESULTS.md, "Start-up").
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-# What TensorFlow logs when it finds no usable GPU driver (error 303 on a machine
-# without one); the same call failing beside a GPU is a real error and stays.
-NO_GPU_LINE = "failed call to cuInit"
 
 
 def _interrupted_while_starting(kind, value, traceback):
@@ -45,20 +40,8 @@ def has_gpu() -> bool:
 def probe_devices_quietly(tf):
   """Has TensorFlow look for GPUs now (it does so once per process), with its
   "failed call to cuInit" line left out of what it writes to stderr."""
-  sys.stderr.flush()
-  saved = os.dup(2)
-  with tempfile.TemporaryFile() as captured:
-    os.dup2(captured.fileno(), 2)
-    try:
-      tf.config.list_physical_devices("GPU")
-    finally:
-      os.dup2(saved, 2)
-      os.close(saved)
-    captured.seek(0)
-    written = captured.read().decode("utf-8", "replace")
-  kept = [line for line in written.splitlines(keepends=True) if NO_GPU_LINE not in line]
-  sys.stderr.write("".join(kept))
-  sys.stderr.flush()
+  with stderr.without_lines(stderr.NO_GPU_LINE, stderr.ABSL_FIRST_LINE):
+    tf.config.list_physical_devices("GPU")
 
 
 class _AfterTensorFlowLoads(importlib.abc.MetaPathFinder):

@@ -1,0 +1,42 @@
+"""Lines TensorFlow's C++ side writes to stderr that read as failures and are not.
+
+No log level reaches them (TensorFlow 2.20 logs through absl, which writes everything to
+stderr until a program initializes it), so they are taken out of what the process writes
+while the one call that causes them runs; every other line is written back.
+"""
+
+import contextlib
+import os
+import sys
+import tempfile
+from typing import Iterator
+
+# absl's note before a process's first log line: noise when that line is taken out.
+ABSL_FIRST_LINE = "All log messages before absl::InitializeLog() is called"
+# What TensorFlow logs when it finds no usable GPU driver (error 303 on a machine
+# without one); the same call failing beside a GPU is a real error and stays.
+NO_GPU_LINE = "failed call to cuInit"
+# Logged once per process at its first XLA compilation (model/fused.py's islands, in
+# the first training step).
+FIRST_COMPILE_LINE = "Compiled cluster using XLA!"
+
+
+@contextlib.contextmanager
+def without_lines(*fragments: str) -> Iterator[None]:
+  """Captures file descriptor 2 while the block runs, then writes back the lines that
+  contain none of `fragments` (also when the block raises)."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      written = captured.read().decode("utf-8", "replace")
+      sys.stderr.write("".join(line for line in written.splitlines(keepends=True)
+                               if not any(f in line for f in fragments)))
+      sys.stderr.flush()
