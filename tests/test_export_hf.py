@@ -102,7 +102,7 @@ def test_tokenizer_gives_our_ids(tmp_path, inputs, capsys):
 
 
 SENTENCE = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 40,
-            "num_train_epochs": 1.0, "learning_rate": 1e-3}
+            "num_train_epochs": 1.0, "learning_rate": 1e-3, "export_serving": False}
 
 
 @pytest.mark.parametrize("task,folder_name", [("glue/mrpc", "MRPC"),

@@ -22,7 +22,9 @@ from tests.test_finetune_tagging_run import chunk_data
 
 
 def train(data, task, overrides):
-  config = finetune_config.load_config("tiny", [task], str(data), overrides)
+  # No serving export: tests/test_serving.py checks it against --predict.
+  config = finetune_config.load_config("tiny", [task], str(data),
+                                       {**overrides, "export_serving": False})
   trainer.run(config, log=lambda _: None)
   return config
 
