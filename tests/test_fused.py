@@ -10,7 +10,7 @@ from official.nlp.modeling import layers as tfm_layers
 from model import encoder, fused
 from pretrain.objective import PretrainingModel
 from tests.test_objective import SPECIAL, make_batch, tiny_config
-from tests.test_recompute import dropout_states, set_dropout_states
+from tests.test_recompute import dropout_states, one_layer, set_dropout_states
 from training.runtime import use_checkpointed_dropout
 
 
@@ -69,12 +69,7 @@ def test_fused_layer_runs_its_islands_and_drops_the_same_units():
   """With a large dropout rate, unfused and fused outputs agree element for element:
   a fused path drawing other masks (or none) would differ in about half the units; and
   the fused trace holds the compiled islands, the unfused one none."""
-  use_checkpointed_dropout(5)
-  config = encoder.ModelConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
-                               num_attention_heads=2, intermediate_size=32,
-                               hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
-  layer = encoder.ElectraEncoder(config).transformer_layers[0]
-  x = tf.random.stateless_normal([2, 6, 16], [0, 1])
+  layer, x = one_layer(0.5, seed=5)
   mask = tf.constant(np.tril(np.ones([6, 6], np.float32))[None].repeat(2, 0))
   layer([x, mask])
 

@@ -61,15 +61,22 @@ def test_pretraining_loss_and_gradients_equal_with_recompute():
   assert sum((a != b).any() for a, b in zip(after, before)) >= 3 * 4
 
 
+def one_layer(dropout: float, seed: int):
+  """(a built 1-layer encoder's transformer layer, an input [2, 6, 16]), with
+  checkpointed dropout at `dropout` in attention and after both sublayers."""
+  use_checkpointed_dropout(seed)
+  config = encoder.ModelConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=32,
+                               hidden_dropout_prob=dropout,
+                               attention_probs_dropout_prob=dropout)
+  return (encoder.ElectraEncoder(config).transformer_layers[0],
+          tf.random.stateless_normal([2, 6, 16], [0, 1]))
+
+
 def test_recomputation_redraws_the_forward_dropout_masks():
   """Without putting the generators back, a recomputed layer drops other units and
   its gradients differ: the test above would catch a recompute that did not."""
-  use_checkpointed_dropout(3)
-  config = encoder.ModelConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
-                               num_attention_heads=2, intermediate_size=32,
-                               hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
-  layer = encoder.ElectraEncoder(config).transformer_layers[0]
-  x = tf.random.stateless_normal([2, 6, 16], [0, 1])
+  layer, x = one_layer(0.3, seed=3)
   mask = tf.ones([2, 6, 6])
   layer([x, mask])
   weights = tf.random.stateless_normal([2, 6, 16], [0, 2])
