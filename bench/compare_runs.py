@@ -17,12 +17,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from eval_checkpoints import EVAL_CURVE  # pylint: disable=wrong-import-position
+from training.curves import EVAL_LOG_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
 from training.curves import LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 # --eval: the held-out metrics of every kept checkpoint (bench/eval_checkpoints.py).
-EVAL_SCALARS = ("masked_lm_accuracy", "disc_auc", "disc_precision", "disc_recall")
+EVAL_SCALARS = ("masked_lm_accuracy", "disc_auc", "disc_auc_fixed", "disc_state_cosine")
 
 
 def windowed(log_path: str, window: int):

@@ -17,33 +17,28 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-EVAL_CURVE = "eval_curve.jsonl"
 
 
 def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
   """Every row of <model_dir>/eval_curve.jsonl, by step, after evaluating the kept
-  checkpoints it lacks."""
+  checkpoints it lacks (Pretrainer.evaluate records each row)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from pretrain import trainer  # pylint: disable=import-outside-toplevel
   from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  from training.curves import EVAL_LOG_NAME, read_log  # pylint: disable=import-outside-toplevel
   config = load_config(name, data_dir, {**hparams, "num_eval_steps": eval_batches,
                                         "do_eval": True})
-  log = os.path.join(config.model_dir, EVAL_CURVE)
-  rows = {}
-  if os.path.exists(log):
-    with open(log, encoding="utf-8") as f:
-      rows = {r["global_step"]: r for r in map(json.loads, f)}
+  log = os.path.join(config.model_dir, EVAL_LOG_NAME)
+  rows = read_log(log, "global_step")
   state = tf.train.get_checkpoint_state(config.model_dir)
   paths = [p for p in state.all_model_checkpoint_paths
            if int(p.rsplit("-", 1)[1]) not in rows]
   if paths:
     evaluator = trainer.Pretrainer(config)
     for path in paths:
-      row = evaluator.evaluate(checkpoint=path, write=False)
-      rows[row["global_step"]] = row
-      with open(log, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-  return [rows[s] for s in sorted(rows)]
+      evaluator.evaluate(checkpoint=path, write=False)
+    rows = read_log(log, "global_step")
+  return [{"global_step": step, **rows[step]} for step in sorted(rows)]
 
 
 def main():

@@ -14,18 +14,33 @@
   answers "original" everywhere: disc_accuracy 1 - rate, precision and recall 0, AUC
   near 0.5, and disc_loss near the rate's binary entropy.
 
+The original's disc_auc is measured against the model's own generator, so it falls as the
+generator gets better and cannot by itself say whether the discriminator learned. Two new
+figures do not move with the generator (FixedCorruptionMetrics, from
+PretrainingModel.fixed_corruption_outputs):
+- disc_auc_fixed: the exact ROC AUC (ties counted half) of the discriminator's logits on
+  a fixed corruption, 15% of the candidate tokens replaced by draws from the batch's
+  unigram distribution with seeds that depend only on the batch's index, over the
+  candidate positions only. A token's identity alone gives about 0.5; above it is the
+  use of context.
+- disc_state_cosine: the mean cosine similarity over all pairs of the discriminator's
+  final token states at those positions (within and across inputs): near 1 when the
+  states collapse to one direction, lower when they tell tokens apart.
+
 Metrics are tf_keras metric objects, so they accumulate over batches and, created under
 a strategy's scope and updated inside `strategy.run`, sum across replicas. The
 discriminator's metrics are updated only from outputs that carry discriminator keys and
 are left out of `result()` until they have seen data (the MLM-only objective).
 """
 
-from typing import Dict
+from typing import Dict, List
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
+FIXED_METRICS = ("disc_auc_fixed", "disc_state_cosine")
 DISC_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
                 "disc_precision", "disc_recall", "disc_replaced_rate")
 
@@ -80,3 +95,49 @@ class PretrainingMetrics:
   def reset(self):
     for metric in self._metrics.values():
       metric.reset_state()
+
+
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+  """Exact ROC AUC (the Mann-Whitney statistic, tied scores counted half); NaN when
+  only one class is present."""
+  labels = np.asarray(labels).reshape(-1) > 0
+  scores = np.asarray(scores, np.float64).reshape(-1)
+  positives, negatives = int(labels.sum()), int((~labels).sum())
+  if not positives or not negatives:
+    return float("nan")
+  _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+  # Average 1-based rank of each distinct score: its tied run's midpoint.
+  mid_ranks = np.cumsum(counts) - (counts - 1) / 2.0
+  rank_sum = mid_ranks[inverse][labels].sum()
+  return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+class FixedCorruptionMetrics:
+  """disc_auc_fixed and disc_state_cosine over batches of fixed_corruption_outputs,
+  gathered on the host (an exact AUC needs every score)."""
+
+  def __init__(self):
+    self._labels: List[np.ndarray] = []
+    self._scores: List[np.ndarray] = []
+    self._state_sum = 0.0
+    self._state_count = 0
+
+  def update(self, outputs: Dict[str, np.ndarray]):
+    """Adds one replica's batch (NumPy values of fixed_corruption_outputs)."""
+    keep = np.asarray(outputs["fixed_weights"]).reshape(-1) > 0
+    self._labels.append(np.asarray(outputs["fixed_labels"]).reshape(-1)[keep])
+    self._scores.append(np.asarray(outputs["fixed_logits"]).reshape(-1)[keep])
+    self._state_sum = self._state_sum + np.asarray(outputs["state_sum"], np.float64)
+    self._state_count += int(outputs["state_count"])
+
+  def result(self) -> Dict[str, float]:
+    if not self._labels:
+      return {}
+    n = self._state_count
+    # Mean cosine over the n (n - 1) ordered pairs of distinct unit vectors:
+    # (|sum|^2 - n) / (n (n - 1)), without forming the pairs.
+    cosine = ((float(np.dot(self._state_sum, self._state_sum)) - n) / (n * (n - 1))
+              if n > 1 else float("nan"))
+    return {"disc_auc_fixed": roc_auc(np.concatenate(self._labels),
+                                      np.concatenate(self._scores)),
+            "disc_state_cosine": cosine}

@@ -38,6 +38,7 @@ from pretrain.config import PretrainingConfig
 from util.hparams import HParamsError
 
 SpecialTokens = collections.namedtuple("SpecialTokens", ["cls_id", "sep_id", "mask_id"])
+FIXED_CORRUPTION_RATE = 0.15  # the share of candidate tokens the fixed corruption replaces
 DISALLOW_PENALTY = 1000.0  # the original's disallow_correct subtracts this from the logit
 GUMBEL_EPSILON = 1e-9  # the original's guard inside both logs of the Gumbel noise
 LOSS_EPSILON = 1e-6  # the original's guard in every loss denominator
@@ -94,6 +95,31 @@ def corrupt(original_ids, positions, sampled_ids, weights, every_masked_is_fake:
   else:
     labels = tf.cast(tf.not_equal(corrupted, original_ids), tf.int32)
   return corrupted, labels
+
+
+def fixed_corruption(original_ids, input_mask, special_ids, seed,
+                     rate: float = FIXED_CORRUPTION_RATE):
+  """(corrupted ids, labels, candidates [B, S] bool): a corruption no model takes part in.
+
+  Each candidate (a real token other than [CLS], [SEP], [MASK]) is replaced with
+  probability `rate` by the token at a candidate position drawn uniformly from the whole
+  batch: a draw from the batch's unigram distribution, so a token's identity alone
+  scores an AUC of about 0.5 and only context scores above it. Unlike the generator's
+  samples it does not change as the generator learns, so the discriminator's AUC on it
+  compares checkpoints and runs. Labels are 1 where the token changed.
+  """
+  candidates = masking.candidates_mask(original_ids, input_mask, special_ids)
+  # A trailing 0 keeps the gather valid for a batch without candidates (nothing chosen).
+  pool = tf.concat([tf.boolean_mask(original_ids, candidates), [0]], 0)
+  choose_seed, draw_seed = tf.unstack(
+      tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+  shape = tf.shape(original_ids)
+  chosen = candidates & (tf.random.stateless_uniform(shape, choose_seed) < rate)
+  draws = tf.random.stateless_uniform(shape, draw_seed, minval=0,
+                                      maxval=tf.maximum(tf.size(pool) - 1, 1),
+                                      dtype=tf.int32)
+  corrupted = tf.where(chosen, tf.gather(pool, draws), original_ids)
+  return corrupted, tf.cast(tf.not_equal(corrupted, original_ids), tf.int32), candidates
 
 
 class TwoTowerGenerator(tf_keras.Model):
@@ -154,16 +180,32 @@ class PretrainingModel(tf_keras.Model):
                 else self.electra.discriminator.embeddings)
       self.two_tower = TwoTowerGenerator(self.model_config.generator_config(), shared)
 
+  @staticmethod
+  def _static_masks(batch: Dict[str, tf.Tensor]) -> Optional[masking.MaskedInputs]:
+    """The record's own masks (static masking), or None."""
+    if not all(key in batch for key in STATIC_MASK_FEATURES):
+      return None
+    return masking.MaskedInputs(tf.cast(batch["input_ids"], tf.int32),
+                                tf.cast(batch["masked_lm_positions"], tf.int32),
+                                tf.cast(batch["masked_lm_ids"], tf.int32),
+                                tf.cast(batch["masked_lm_weights"], tf.float32))
+
+  @classmethod
+  def original_ids(cls, batch: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """The batch's tokens before any masking (static masks written back)."""
+    static = cls._static_masks(batch)
+    if static is None:
+      return tf.cast(batch["input_ids"], tf.int32)
+    return masking.scatter_tokens(static.input_ids, static.masked_lm_positions,
+                                  static.masked_lm_ids, static.masked_lm_weights)
+
   def mask(self, batch: Dict[str, tf.Tensor], seed) -> Tuple[tf.Tensor,
                                                               masking.MaskedInputs]:
     """(original ids, masked inputs); static masks in `batch` are used as they are."""
+    static = self._static_masks(batch)
+    if static is not None:
+      return self.original_ids(batch), static
     input_ids = tf.cast(batch["input_ids"], tf.int32)
-    if all(key in batch for key in STATIC_MASK_FEATURES):
-      positions = tf.cast(batch["masked_lm_positions"], tf.int32)
-      masked_lm_ids = tf.cast(batch["masked_lm_ids"], tf.int32)
-      weights = tf.cast(batch["masked_lm_weights"], tf.float32)
-      original = masking.scatter_tokens(input_ids, positions, masked_lm_ids, weights)
-      return original, masking.MaskedInputs(input_ids, positions, masked_lm_ids, weights)
     return input_ids, masking.mask_inputs(
         input_ids, batch["input_mask"], mask_prob=self.pretraining_config.mask_prob,
         max_predictions=self.pretraining_config.max_predictions_per_seq,
@@ -250,6 +292,26 @@ class PretrainingModel(tf_keras.Model):
         "disc_example_loss": example_loss,
     })
     return total_loss, outputs
+
+  def fixed_corruption_outputs(self, batch: Dict[str, tf.Tensor], seed
+                               ) -> Dict[str, tf.Tensor]:
+    """The discriminator on `fixed_corruption` of the batch (`seed` fixed per batch, not
+    per run): "fixed_logits", "fixed_labels" and "fixed_weights" (the candidates) [B, S],
+    and for how alike its token states are, "state_sum" [H] (the sum of the candidates'
+    unit-length final states) and "state_count"."""
+    input_mask = tf.cast(batch["input_mask"], tf.int32)
+    corrupted, labels, candidates = fixed_corruption(
+        self.original_ids(batch), input_mask, self.special_tokens, seed)
+    inputs = {"input_ids": corrupted, "input_mask": input_mask,
+              "segment_ids": tf.cast(batch["segment_ids"], tf.int32)}
+    hidden = self.electra.discriminator(inputs, training=False)
+    logits = self.electra.discriminator_logits(inputs, hidden=hidden)
+    states = tf.boolean_mask(tf.math.l2_normalize(tf.cast(hidden, tf.float32), -1),
+                             candidates)
+    return {"fixed_logits": tf.cast(logits, tf.float32), "fixed_labels": labels,
+            "fixed_weights": tf.cast(candidates, tf.float32),
+            "state_sum": tf.reduce_sum(states, 0),
+            "state_count": tf.shape(states)[0]}
 
   def build_variables(self, seq_length: int = 8):
     """Creates every variable the objective uses by running one tiny batch."""

@@ -23,11 +23,11 @@ from model.encoder import use_recompute
 from model.initialization import apply_init_scheme
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
-from pretrain.eval_metrics import PretrainingMetrics
+from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.objective import PretrainingModel
 from training import resume, runtime
-from training.curves import CURVES_NAME
+from training.curves import CURVES_NAME, EVAL_LOG_NAME, read_log
 from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util import files
@@ -35,6 +35,7 @@ from util import files
 RUN_CONFIG = resume.PRETRAINING_RECORD
 EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
+FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
 # What a resumed run may change: how long it runs (num_train_steps, to continue a run),
 # where its files are, what it logs, saves and evaluates, how it uses the hardware, and
 # the names of its sizes (the sizes themselves are signed). Every other field fixes the
@@ -246,13 +247,23 @@ class Pretrainer:
                                      replica_id)
       _, outputs = self.model.compute(batch, seed, training=False)
       metrics.update(outputs)
+      if self.model.has_discriminator:
+        # The same corruption for every checkpoint and run: no config seed in it.
+        return self.model.fixed_corruption_outputs(
+            batch, runtime.stateless_seed(FIXED_CORRUPTION_SEED, index, replica_id))
+      return None
 
-    self._reading_data(lambda: self.loop.evaluate(
+    fixed = FixedCorruptionMetrics()
+    for outputs in self._reading_data(lambda: self.loop.evaluate(
         self._dataset_fn(self.config.eval_batch_size, training_data=False), replica_fn,
-        self.config.num_eval_steps))
-    results = {**metrics.result(), "global_step": int(self.loop.step.numpy())}
-    if self.loop.chief and write:
-      write_results(self.config, results)
+        self.config.num_eval_steps)):
+      fixed.update(outputs)
+    results = {**metrics.result(), **fixed.result(),
+               "global_step": int(self.loop.step.numpy())}
+    if self.loop.chief:
+      record_eval(self.config, results)
+      if write:
+        write_results(self.config, results)
     return results
 
   def export(self, step: Optional[int] = None) -> Optional[str]:
@@ -301,6 +312,23 @@ def explain_results(results: Dict[str, float]) -> str:
           f"{results['disc_auc']:.2f} is how often it scores a replaced token above an "
           f"original one, and masked_lm_accuracy {results['masked_lm_accuracy']:.3f} is "
           "how often the generator's first guess is the hidden token")
+
+
+def record_eval(config: PretrainingConfig, results: Dict[str, float]):
+  """One evaluated checkpoint into <model_dir>/eval_curve.jsonl (a step evaluated again
+  replaces its row) and TensorBoard (<model_dir>/eval), for the curves."""
+  path = os.path.join(config.model_dir, EVAL_LOG_NAME)
+  rows = read_log(path, step_key="global_step")
+  rows[results["global_step"]] = {k: v for k, v in results.items() if k != "global_step"}
+  with files.atomic_write(path) as f:
+    for step in sorted(rows):
+      f.write(json.dumps({"global_step": step, **rows[step]}) + "\n")
+  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
+  with writer.as_default(step=results["global_step"]):
+    for name, value in results.items():
+      if name != "global_step":
+        tf.summary.scalar(name, value)
+  writer.close()
 
 
 def write_results(config: PretrainingConfig, results: Dict[str, float]):

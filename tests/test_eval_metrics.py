@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 from sklearn import metrics as skm
 
-from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
+from pretrain.eval_metrics import (DISC_METRICS, MLM_METRICS, FixedCorruptionMetrics,
+                                   PretrainingMetrics, roc_auc)
 
 
 def random_outputs(rng, batch=6, seq=12, n=4, vocab=5):
@@ -102,3 +103,45 @@ def test_mlm_only_outputs_and_reset():
       rel=1e-5)
   metrics.reset()
   assert metrics.result() == {"masked_lm_accuracy": 0.0, "masked_lm_loss": 0.0}
+
+
+def test_exact_roc_auc_matches_sklearn_with_ties():
+  rng = np.random.default_rng(3)
+  labels = (rng.random(5000) < 0.15).astype(np.int32)
+  # Rounded scores make many ties, which sklearn counts half as the rank form must.
+  scores = np.round(0.3 * labels + rng.normal(size=5000), 1)
+  assert roc_auc(labels, scores) == pytest.approx(skm.roc_auc_score(labels, scores),
+                                                  abs=1e-12)
+  assert roc_auc(labels, np.zeros(5000)) == pytest.approx(0.5)
+  assert np.isnan(roc_auc(np.zeros(10), rng.random(10)))
+
+
+def test_fixed_corruption_metrics_over_batches():
+  """The AUC over candidate positions only, and the mean cosine over every pair of
+  token states, against sklearn and an explicit pairwise NumPy computation."""
+  rng = np.random.default_rng(4)
+  metrics, labels, scores, states = FixedCorruptionMetrics(), [], [], []
+  for _ in range(3):
+    weights = (rng.random((4, 10)) < 0.7).astype(np.float32)
+    fixed_labels = (rng.random((4, 10)) < 0.2).astype(np.int32)
+    logits = (fixed_labels + rng.normal(size=(4, 10))).astype(np.float32)
+    # Non-candidate positions carry labels and logits that must not count.
+    logits[weights == 0] = 100.0
+    fixed_labels[weights == 0] = 1
+    unit = rng.normal(size=(int(weights.sum()), 6)) + 2.0
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    metrics.update({"fixed_logits": logits, "fixed_labels": fixed_labels,
+                    "fixed_weights": weights, "state_sum": unit.sum(0),
+                    "state_count": np.int32(len(unit))})
+    keep = weights.reshape(-1) > 0
+    labels.append(fixed_labels.reshape(-1)[keep])
+    scores.append(logits.reshape(-1)[keep])
+    states.append(unit)
+  result = metrics.result()
+  assert result["disc_auc_fixed"] == pytest.approx(
+      skm.roc_auc_score(np.concatenate(labels), np.concatenate(scores)), abs=1e-12)
+  states = np.concatenate(states)
+  cosines = states @ states.T
+  n = len(states)
+  assert result["disc_state_cosine"] == pytest.approx(
+      (cosines.sum() - np.trace(cosines)) / (n * (n - 1)), abs=1e-9)

@@ -9,7 +9,7 @@ import tensorflow as tf
 from scipy.special import log_softmax, softmax
 
 from data_prep.vocab import VocabError
-from pretrain import objective
+from pretrain import eval_metrics, objective
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
 from pretrain.objective import PretrainingModel, SpecialTokens
@@ -299,3 +299,50 @@ def test_missing_vocab_and_bad_variant_are_clear_errors(tmp_path):
   with pytest.raises(ValueError, match="untied_generator"):
     PretrainingModel(tiny_config(electric_objective=True, untied_generator=False),
                      SPECIAL)
+
+
+def test_fixed_corruption_draws_from_the_batch_unigram_and_is_fixed():
+  rng = np.random.default_rng(5)
+  batch = make_batch(rng, batch=128, seq=128, min_length=64)
+  # Zipf-distributed tokens over a 4,000-token vocabulary, as text's (the most frequent
+  # ~10%), so that identity would tell if the draws were skewed.
+  ids = batch["input_ids"].numpy()
+  body = ids >= 5
+  ranks = np.arange(1, 4001)
+  ids[body] = 5 + rng.choice(4000, body.sum(), p=(1 / ranks) / (1 / ranks).sum())
+  original, input_mask = tf.constant(ids), batch["input_mask"]
+  seed = tf.constant([7, 9], tf.int64)
+  corrupted, labels, candidates = (
+      t.numpy() for t in objective.fixed_corruption(original, input_mask, SPECIAL, seed))
+  again = objective.fixed_corruption(original, input_mask, SPECIAL, seed)[0].numpy()
+  other = objective.fixed_corruption(original, input_mask, SPECIAL,
+                                     tf.constant([7, 10], tf.int64))[0].numpy()
+  np.testing.assert_array_equal(corrupted, again)  # a function of the seed alone
+  assert (corrupted != other).any()
+  np.testing.assert_array_equal(candidates, body & (batch["input_mask"].numpy() > 0))
+  np.testing.assert_array_equal(corrupted[~candidates], ids[~candidates])
+  np.testing.assert_array_equal(labels, (corrupted != ids).astype(np.int32))
+  assert set(corrupted[labels > 0]) <= set(ids[candidates])
+  assert 0.13 < labels.sum() / candidates.sum() < 0.15  # 15%, less the draws that match
+  # A score from the token's identity alone (its frequency) tells (almost) nothing.
+  frequency = np.bincount(ids[candidates], minlength=4005)
+  auc = eval_metrics.roc_auc(labels[candidates], frequency[corrupted[candidates]])
+  assert abs(auc - 0.5) < 0.02
+
+
+def test_fixed_corruption_does_not_depend_on_the_model():
+  rng = np.random.default_rng(6)
+  batch = make_batch(rng)
+  seed = tf.constant([1, 2], tf.int64)
+  outputs = []
+  for config_seed in (0, 1):
+    tf.keras.utils.set_random_seed(config_seed)
+    model = PretrainingModel(tiny_config(seed=config_seed),
+                             special_tokens=SPECIAL).build_variables(16)
+    outputs.append({k: v.numpy() for k, v in
+                    model.fixed_corruption_outputs(batch, seed).items()})
+  np.testing.assert_array_equal(outputs[0]["fixed_labels"], outputs[1]["fixed_labels"])
+  np.testing.assert_array_equal(outputs[0]["fixed_weights"], outputs[1]["fixed_weights"])
+  assert not np.allclose(outputs[0]["fixed_logits"], outputs[1]["fixed_logits"])
+  assert outputs[0]["state_count"] == outputs[0]["fixed_weights"].sum()
+  assert outputs[0]["state_sum"].shape == (32,)

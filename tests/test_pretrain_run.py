@@ -22,10 +22,10 @@ import tensorflow as tf
 from model import checkpoint as original_checkpoint
 from pretrain import trainer
 from pretrain.config import load_config
-from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
+from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
-from training.curves import CURVES_NAME, LOG_NAME, read_log
+from training.curves import CURVES_NAME, EVAL_LOG_NAME, LOG_NAME, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
 
@@ -83,6 +83,14 @@ def test_debug_model_learns_then_eval_and_export(data):
     assert float(lines[name]) == pytest.approx(as_json[name]) == results[name]
   assert as_json["global_step"] == 100
   assert as_json["masked_lm_accuracy"] > 0.03 and 0.0 <= as_json["disc_auc"] <= 1.0
+  for name in FIXED_METRICS:
+    assert float(lines[name]) == pytest.approx(as_json[name]) == results[name]
+  assert 0.0 <= as_json["disc_auc_fixed"] <= 1.0
+  assert -1.0 <= as_json["disc_state_cosine"] <= 1.0
+  # The curve of evaluated checkpoints, and TensorBoard's eval scalars.
+  assert read_log(os.path.join(config.model_dir, EVAL_LOG_NAME), "global_step") == {
+      100: {k: v for k, v in results.items() if k != "global_step"}}
+  assert os.listdir(os.path.join(config.model_dir, "eval"))
 
   # Export: original names, loadable by the fine-tuning path, with config and vocab.
   export = os.path.join(config.model_dir, trainer.EXPORT_DIR)

@@ -9,9 +9,10 @@ from util import files
 
 LOG_NAME = "train_log.jsonl"
 CURVES_NAME = "training_curves.png"
+EVAL_LOG_NAME = "eval_curve.jsonl"  # one row per evaluated checkpoint, by global_step
 
 
-def read_log(path: str) -> Dict[int, Dict[str, float]]:
+def read_log(path: str, step_key: str = "step") -> Dict[int, Dict[str, float]]:
   """step -> scalars; a step logged twice (redone after a resume) keeps the last entry."""
   entries = {}
   if os.path.exists(path):
@@ -19,7 +20,7 @@ def read_log(path: str) -> Dict[int, Dict[str, float]]:
       for line in f:
         if line.strip():
           entry = json.loads(line)
-          entries[entry.pop("step")] = entry
+          entries[entry.pop(step_key)] = entry
   return dict(sorted(entries.items()))
 
 

@@ -350,10 +350,12 @@ class TrainLoop:
                     os.path.join(settings.model_dir, CURVES_NAME))
     return logged
 
-  def evaluate(self, dataset_fn, replica_fn, num_steps: int):
+  def evaluate(self, dataset_fn, replica_fn, num_steps: int) -> list:
     """Runs `replica_fn(batch, batch_index)` on num_steps batches from `dataset_fn`.
 
-    The function accumulates what it needs (e.g. metric objects built in the scope).
+    The function accumulates what it needs (e.g. metric objects built in the scope);
+    what it returns, if anything, comes back as a list with one NumPy nest per batch and
+    local replica (for figures that need every value on the host).
     """
     iterator, distributed = self._iterator(dataset_fn(self.input_context()))
 
@@ -362,13 +364,18 @@ class TrainLoop:
       batch = next(iterator)
       if not distributed:
         batch = self._split_over_replicas(batch)
-      self.strategy.run(replica_fn, args=(batch, index))
+      return self.strategy.run(replica_fn, args=(batch, index))
 
     progress = Progress("eval", num_steps, "batches", interval=5)
+    returned = []
     for index in range(num_steps):
-      eval_step(iterator, tf.constant(index, tf.int64))
+      outputs = eval_step(iterator, tf.constant(index, tf.int64))
+      if outputs is not None:
+        returned.extend(tf.nest.map_structure(
+            lambda t: t.numpy(), self.strategy.experimental_local_results(outputs)))
       if self.chief:
         progress.update(index + 1, force=index + 1 == num_steps)
+    return returned
 
   def _log(self, step, scalars, progress, writer) -> Dict[str, float]:
     values = {k: float(v.numpy()) for k, v in scalars.items()}
