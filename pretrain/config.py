@@ -31,6 +31,10 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   electric_objective: bool = False
   gen_weight: float = hparams.field(1.0, at_least=0)
   disc_weight: float = hparams.field(50.0, at_least=0)
+  # New: the discriminator's loss weight grows linearly from 0 to disc_weight over this
+  # many steps (0: the original's constant weight), so that a tied or shared encoder
+  # first learns from the generator's richer signal.
+  disc_weight_ramp_steps: int = hparams.field(0, at_least=0)
   mask_prob: float = hparams.field(0.15, above=0, at_most=1)
 
   # The start of a fresh run (model/initialization.py): the original's truncated

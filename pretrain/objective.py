@@ -4,7 +4,8 @@ One step: mask the batch (dynamic masking, or the record's static masks as they 
 generator logits at the masked positions -> masked-LM loss -> Gumbel-max samples
 (stop-gradient) written into the unmasked input -> discriminator logits over every token
 -> sigmoid loss over real tokens; total = gen_weight * generator loss + disc_weight *
-discriminator loss. Variants, chosen by the PretrainingConfig as in the original:
+discriminator loss (disc_weight_ramp_steps, new, ramps the latter from 0). Variants,
+chosen by the PretrainingConfig as in the original:
 - electra_objective and electric_objective both false: BERT-style masked LM only, one
   full-size encoder (no discriminator);
 - uniform_generator: the generator's logits are all zero (samples uniform over the vocab);
@@ -211,9 +212,19 @@ class PretrainingModel(tf_keras.Model):
         max_predictions=self.pretraining_config.max_predictions_per_seq,
         mask_id=self.special_tokens.mask_id, special_ids=self.special_tokens, seed=seed)
 
-  def compute(self, batch: Dict[str, tf.Tensor], seed, training: bool
+  def disc_weight(self, step=None) -> tf.Tensor:
+    """The discriminator loss's weight at training step `step` (the full weight when
+    None, as in evaluation)."""
+    config = self.pretraining_config
+    if step is None or not config.disc_weight_ramp_steps:
+      return tf.constant(config.disc_weight, tf.float32)
+    ramp = tf.cast(step, tf.float32) / config.disc_weight_ramp_steps
+    return config.disc_weight * tf.minimum(ramp, 1.0)
+
+  def compute(self, batch: Dict[str, tf.Tensor], seed, training: bool, step=None
               ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    """(total loss, outputs) for one per-replica batch; `seed` is an int [2] tensor.
+    """(total loss, outputs) for one per-replica batch; `seed` is an int [2] tensor and
+    `step` the training step (for disc_weight_ramp_steps).
 
     Replicas need different seeds (training.runtime.stateless_seed folds in the replica
     id). The loss is this replica's mean; outputs hold the scalars "mlm_loss" (masked
@@ -281,7 +292,7 @@ class PretrainingModel(tf_keras.Model):
           config.mask_prob / (1 - config.mask_prob))
     example_loss, outputs["disc_loss"] = discriminator_loss(disc_logits, labels,
                                                             input_mask)
-    total_loss += config.disc_weight * outputs["disc_loss"]
+    total_loss += self.disc_weight(step) * outputs["disc_loss"]
     outputs.update({
         "sampled_ids": sampled,
         "corrupted_ids": corrupted,

@@ -173,7 +173,7 @@ class Pretrainer:
 
   def _loss(self, batch, step, replica_id, micro_step):
     seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
-    loss, outputs = self.model.compute(batch, seed, training=True)
+    loss, outputs = self.model.compute(batch, seed, training=True, step=step)
     scalars = {k: outputs[k] for k in ("mlm_loss", "cloze_loss", "disc_loss")
                if k in outputs}
     weights = outputs["masked_lm_weights"]

@@ -346,3 +346,17 @@ def test_fixed_corruption_does_not_depend_on_the_model():
   assert not np.allclose(outputs[0]["fixed_logits"], outputs[1]["fixed_logits"])
   assert outputs[0]["state_count"] == outputs[0]["fixed_weights"].sum()
   assert outputs[0]["state_sum"].shape == (32,)
+
+
+def test_disc_weight_ramp():
+  """disc_weight_ramp_steps: total = gen_weight * mlm + disc_weight * min(step / ramp, 1)
+  * disc; without a step (evaluation) or without a ramp the original's constant."""
+  batch = make_batch(np.random.default_rng(8))
+  seed = tf.constant([3, 4])
+  model = PretrainingModel(tiny_config(disc_weight_ramp_steps=100), SPECIAL)
+  for step, share in ((0, 0.0), (25, 0.25), (100, 1.0), (400, 1.0), (None, 1.0)):
+    loss, outputs = model.compute(batch, seed, training=False, step=step)
+    expected = float(outputs["mlm_loss"]) + 50.0 * share * float(outputs["disc_loss"])
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+  constant = PretrainingModel(tiny_config(), SPECIAL)
+  assert float(constant.disc_weight(tf.constant(0))) == 50.0
