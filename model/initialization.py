@@ -15,6 +15,7 @@ the original's names and shapes:
   with dominant smooth positions is locality, from step 0.
 """
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -22,6 +23,7 @@ import tensorflow as tf
 
 from model.config import INIT_SCHEMES
 from model.encoder import ElectraEncoder
+from model.heads import DiscriminatorHead
 
 
 def sinusoids(num_positions: int, width: int, rms: float) -> np.ndarray:
@@ -89,3 +91,22 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
                          table.dtype))
   for encoder in encoders:
     mimetic_attention(encoder, rng, qk_noise, qk_identity, vo_noise, vo_identity)
+
+
+def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):
+  """Starts the discriminator at the base rate: its output kernel zero and its bias
+  log(rate / (1 - rate)) (0 for a rate of None: the logits already carry it).
+
+  A new option (the "prior" initialization of an imbalanced classifier's last layer, as
+  in Lin et al., "Focal Loss for Dense Object Detection", 2017). The original's random
+  output layer starts with per-token logits of about unit spread around 0; their pull
+  toward the base rate reaches every layer below before any token can be told apart,
+  and on this project's CPU budgets the discriminator's token states collapse to one
+  direction within ~200 steps and stay there (bench/RESULTS.md). From a zero kernel the
+  head's first gradient is the direction that separates replaced from original tokens,
+  and only that reaches the encoder. Values only: names and shapes are the original's.
+  """
+  kernel, bias = head.dense_1.kernel, head.dense_1.bias
+  kernel.assign(tf.zeros_like(kernel))
+  prior = 0.0 if replaced_rate is None else math.log(replaced_rate / (1 - replaced_rate))
+  bias.assign(tf.fill(tf.shape(bias), tf.cast(prior, bias.dtype)))

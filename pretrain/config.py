@@ -40,6 +40,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   # The start of a fresh run (model/initialization.py): the original's truncated
   # normal, or "mimetic" (smooth positions, attention that follows similarity).
   init_scheme: str = hparams.field("truncated_normal", choices=INIT_SCHEMES)
+  # New: the discriminator's output layer starts at the base rate (kernel 0, bias
+  # log(mask_prob / (1 - mask_prob))) instead of the original's random layer.
+  disc_prior_init: bool = False
 
   # Optimization.
   learning_rate: float = hparams.field(5e-4, above=0)

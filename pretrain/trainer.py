@@ -20,7 +20,7 @@ import tensorflow as tf
 from model import checkpoint as original_checkpoint
 from model import huggingface as hf
 from model.encoder import use_recompute
-from model.initialization import apply_init_scheme
+from model.initialization import apply_init_scheme, prior_discriminator_head
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
@@ -204,6 +204,11 @@ class Pretrainer:
     else:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)
+      if self.config.disc_prior_init and self.model.has_discriminator:
+        # Electric's logits already carry log(mask_prob / (1 - mask_prob)).
+        prior_discriminator_head(
+            self.model.electra.discriminator_head,
+            None if self.config.electric_objective else self.config.mask_prob)
 
   def _reading_data(self, action):
     """Runs `action`, turning a corrupt-record error into one naming the file."""

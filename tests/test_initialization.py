@@ -16,7 +16,7 @@ from data_prep.vocab import load_vocab
 from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.initialization import apply_init_scheme, sinusoids
+from model.initialization import apply_init_scheme, prior_discriminator_head, sinusoids
 from tests.conftest import shared_path
 from tools import export_hf
 
@@ -113,10 +113,16 @@ def test_mimetic_kernels_and_positions():
   assert np.sqrt(np.mean(table ** 2)) == pytest.approx(0.08, rel=1e-3)
 
 
-def test_mimetic_start_round_trips(tmp_path, vocab, masked_text):
+@pytest.mark.parametrize("prior_head", [False, True])
+def test_mimetic_start_round_trips(tmp_path, vocab, masked_text, prior_head):
   """Saved in the original format, loaded back, and exported to transformers: the
-  same outputs (the start changes values only, never names or shapes)."""
+  same outputs (the start, and the discriminator head's prior start, change values
+  only, never names or shapes)."""
   pair = tiny_pair(vocab, "mimetic")
+  if prior_head:
+    prior_discriminator_head(pair.discriminator_head, 0.15)
+    np.testing.assert_allclose(pair.discriminator_logits(masked_text).numpy(),
+                               np.log(0.15 / 0.85), rtol=1e-6)
   folder = tmp_path / "export"
   ckpt.save_original(pair, str(folder / "model.ckpt-0"))
   (folder / "config.json").write_text(json.dumps(pair.model_config.to_dict()))

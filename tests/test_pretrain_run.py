@@ -55,6 +55,19 @@ def config_for(data_dir, name, **overrides):
   return load_config(name, data_dir, values)
 
 
+def test_fresh_run_starts_the_discriminator_at_its_prior_when_asked(data_dir):
+  for prior in (False, True):
+    pretrainer = trainer.Pretrainer(config_for(data_dir, f"prior_{prior}",
+                                               disc_prior_init=prior))
+    pretrainer._init_from_checkpoint()  # pylint: disable=protected-access
+    kernel = pretrainer.model.electra.discriminator_head.dense_1.kernel.numpy()
+    bias = pretrainer.model.electra.discriminator_head.dense_1.bias.numpy()
+    if prior:
+      assert not kernel.any() and bias == pytest.approx(np.log(0.15 / 0.85))
+    else:  # the original's random output layer
+      assert kernel.std() > 0.01 and not bias.any()
+
+
 def window_mean(log, key, steps):
   return float(np.mean([log[s][key] for s in steps]))
 
