@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from model.config import INIT_SCHEMES
 from model.encoder import ElectraEncoder
-from model.heads import DiscriminatorHead
+from model.heads import DiscriminatorHead, GeneratorHead
 
 
 def sinusoids(num_positions: int, width: int, rms: float) -> np.ndarray:
@@ -110,3 +110,20 @@ def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):
   kernel.assign(tf.zeros_like(kernel))
   prior = 0.0 if replaced_rate is None else math.log(replaced_rate / (1 - replaced_rate))
   bias.assign(tf.fill(tf.shape(bias), tf.cast(prior, bias.dtype)))
+
+
+def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
+  """Starts the generator's softmax at the data's unigram distribution: its output bias
+  becomes the tokens' log-frequencies (the word-embedding logits start ~0.2 in spread,
+  so samples are unigram draws from step 0).
+
+  A new option ("init the last layer's bias to the data's marginal"). From the
+  original's zero bias the generator's first samples are nearly uniform over the
+  vocabulary, i.e. mostly rare tokens, so the discriminator first learns "a rare token
+  was replaced" from the token alone; some 100 steps later the generator has learned
+  the unigram, that cue is gone, and on this project's CPU budgets the discriminator's
+  states collapse while it unlearns it (bench/RESULTS.md). From a unigram start there
+  is no such cue: only context tells a sample from the original. Values only.
+  """
+  bias = head.output_bias
+  bias.assign(tf.cast(log_frequencies, bias.dtype))

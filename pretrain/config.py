@@ -43,6 +43,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   # New: the discriminator's output layer starts at the base rate (kernel 0, bias
   # log(mask_prob / (1 - mask_prob))) instead of the original's random layer.
   disc_prior_init: bool = False
+  # New: the generator's output bias starts at the records' log unigram frequencies
+  # (the original's starts at 0: uniform samples, mostly rare tokens).
+  generator_unigram_init: bool = False
 
   # Optimization.
   learning_rate: float = hparams.field(5e-4, above=0)

@@ -9,8 +9,9 @@ masks keep them (the objective uses them as they are).
 
 import glob
 import os
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from data_prep import records
@@ -76,6 +77,39 @@ def check_token_ids(files: List[str], vocab_size: int, vocab_file: str):
           f"vocabulary of {vocab_size} tokens ({vocab_file}); the records were built "
           "with another vocabulary: set vocab_file to the vocab.txt they were built "
           "with, or rebuild them with this one")
+
+
+# Records counted for the generator's unigram start (generator_unigram_init): ~2.6M
+# tokens at length 128, a few seconds, and frequent tokens' shares are settled long before.
+UNIGRAM_RECORDS = 20000
+
+
+def token_log_frequencies(files: List[str], vocab_size: int, special_ids: Sequence[int],
+                          static_mask_length: Optional[int] = None,
+                          max_records: int = UNIGRAM_RECORDS) -> np.ndarray:
+  """log p(token) [vocab_size] over the real tokens other than `special_ids` in the
+  first `max_records` records (static masks written back), add-one smoothed."""
+  counts = np.zeros(vocab_size, np.int64)
+  names = ["input_ids", "input_mask"]
+  if static_mask_length:
+    names += ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"]
+  seen = 0
+  for path in files:
+    for example in _first_examples(path, max_records - seen):
+      feature = {n: example.features.feature[n] for n in names}
+      ids = np.array(feature["input_ids"].int64_list.value)
+      if static_mask_length:
+        weights = np.array(feature["masked_lm_weights"].float_list.value) > 0
+        positions = np.array(feature["masked_lm_positions"].int64_list.value)[weights]
+        ids[positions] = np.array(feature["masked_lm_ids"].int64_list.value)[weights]
+      real = np.array(feature["input_mask"].int64_list.value) > 0
+      ids = ids[real & ~np.isin(ids, list(special_ids))]
+      counts += np.bincount(ids, minlength=vocab_size)[:vocab_size]
+      seen += 1
+    if seen >= max_records:
+      break
+  smoothed = counts + 1.0
+  return np.log(smoothed / smoothed.sum())
 
 
 def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float] = None

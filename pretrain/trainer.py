@@ -20,7 +20,8 @@ import tensorflow as tf
 from model import checkpoint as original_checkpoint
 from model import huggingface as hf
 from model.encoder import use_recompute
-from model.initialization import apply_init_scheme, prior_discriminator_head
+from model.initialization import (apply_init_scheme, prior_discriminator_head,
+                                  unigram_generator_head)
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
@@ -204,6 +205,12 @@ class Pretrainer:
     else:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)
+      if self.config.generator_unigram_init and not self.config.uniform_generator:
+        head = (self.model.two_tower.cloze_head if self.model.two_tower is not None
+                else self.model.electra.generator_head)
+        unigram_generator_head(head, input_pipeline.token_log_frequencies(
+            self.files, self.config.vocab_size, self.model.special_tokens,
+            self.static_mask_length))
       if self.config.disc_prior_init and self.model.has_discriminator:
         # Electric's logits already carry log(mask_prob / (1 - mask_prob)).
         prior_discriminator_head(

@@ -178,3 +178,22 @@ def test_sequence_length_mismatch_is_named(tiny_data):
   with pytest.raises(input_pipeline.InputError, match=(
       r"tfrecord-0-of-2: records hold sequences of length 16 but max_seq_length is 128")):
     input_pipeline.check_files(files, 128)
+
+
+def test_token_log_frequencies_count_real_non_special_tokens(tmp_path):
+  """Against a count by hand: padding and special tokens left out, static masks
+  written back, only the first max_records records, add-one smoothing."""
+  vocab_size, special = 12, (2, 3, 4)  # [CLS], [SEP], [MASK]
+  sequences = [[2, 5, 6, 6, 3], [2, 4, 7, 3, 8, 3], [2, 9, 9, 9, 3], [2, 11, 3]]
+  # The second record's [MASK] at position 1 hides a 10.
+  masks = [([0, 0], [0, 0], [0.0, 0.0]), ([1, 0], [10, 0], [1.0, 0.0]),
+           ([0, 0], [0, 0], [0.0, 0.0]), ([0, 0], [0, 0], [0.0, 0.0])]
+  files = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+  write_records(files[0], sequences[:2], 8, masks[:2])
+  write_records(files[1], sequences[2:], 8, masks[2:])
+  log_p = input_pipeline.token_log_frequencies(files, vocab_size, special,
+                                               static_mask_length=2, max_records=3)
+  counts = np.ones(vocab_size)
+  for token in (5, 6, 6, 10, 7, 8, 9, 9, 9):  # the first three records' real tokens
+    counts[token] += 1
+  np.testing.assert_allclose(np.exp(log_p), counts / counts.sum(), rtol=1e-12)

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from model import checkpoint as original_checkpoint
-from pretrain import trainer
+from pretrain import input_pipeline, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
@@ -55,17 +55,25 @@ def config_for(data_dir, name, **overrides):
   return load_config(name, data_dir, values)
 
 
-def test_fresh_run_starts_the_discriminator_at_its_prior_when_asked(data_dir):
-  for prior in (False, True):
-    pretrainer = trainer.Pretrainer(config_for(data_dir, f"prior_{prior}",
-                                               disc_prior_init=prior))
+def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
+  """disc_prior_init and generator_unigram_init set the heads' values at a fresh start;
+  without them the heads are the original's (random kernel, zero biases)."""
+  for asked in (False, True):
+    pretrainer = trainer.Pretrainer(config_for(
+        data_dir, f"prior_{asked}", disc_prior_init=asked, generator_unigram_init=asked))
     pretrainer._init_from_checkpoint()  # pylint: disable=protected-access
-    kernel = pretrainer.model.electra.discriminator_head.dense_1.kernel.numpy()
-    bias = pretrainer.model.electra.discriminator_head.dense_1.bias.numpy()
-    if prior:
+    electra = pretrainer.model.electra
+    kernel = electra.discriminator_head.dense_1.kernel.numpy()
+    bias = electra.discriminator_head.dense_1.bias.numpy()
+    output_bias = electra.generator_head.output_bias.numpy()
+    if asked:
       assert not kernel.any() and bias == pytest.approx(np.log(0.15 / 0.85))
-    else:  # the original's random output layer
-      assert kernel.std() > 0.01 and not bias.any()
+      np.testing.assert_allclose(output_bias, input_pipeline.token_log_frequencies(
+          pretrainer.files, pretrainer.config.vocab_size, pretrainer.model.special_tokens),
+          rtol=1e-6)
+      assert output_bias.max() - output_bias.min() > 3  # frequent and rare tokens
+    else:  # the original's random output layer, and zero biases
+      assert kernel.std() > 0.01 and not bias.any() and not output_bias.any()
 
 
 def window_mean(log, key, steps):
