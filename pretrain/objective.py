@@ -212,6 +212,14 @@ class PretrainingModel(tf_keras.Model):
         max_predictions=self.pretraining_config.max_predictions_per_seq,
         mask_id=self.special_tokens.mask_id, special_ids=self.special_tokens, seed=seed)
 
+  def discriminator_own_variables(self):
+    """The discriminator's variables that no generator reads: its encoder less the
+    shared embeddings, and its head (with untied_generator false, the one encoder)."""
+    disc = self.electra.discriminator
+    embeddings = {v.ref() for v in disc.embeddings.trainable_variables}
+    return [v for v in disc.trainable_variables if v.ref() not in embeddings] + list(
+        self.electra.discriminator_head.trainable_variables)
+
   def disc_weight(self, step=None) -> tf.Tensor:
     """The discriminator loss's weight at training step `step` (the full weight when
     None, as in evaluation)."""

@@ -157,7 +157,7 @@ class Pretrainer:
       self.optimizer = create_optimizer(
           config.learning_rate, config.num_train_steps, config.num_warmup_steps,
           weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
-          mixed_precision=config.mixed_precision)
+          lr_multiplier=self._lr_multiplier(), mixed_precision=config.mixed_precision)
     settings = LoopSettings(
         model_dir=config.model_dir, num_train_steps=config.num_train_steps,
         save_checkpoints_steps=config.save_checkpoints_steps,
@@ -171,6 +171,14 @@ class Pretrainer:
         learning_rate=logged_learning_rate(self.optimizer))
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
                            self._loss, settings)
+
+  def _lr_multiplier(self):
+    """disc_lr_multiplier for the discriminator's own variables, else None (one rate)."""
+    multiplier = self.config.disc_lr_multiplier
+    if multiplier == 1.0 or not self.model.has_discriminator:
+      return None
+    scaled = {v.ref() for v in self.model.discriminator_own_variables()}
+    return lambda variable: multiplier if variable.ref() in scaled else 1.0
 
   def _loss(self, batch, step, replica_id, micro_step):
     seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
