@@ -52,8 +52,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   lr_decay_power: float = hparams.field(1.0, at_least=0)
   weight_decay_rate: float = hparams.field(0.01, at_least=0)
   num_warmup_steps: int = hparams.field(10000, at_least=0)
-  # New: the discriminator's own variables (its transformer layers and head; the shared
-  # embeddings keep the full rate) learn at learning_rate x this.
+  # New: the discriminator's variables (its layers, head and the embeddings it shares
+  # with the generator) learn at learning_rate x this; the generator's own at the full
+  # rate.
   disc_lr_multiplier: float = hparams.field(1.0, above=0)
 
   # Training loop.

@@ -212,12 +212,10 @@ class PretrainingModel(tf_keras.Model):
         max_predictions=self.pretraining_config.max_predictions_per_seq,
         mask_id=self.special_tokens.mask_id, special_ids=self.special_tokens, seed=seed)
 
-  def discriminator_own_variables(self):
-    """The discriminator's variables that no generator reads: its encoder less the
-    shared embeddings, and its head (with untied_generator false, the one encoder)."""
-    disc = self.electra.discriminator
-    embeddings = {v.ref() for v in disc.embeddings.trainable_variables}
-    return [v for v in disc.trainable_variables if v.ref() not in embeddings] + list(
+  def discriminator_variables(self):
+    """Every variable the discriminator reads: its encoder (the embeddings it shares
+    with the generator included) and its head."""
+    return list(self.electra.discriminator.trainable_variables) + list(
         self.electra.discriminator_head.trainable_variables)
 
   def disc_weight(self, step=None) -> tf.Tensor:

@@ -173,11 +173,11 @@ class Pretrainer:
                            self._loss, settings)
 
   def _lr_multiplier(self):
-    """disc_lr_multiplier for the discriminator's own variables, else None (one rate)."""
+    """disc_lr_multiplier for the discriminator's variables, else None (one rate)."""
     multiplier = self.config.disc_lr_multiplier
     if multiplier == 1.0 or not self.model.has_discriminator:
       return None
-    scaled = {v.ref() for v in self.model.discriminator_own_variables()}
+    scaled = {v.ref() for v in self.model.discriminator_variables()}
     return lambda variable: multiplier if variable.ref() in scaled else 1.0
 
   def _loss(self, batch, step, replica_id, micro_step):

@@ -76,22 +76,23 @@ def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
       assert kernel.std() > 0.01 and not bias.any() and not output_bias.any()
 
 
-def test_disc_lr_multiplier_scales_the_discriminators_own_variables(data_dir):
+def test_disc_lr_multiplier_scales_the_discriminators_variables(data_dir):
   pretrainer = trainer.Pretrainer(config_for(data_dir, "disc_lr", disc_lr_multiplier=0.1,
                                              num_train_steps=2))
   multiplier = pretrainer._lr_multiplier()  # pylint: disable=protected-access
   electra = pretrainer.model.electra
-  own = electra.discriminator.transformer_layers[0].trainable_variables + \
-      electra.discriminator_head.trainable_variables
-  shared = electra.discriminator.embeddings.trainable_variables
-  assert own and shared and electra.generator.trainable_variables
-  assert {multiplier(v) for v in own} == {0.1}
-  assert {multiplier(v) for v in shared + electra.generator_head.trainable_variables +
-          electra.generator.transformer_layers[0].trainable_variables} == {1.0}
+  disc = electra.discriminator.transformer_layers[0].trainable_variables + \
+      electra.discriminator_head.trainable_variables + \
+      electra.discriminator.embeddings.trainable_variables  # shared with the generator
+  generator_own = electra.generator_head.trainable_variables + \
+      electra.generator.transformer_layers[0].trainable_variables + \
+      electra.generator.embeddings_project.trainable_variables
+  assert {multiplier(v) for v in disc} == {0.1}
+  assert {multiplier(v) for v in generator_own} == {1.0}
   # One training step: the optimizer applies it.
   pretrainer.train()
   settings = pretrainer.optimizer.variable_settings
-  assert settings(own[0])[0] == 0.1 and settings(shared[0])[0] == 1.0
+  assert settings(disc[0])[0] == 0.1 and settings(generator_own[0])[0] == 1.0
   assert trainer.Pretrainer(config_for(data_dir, "one_rate"))._lr_multiplier() is None  # pylint: disable=protected-access
 
 
