@@ -122,10 +122,29 @@ def run_signature(config: PretrainingConfig) -> Dict:
   return {"model": config.model_config().to_dict(), **values}
 
 
+# What gives trained weights their meaning, for a run that only evaluates them: the
+# objective and generator (the model's sizes and vocabulary are signed as "model").
+# The optimizer, schedule, seed and start do not: they made the weights, and evaluating
+# them needs none of it.
+MEANING_FIELDS = (
+    "electra_objective", "electric_objective", "gen_weight", "disc_weight", "mask_prob",
+    "uniform_generator", "two_tower_generator", "untied_generator_embeddings",
+    "untied_generator", "generator_layers", "generator_hidden_size", "disallow_correct",
+    "temperature", "do_lower_case")
+
+
 def check_model_dir(config: PretrainingConfig):
-  """Refuses a model dir that holds another model's run, unless overwrite_model_dir."""
-  resume.check_resume(config.model_dir, RUN_CONFIG, run_signature(config),
+  """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
+  a run that only evaluates compares only what gives the weights their meaning."""
+  signature = run_signature(config)
+  if config.do_train:
+    resume.check_resume(config.model_dir, RUN_CONFIG, signature,
                         config.overwrite_model_dir)
+  else:
+    resume.check_resume(config.model_dir, RUN_CONFIG,
+                        {k: v for k, v in signature.items()
+                         if k == "model" or k in MEANING_FIELDS},
+                        overwrite=False, evaluating=True)
 
 
 def write_run_config(config: PretrainingConfig, step: int = 0):

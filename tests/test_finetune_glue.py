@@ -235,8 +235,8 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
   assert code == 0, out.err
   saved = open(os.path.join(trial_dir, "finetuning_config.json")).read()
   refusal = (f"error: {trial_dir} holds a run with a different config ({{}}); use another "
-             "model_dir, or set \"overwrite_model_dir\": true to delete that run and "
-             "start over\n")
+             "model_dir, or set \"overwrite_model_dir\": true to delete that run, "
+             "checkpoints included, and start over\n")
   assert run(init=other)[1].err == refusal.format(
       f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
   assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")

@@ -352,7 +352,7 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert capsys.readouterr().err == (
       f"error: {model_dir} holds a run with a different config (learning_rate: 0.0005 ->"
       " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
-      "that run and start over\n")
+      "that run, checkpoints included, and start over\n")
   assert record.read_text() == written
   # Continuing the run (more steps, other logging): accepted, each value kept with the
   # step it held from.
@@ -365,6 +365,42 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert resumed == {"from_step": 2, "num_train_steps": 4, "log_every_steps": 1}
   assert saved["config"]["num_train_steps"] == 4
   assert saved["signature"]["learning_rate"] == 5e-4
+
+
+def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
+    data, tmp_path, capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
+                                          num_warmup_steps=1, learning_rate=1e-3)) == 0
+  capsys.readouterr()
+  # The optimizer, schedule, seed and eval sizes differ from the run's: it evaluates.
+  evaluate = dict(do_train=False, do_eval=True, num_eval_steps=2, eval_batch_size=4)
+  assert run_pretraining.main(script_args(data_dir, model_dir, **evaluate, seed=3)) == 0
+  out = capsys.readouterr().out
+  assert "eval results" in out and "global_step = 4" in out
+  kept = sorted(os.listdir(model_dir))
+  # Another objective gives the weights another meaning: refused, told or not to
+  # overwrite, and the run is kept.
+  for overwrite in (False, True):
+    assert run_pretraining.main(script_args(
+        data_dir, model_dir, **evaluate, temperature=2.0, disc_weight=10.0,
+        overwrite_model_dir=overwrite)) == 2
+    assert capsys.readouterr().err == (
+        f"error: {model_dir} holds a run of another model (disc_weight: 50.0 -> 10.0; "
+        "temperature: 1.0 -> 2.0); evaluate it with the run's own values (its "
+        "pretrain_config.json), or use another model_dir\n")
+  assert sorted(os.listdir(model_dir)) == kept
+  # Training with many changes lists four and counts the rest.
+  assert run_pretraining.main(script_args(
+      data_dir, model_dir, num_warmup_steps=2, learning_rate=2e-3, seed=1,
+      temperature=2.0, disc_weight=10.0, gen_weight=2.0)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {model_dir} holds a run with a different config (disc_weight: 50.0 -> "
+      "10.0; gen_weight: 1.0 -> 2.0; learning_rate: 0.001 -> 0.002; num_warmup_steps: 1 "
+      "-> 2; and 2 more); use another model_dir, or set \"overwrite_model_dir\": true to "
+      "delete that run, checkpoints included, and start over\n")
 
 
 def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_path,
