@@ -6,7 +6,8 @@ The run's own config (its pretrain_config.json, then --hparams) with num_eval_st
 --eval-batches; each checkpoint not yet in <model_dir>/eval_curve.jsonl is evaluated
 (one TensorFlow start for all) and appended as a line, so re-running adds only new
 checkpoints. Keep them with "keep_checkpoint_max" at least num_train_steps /
-save_checkpoints_steps. bench/compare_runs.py --eval draws the curves.
+save_checkpoints_steps. The run's training_curves.png is redrawn with them as markers;
+bench/compare_runs.py --eval draws several runs' curves.
 """
 
 import argparse
@@ -17,7 +18,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-EVAL_CURVE = "eval_curve.jsonl"
+from training.curves import CURVES_NAME, EVAL_CURVE_NAME as EVAL_CURVE, LOG_NAME, plot_curves  # pylint: disable=wrong-import-position
 
 
 def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
@@ -43,6 +44,9 @@ def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: 
       rows[row["global_step"]] = row
       with open(log, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+    # The run's curves gain the new eval markers.
+    plot_curves(os.path.join(config.model_dir, LOG_NAME),
+                os.path.join(config.model_dir, CURVES_NAME))
   return [rows[s] for s in sorted(rows)]
 
 
