@@ -236,7 +236,12 @@ class Pretrainer:
   def train(self) -> Dict[str, float]:
     if self.loop.chief:
       latest = self.loop.latest_checkpoint()
-      write_run_config(self.config, int(latest.rsplit("-", 1)[1]) if latest else 0)
+      step = int(latest.rsplit("-", 1)[1]) if latest else 0
+      write_run_config(self.config, step)
+      if step > self.config.num_train_steps:
+        print(f"note: the run in {self.config.model_dir} is already at step {step}, past "
+              f"num_train_steps {self.config.num_train_steps}: nothing to train (raise "
+              "num_train_steps to continue it)", flush=True)
     batch = self.config.train_batch_size
     if batch % (self.strategy.num_replicas_in_sync *
                 self.config.gradient_accumulation_steps):

@@ -408,7 +408,8 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
   model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4)) == 0
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
+                                          log_every_steps=1)) == 0
 
   def truncate(step):
     data_file = model_dir / f"ckpt-{step}.data-00000-of-00001"
@@ -416,11 +417,20 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
     return data_file
   newest = truncate(4)  # as a full disk or a copy cut short leaves it
   capsys.readouterr()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6)) == 0
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6,
+                                          log_every_steps=1)) == 0
   out = capsys.readouterr().out
   assert (f"note: skipping checkpoint ckpt-4, which cannot be read ({newest}: Read less "
           f"bytes than requested)\nresuming from {model_dir}/ckpt-2 at step 2/6") in out
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
+  # Steps 3 and 4 were trained again: the log holds each step once, the redone rows.
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4, 5, 6]
+  # Fewer steps than the run has done: said, nothing trained.
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=5)) == 0
+  assert (f"note: the run in {model_dir} is already at step 6, past num_train_steps 5: "
+          "nothing to train (raise num_train_steps to continue it)\n"
+          f"resuming from {model_dir}/ckpt-6 at step 6/5") in capsys.readouterr().out
   # Nothing reads whole (ckpt-4 was written again): one line naming the newest's file.
   for step in (2, 4, 6):
     newest = truncate(step)

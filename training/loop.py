@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 import tf_keras
 
-from training.curves import CURVES_NAME, LOG_NAME, plot_curves
+from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import dropout_generators, is_chief, worker_position
 from util import cli, stderr
 from util.progress import Progress
@@ -293,6 +293,7 @@ class TrainLoop:
               flush=True)
     start = int(self.step.numpy())
     if self.chief:
+      drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
       print(f"{'resuming from ' + restored if restored else 'starting'} at step "
             f"{start}/{settings.num_train_steps}; checkpoints in {settings.model_dir}",
             flush=True)
