@@ -440,6 +440,49 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
       f"reads whole: delete {model_dir} to start the run over\n")
 
 
+def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, tmp_path,
+                                                                        capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=8,
+                                          log_every_steps=1)) == 0
+  capsys.readouterr()
+  (model_dir / "checkpoint").unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=10,
+                                          log_every_steps=1)) == 0
+  assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
+          "found ckpt-2, ckpt-4, ckpt-6, ckpt-8 on disk\n"
+          f"resuming from {model_dir}/ckpt-8 at step 8/10") in capsys.readouterr().out
+  # The state file lists them again: the manager keeps managing the old ones.
+  assert tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths == [
+      str(model_dir / f"ckpt-{step}") for step in (2, 4, 6, 8, 10)]
+  # Also the newest's index gone: the newest whole one.
+  (model_dir / "checkpoint").unlink()
+  (model_dir / "ckpt-10.index").unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=12,
+                                          log_every_steps=1)) == 0
+  out = capsys.readouterr().out
+  assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
+          "found ckpt-2, ckpt-4, ..., ckpt-10 (5) on disk\n"
+          f"note: skipping checkpoint ckpt-10, which cannot be read ({model_dir}/ckpt-10"
+          ".index: ") in out
+  assert f"resuming from {model_dir}/ckpt-8 at step 8/12" in out
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
+  # None whole: refused, naming them, and the run is not started over.
+  (model_dir / "checkpoint").unlink()
+  for index in model_dir.glob("ckpt-*.index"):
+    index.unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=14)) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"error: {model_dir}/ckpt-12.index: ") and err.endswith(
+      f"; no checkpoint in {model_dir} reads whole: delete {model_dir} to start the run "
+      "over\n")
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
+
+
 def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
     data, tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
