@@ -115,6 +115,17 @@ class Finetuner:
                f"{len(features['input_ids'])} features")
     return self.data[key]
 
+  def read_splits(self):
+    """Reads every split this run will use (training, scored, test outputs), so that a
+    bad dev or test file fails before training, not after its first epoch."""
+    config = self.config
+    for index, task in enumerate(self.tasks):
+      splits = ([task.train_split] if config.do_train and task.train_split else []) + (
+          list(task.eval_splits) if config.do_eval and task.metrics else []) + (
+              list(task.test_splits) if config.write_test_outputs else [])
+      for split in splits:
+        self.split(index, split)
+
   def train_features(self) -> Dict[str, np.ndarray]:
     """Every task's training features pooled; a key one task lacks is zero for it."""
     parts = [self.split(i, t.train_split).features for i, t in enumerate(self.tasks)
@@ -420,6 +431,7 @@ def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
 
 def _run(config: FinetuningConfig, log) -> Dict[str, object]:
   finetuner = Finetuner(config, log)
+  finetuner.read_splits()
   trials = []
   for trial in range(1, config.num_trials + 1):
     trials.append(finetuner.run_trial(trial))
