@@ -102,6 +102,9 @@ PRETRAINING_CASES = [
      "of model size 'small'; lower max_seq_length"),
     ({"debug": True, "max_seq_length": 600}, "max_seq_length 600 exceeds "
      "max_position_embeddings 512 of model size 'debug'; lower max_seq_length"),
+    # The other phase's setting: said so, no near name of this phase suggested.
+    ({"layerwise_lr_decay": 0.8}, "--hparams: 'layerwise_lr_decay' is a hyperparameter "
+     "of fine-tuning (run_finetuning.py), not of this command"),
 ]
 
 
@@ -129,6 +132,8 @@ FINETUNING_CASES = [
      '--hparams: num_train_epochs "one": expected a number > 0'),
     ({"warmup_proportion": 2}, "--hparams: warmup_proportion 2: expected a number in "
      "[0, 1]"),
+    ({"mask_prob": 0.2}, "--hparams: 'mask_prob' is a hyperparameter of pre-training "
+     "(run_pretraining.py), not of this command"),
     ({"task_names": "glue/sst2"},
      '--hparams: task_names "glue/sst2": expected a list of strings'),
     ({"debug": True, "max_seq_length": 1024}, "max_seq_length 1024 exceeds "

@@ -489,7 +489,8 @@ def load_custom_task(json_path: str) -> SentenceTask:
     raise problem('"metrics" must be a non-empty list of metric names')
   for name in task_metrics:
     if name not in sentence_metrics.SENTENCE_METRICS:
-      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric"))
+      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric",
+                                         list_valid=True))
   splits = {}
   for split in ("train", "dev", "test"):
     if split in spec:
