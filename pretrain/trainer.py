@@ -153,8 +153,13 @@ def write_run_config(config: PretrainingConfig, step: int = 0):
   history = resume.settings_history(
       config.model_dir, RUN_CONFIG,
       {k: v for k, v in config.to_dict().items() if k in RESUMABLE_FIELDS}, step)
+  # What the first step started from (init_scheme does not apply to a checkpoint's
+  # weights, whatever the config says); kept as the run's first write recorded it.
+  start = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
+      {"init_checkpoint": os.path.abspath(config.init_checkpoint)}
+      if config.init_checkpoint else {"init_scheme": config.init_scheme})
   resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
-                            config=config.to_dict(), history=history)
+                          config=config.to_dict(), history=history, start=start)
 
 
 class Pretrainer:
@@ -219,6 +224,10 @@ class Pretrainer:
       path = original_checkpoint.load_original(self.model.electra,
                                                self.config.init_checkpoint)
       print(f"initialized the generator and discriminator from {path}", flush=True)
+      if self.config.init_scheme != PretrainingConfig.init_scheme:
+        print(f"note: init_scheme {self.config.init_scheme} does not apply: every weight "
+              f"comes from init_checkpoint (pretrain_config.json records the start)",
+              flush=True)
     else:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)

@@ -534,6 +534,13 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
   # --init-checkpoint of a new run: the model dir's newest checkpoint.
   capsys.readouterr()
   assert run_pretraining.main(script_args(data_dir, tmp_path / "continued",
-                                          init_checkpoint=str(model_dir))) == 0
+                                          init_checkpoint=str(model_dir),
+                                          init_scheme="mimetic")) == 0
   assert (f"initialized the generator and discriminator from {model_dir}/ckpt-2\n"
+          "note: init_scheme mimetic does not apply: every weight comes from "
+          "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
+  record = json.loads((tmp_path / "continued" / trainer.RUN_CONFIG).read_text())
+  assert record["start"] == {"init_checkpoint": str(model_dir)}
+  assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
+      "init_scheme": "truncated_normal"}
