@@ -21,6 +21,7 @@ from model import checkpoint as original_checkpoint
 from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import apply_init_scheme
+from model.memory import pretraining_step_memory
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import PretrainingMetrics
@@ -46,6 +47,12 @@ RESUMABLE_FIELDS = (
     "log_every_steps", "distribution_strategy", "tpu_address", "mixed_precision",
     "use_xla", "gradient_accumulation_steps", "recompute", "model_size",
     "model_hparam_overrides", "embedding_size")
+
+
+# What a run too big for the machine's memory can change.
+STEP_MEMORY_FIX = ("lower train_batch_size or max_seq_length, or set "
+                   "\"gradient_accumulation_steps\" (the same update in smaller pieces) or "
+                   "\"recompute\": true")
 
 
 def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
@@ -173,6 +180,13 @@ class Pretrainer:
         self.files, config.max_seq_length, config.mask_prob)
     input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
     check_model_dir(config)
+    if config.do_train:  # before any model call: one too big would never return
+      pieces = self.strategy.num_replicas_in_sync * config.gradient_accumulation_steps
+      runtime.check_step_memory(
+          self.strategy, config.mixed_precision, pretraining_step_memory(
+              config.model_config(), config.max_seq_length,
+              max(1, config.train_batch_size // pieces), config.max_predictions_per_seq,
+              config.objective, config.recompute), STEP_MEMORY_FIX)
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       use_recompute(self.model, config.recompute)

@@ -8,6 +8,8 @@ line naming what is wrong. Model sizes are cut down where a check does not need 
 import dataclasses
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -481,6 +483,59 @@ def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, t
       "over\n")
   with open(model_dir / LOG_NAME, encoding="utf-8") as f:
     assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
+
+
+def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_path,
+                                                                   capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = data
+  model_dir = tmp_path / "run"
+  fix = ("lower train_batch_size or max_seq_length, or set \"gradient_accumulation_steps\" "
+         "(the same update in smaller pieces) or \"recompute\": true\n")
+  assert run_pretraining.main(script_args(data_dir, model_dir,
+                                          train_batch_size=100000)) == 2
+  err = capsys.readouterr().err
+  assert re.fullmatch(
+      r"error: a training step needs about [\d,.]+ GiB \(activations [\d,.]+ GiB, of "
+      r"which attention [\d,.]+ GiB; weights, gradients and optimizer [\d.]+ GiB\) but "
+      r"this machine has [\d,.]+ GiB available; " + re.escape(fix), err), err
+  assert not (model_dir / trainer.RUN_CONFIG).exists()
+  # Long sequences: the attention's [heads, S, S] tensors, refused before the first
+  # model call (which would not return for minutes).
+  long_data = tmp_path / "long"
+  seq = 32768
+  write_records(str(long_data / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"),
+                [[101] + [200] * 50 + [102]] * 2, seq)
+  shutil.copyfile(os.path.join(data_dir, "vocab.txt"), long_data / "vocab.txt")
+  assert run_pretraining.main(script_args(
+      str(long_data), model_dir, max_seq_length=seq, train_batch_size=8,
+      model_hparam_overrides={**TINY_MODEL["model_hparam_overrides"],
+                              "max_position_embeddings": seq})) == 2
+  err = capsys.readouterr().err
+  attention = float(re.search(r"of which attention ([\d,.]+) GiB", err)[1].replace(",", ""))
+  # One head x 32768^2 floats x 3 tensors x 8 sequences (plus the generator's), at least.
+  assert attention >= 3 * seq * seq * 4 * 8 / 2**30 and err.endswith(fix), err
+  # Close to the limit: a warning, and the run goes on.
+  from model.memory import pretraining_step_memory  # pylint: disable=g-import-not-at-top
+  config = config_for(data_dir, "x", vocab_size=vocab_size)
+  memory = pretraining_step_memory(config.model_config(), SEQ, 16,
+                                   config.max_predictions_per_seq)
+  runtime.check_step_memory(tf.distribute.get_strategy(), "float32", memory, "fix it",
+                            available=memory.total / 0.9)
+  assert capsys.readouterr().err.startswith(
+      "warning: a training step needs about ")
+  runtime.check_step_memory(tf.distribute.get_strategy(), "float32", memory, "fix it",
+                            available=memory.total * 2)
+  assert capsys.readouterr().err == ""
+
+
+def test_a_long_first_step_is_announced():
+  from training.loop import first_step_note  # pylint: disable=g-import-not-at-top
+  # 100 GFLOP/s of peak: a 3.2e13-FLOP step (max_seq_length 32768) takes > 10 minutes.
+  assert first_step_note(3.2e13, 1e11) == (
+      "note: one training step is 3.2e+13 FLOPs: the first takes at least 10m40s on these "
+      "devices (and compiles first); no line comes before it ends")
+  assert first_step_note(1e9, 1e11) is None and first_step_note(3.2e13, 0) is None
 
 
 def test_records_of_another_vocabulary_are_refused_before_anything_is_made(

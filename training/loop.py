@@ -29,7 +29,7 @@ import tf_keras
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import dropout_generators, is_chief, worker_position
 from util import cli, files, stderr
-from util.progress import Progress
+from util.progress import Progress, format_duration
 
 CHECKPOINT_NAME = "ckpt"
 
@@ -312,6 +312,9 @@ class TrainLoop:
                          for s in (signal.SIGINT, signal.SIGTERM)}
     last_saved = restored
     logged = {}
+    note = first_step_note(settings.flops_per_step, settings.peak_flops)
+    if note and self.chief:
+      print(note, flush=True)
     try:
       step = start
       while step < settings.num_train_steps:
@@ -403,6 +406,25 @@ class TrainLoop:
               encoding="utf-8") as f:
       f.write(json.dumps({"step": step, **values}) + "\n")
     return values
+
+
+# A first step expected to run longer than this gets a line before it: nothing else is
+# printed until it ends. Its time is reckoned at half the devices' peak FLOP/s, which
+# CPUs rarely reach, so the figure is a floor.
+LONG_FIRST_STEP_SECONDS = 60
+FIRST_STEP_PEAK_FRACTION = 0.5
+
+
+def first_step_note(flops_per_step: float, peak_flops: float) -> Optional[str]:
+  """The line that says a first step will take long, or None."""
+  if not flops_per_step or not peak_flops:
+    return None
+  seconds = flops_per_step / (FIRST_STEP_PEAK_FRACTION * peak_flops)
+  if seconds < LONG_FIRST_STEP_SECONDS:
+    return None
+  return (f"note: one training step is {flops_per_step:.2g} FLOPs: the first takes at "
+          f"least {format_duration(seconds)} on these devices (and compiles first); no "
+          "line comes before it ends")
 
 
 def first_readable(newest_first: List[str], model_dir: str,
