@@ -29,6 +29,7 @@ from model import checkpoint as ckpt
 from model import huggingface as hf
 from model import flops as model_flops
 from model.encoder import use_recompute
+from model.memory import encoder_step_memory
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -308,6 +309,11 @@ class Finetuner:
     if batch % config.gradient_accumulation_steps:
       raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
                        f" must divide train_batch_size {batch}")
+    if config.do_train:  # before any model call: one too big would never return
+      pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
+      runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
+          self.model_config, config.max_seq_length, max(1, batch // pieces),
+          config.recompute))
     with strategy.scope():
       model = self.build_model()
       use_recompute(model, config.recompute)

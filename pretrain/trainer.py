@@ -49,12 +49,6 @@ RESUMABLE_FIELDS = (
     "model_hparam_overrides", "embedding_size")
 
 
-# What a run too big for the machine's memory can change.
-STEP_MEMORY_FIX = ("lower train_batch_size or max_seq_length, or set "
-                   "\"gradient_accumulation_steps\" (the same update in smaller pieces) or "
-                   "\"recompute\": true")
-
-
 def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   """Fails early, naming the file, when the data or vocabulary cannot serve this config.
 
@@ -186,7 +180,7 @@ class Pretrainer:
           self.strategy, config.mixed_precision, pretraining_step_memory(
               config.model_config(), config.max_seq_length,
               max(1, config.train_batch_size // pieces), config.max_predictions_per_seq,
-              config.objective, config.recompute), STEP_MEMORY_FIX)
+              config.objective, config.recompute))
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       use_recompute(self.model, config.recompute)

@@ -239,8 +239,14 @@ def _gib(n: float) -> str:
   return f"{n / (1 << 30):,.1f} GiB"
 
 
+# What a run too big for the machine's memory can change (both phases' names).
+STEP_MEMORY_FIX = ("lower train_batch_size or max_seq_length, or set "
+                   "\"gradient_accumulation_steps\" (the same update in smaller pieces) or "
+                   "\"recompute\": true")
+
+
 def check_step_memory(strategy: tf.distribute.Strategy, precision: str, memory,
-                      fix: str, available: Optional[float] = None):
+                      available: Optional[float] = None):
   """Refuses a training step that the machine's memory cannot hold, and warns of one
   that takes most of it, saying the figures; `memory` (model/memory.py's StepMemory)
   is one replica's micro-batch. On CPUs only: a GPU's or TPU's memory is its own."""
@@ -260,7 +266,8 @@ def check_step_memory(strategy: tf.distribute.Strategy, precision: str, memory,
              f"{_gib(memory.weights * local)})")
   if need > available:
     raise hparams.HParamsError(f"a training step needs {figures} but this machine has "
-                               f"{_gib(available)} available; {fix}")
+                               f"{_gib(available)} available; {STEP_MEMORY_FIX}")
   if need > 0.8 * available:
     print(f"warning: a training step needs {figures} of the {_gib(available)} this "
-          f"machine has available; if it is killed, {fix}", file=sys.stderr, flush=True)
+          f"machine has available; if it is killed, {STEP_MEMORY_FIX}", file=sys.stderr,
+          flush=True)
