@@ -72,3 +72,13 @@ def test_a_resumed_run_keeps_one_log_row_per_step(tmp_path):
   write_jsonl(log, [{"step": s, "loss": float(s)} for s in (1, 2, 3, 4)])
   curves.drop_rows_after(str(log), 2)  # resumed from ckpt-2: steps 3 and 4 are redone
   assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2]
+
+
+def test_a_broken_eval_row_is_left_out_saying_where(tmp_path, capsys):
+  write_jsonl(tmp_path / curves.LOG_NAME, [{"step": s, "loss": 1.0} for s in (1, 2)])
+  eval_path = tmp_path / curves.EVAL_CURVE_NAME
+  eval_path.write_text('{"global_step": 2, "disc_auc": 0.6}\n{"global_step": 4, "disc')
+  assert curves.read_eval_curve(str(eval_path)) == {2: {"disc_auc": 0.6}}
+  assert capsys.readouterr().out == (
+      f"note: {eval_path}:2: not a row with 'global_step' (JSONDecodeError); left out of "
+      "the curves\n")

@@ -26,18 +26,28 @@ def read_log(path: str) -> Dict[int, Dict[str, float]]:
 
 def read_eval_curve(path: str) -> Dict[int, Dict[str, float]]:
   """global_step -> eval metrics of <model_dir>/eval_curve.jsonl ({} if there is none);
-  a step evaluated twice keeps the last row."""
-  return _read_rows(path, "global_step")
+  a step evaluated twice keeps the last row. Another tool writes it, so a row that is
+  not one (a line cut short) is left out, saying so, rather than failing the curves
+  at the end of training."""
+  return _read_rows(path, "global_step", tolerant=True)
 
 
-def _read_rows(path: str, key: str) -> Dict[int, Dict[str, float]]:
+def _read_rows(path: str, key: str, tolerant: bool = False
+               ) -> Dict[int, Dict[str, float]]:
   rows = {}
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
-      for line in f:
-        if line.strip():
+      for number, line in enumerate(f, start=1):
+        if not line.strip():
+          continue
+        try:
           row = json.loads(line)
-          rows[row.pop(key)] = row
+          rows[int(row.pop(key))] = row
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+          if not tolerant:
+            raise
+          print(f"note: {path}:{number}: not a row with {key!r} ({type(e).__name__}); "
+                "left out of the curves", flush=True)
   return dict(sorted(rows.items()))
 
 
