@@ -51,7 +51,9 @@ def main(argv=None) -> int:
     if args.init_checkpoint:
       overrides["init_checkpoint"] = args.init_checkpoint
     config = finetune_config.load_config(args.model_name, args.task.split(","),
-                                         args.data_dir, overrides)
+                                         args.data_dir, overrides,
+                                         elsewhere={"pre-training (run_pretraining.py)":
+                                                    pretraining_config})
     if args.predict:
       return predict(config, args)
     report = trainer.run(config)
@@ -60,6 +62,11 @@ def main(argv=None) -> int:
       print(f"dev curves: {report['plot']}")
     return 0
   return cli.run_command(finetune)
+
+
+def pretraining_config():
+  from pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  return PretrainingConfig
 
 
 def training_command(args) -> str:

@@ -39,6 +39,10 @@ def main(argv=None) -> int:
 
   from util import cli  # pylint: disable=g-import-not-at-top
 
+  def finetuning_config():
+    from finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
+    return FinetuningConfig
+
   def pretrain() -> int:
     # TensorFlow loads after flag parsing, so --help and flag errors are instant.
     from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
@@ -47,7 +51,9 @@ def main(argv=None) -> int:
     overrides = hparams.parse_hparams(args.hparams)
     if args.init_checkpoint:
       overrides["init_checkpoint"] = args.init_checkpoint
-    config = pretrain_config.load_config(args.model_name, args.data_dir, overrides)
+    config = pretrain_config.load_config(args.model_name, args.data_dir, overrides,
+                                         elsewhere={"fine-tuning (run_finetuning.py)":
+                                                    finetuning_config})
     trainer.run(config, export_steps)
     return 0
   return cli.run_command(pretrain)

@@ -17,7 +17,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from training.curves import EVAL_LOG_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
+from training.curves import EVAL_CURVE_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
 from training.curves import LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")

@@ -6,7 +6,8 @@ The run's own config (its pretrain_config.json, then --hparams) with num_eval_st
 --eval-batches; each checkpoint not yet in <model_dir>/eval_curve.jsonl is evaluated
 (one TensorFlow start for all) and appended as a line, so re-running adds only new
 checkpoints. Keep them with "keep_checkpoint_max" at least num_train_steps /
-save_checkpoints_steps. bench/compare_runs.py --eval draws the curves.
+save_checkpoints_steps. The run's training_curves.png is redrawn with them as markers;
+bench/compare_runs.py --eval draws several runs' curves.
 """
 
 import argparse
@@ -25,11 +26,11 @@ def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: 
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from pretrain import trainer  # pylint: disable=import-outside-toplevel
   from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
-  from training.curves import EVAL_LOG_NAME, read_log  # pylint: disable=import-outside-toplevel
+  from training.curves import EVAL_CURVE_NAME, read_eval_curve  # pylint: disable=import-outside-toplevel
   config = load_config(name, data_dir, {**hparams, "num_eval_steps": eval_batches,
                                         "do_eval": True})
-  log = os.path.join(config.model_dir, EVAL_LOG_NAME)
-  rows = read_log(log, "global_step")
+  log = os.path.join(config.model_dir, EVAL_CURVE_NAME)
+  rows = read_eval_curve(log)
   state = tf.train.get_checkpoint_state(config.model_dir)
   paths = [p for p in state.all_model_checkpoint_paths
            if int(p.rsplit("-", 1)[1]) not in rows]
@@ -37,7 +38,7 @@ def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: 
     evaluator = trainer.Pretrainer(config)
     for path in paths:
       evaluator.evaluate(checkpoint=path, write=False)
-    rows = read_log(log, "global_step")
+    rows = read_eval_curve(log)
   return [{"global_step": step, **rows[step]} for step in sorted(rows)]
 
 

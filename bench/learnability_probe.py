@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from eval_checkpoints import evaluate_checkpoints  # pylint: disable=wrong-import-position
-from training.curves import EVAL_LOG_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
+from training.curves import EVAL_CURVE_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
 from util.files import atomic_write  # pylint: disable=wrong-import-position
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

@@ -103,7 +103,8 @@ def build(config: BuildConfig) -> Stats:
   check_output_dir(config.output_dir, config.overwrite)
   vocab = load_vocab(config.vocab_file)
   check_vocab_case(vocab, config.do_lower_case)
-  files = corpus_lib.list_files(config.corpus_dir)
+  files = corpus_lib.list_files(
+      config.corpus_dir, note=lambda line: print(line, file=sys.stderr, flush=True))
   corpus_bytes = sum(os.path.getsize(path) for path in files)
   num_out_files = config.num_out_files or default_num_out_files(corpus_bytes,
                                                                 config.num_processes)

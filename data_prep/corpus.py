@@ -13,7 +13,9 @@ import gzip
 import lzma
 import os
 import zlib
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from util.cli import listed
 
 # First bytes -> (name, opener of a decompressing file object over a binary file).
 _COMPRESSIONS = ((b"\x1f\x8b", "gzip", lambda f: gzip.GzipFile(fileobj=f)),
@@ -34,18 +36,27 @@ class Span:
   end: int
 
 
-def list_files(corpus_dir: str) -> List[str]:
+def list_files(corpus_dir: str, note: Optional[Callable[[str], None]] = None
+               ) -> List[str]:
   """The corpus's files, sorted by name (hidden files skipped); each one text, or
-  compressed text, or a CorpusError naming it."""
+  compressed text, or a CorpusError naming it. Subdirectories are not read (a build's
+  own output may sit there); `note` is told their names."""
   if not os.path.exists(corpus_dir):
     raise CorpusError(f"--corpus-dir: {corpus_dir} does not exist")
   if not os.path.isdir(corpus_dir):
     raise CorpusError(f"--corpus-dir: {corpus_dir} is not a directory (expected a "
                       "directory of text files)")
-  files = [os.path.join(corpus_dir, name) for name in sorted(os.listdir(corpus_dir))
-           if not name.startswith(".") and os.path.isfile(os.path.join(corpus_dir, name))]
+  names = [name for name in sorted(os.listdir(corpus_dir)) if not name.startswith(".")]
+  files = [os.path.join(corpus_dir, name) for name in names
+           if os.path.isfile(os.path.join(corpus_dir, name))]
+  folders = [name + "/" for name in names if os.path.isdir(os.path.join(corpus_dir, name))]
+  unread = (f"its subdirectories ({listed(folders)}) are not read: put their files in "
+            f"{corpus_dir} itself to use them") if folders else ""
   if not files:
-    raise CorpusError(f"--corpus-dir: {corpus_dir} holds no text files")
+    raise CorpusError(f"--corpus-dir: {corpus_dir} holds no text files"
+                      + (f"; {unread}" if unread else ""))
+  if unread and note is not None:
+    note(f"note: {corpus_dir}: {unread}")
   if not any(os.path.getsize(path) for path in files):
     raise CorpusError(f"--corpus-dir: every file in {corpus_dir} is empty")
   for path in files:

@@ -66,7 +66,8 @@ def load_vocab(path: str) -> Vocab:
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
     raise VocabError(f"{path}: line {line}: not UTF-8 text; expected a BERT vocab.txt")
-  lines = text.split("\n")
+  # A byte-order mark (some Windows editors write one) is no part of the first token.
+  lines = text.removeprefix("\ufeff").split("\n")
   if lines and lines[-1] == "":
     lines.pop()
   tokens = [line.strip() for line in lines]  # BERT strips each line, "\r" included

@@ -11,7 +11,7 @@ and vocab.txt), results in <data_dir>/models/<model_name>/results/<tasks>_result
 import dataclasses
 import functools
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from finetune import tasks as task_registry
 from model.config import ModelChoice, ModelConfig
@@ -110,9 +110,13 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
 
 
 def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
-                overrides: Optional[Dict[str, Any]] = None) -> FinetuningConfig:
-  """Original defaults < size preset < single-task defaults < overrides."""
-  overrides = hparams.check_overrides(FinetuningConfig, overrides or {})
+                overrides: Optional[Dict[str, Any]] = None,
+                elsewhere: Optional[Dict[str, Callable[[], type]]] = None
+                ) -> FinetuningConfig:
+  """Original defaults < size preset < single-task defaults < overrides. `elsewhere`:
+  the other phase's config, for hparams.check_overrides."""
+  overrides = hparams.check_overrides(FinetuningConfig, overrides or {},
+                                      elsewhere=elsewhere)
   tasks = task_registry.get_tasks(task_names)
   values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
             "model_name": model_name,

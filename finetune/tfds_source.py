@@ -12,8 +12,17 @@ import urllib.parse
 from typing import Dict, Iterator, List, Optional
 
 from finetune.errors import DataError
+from util import stderr
 
 PROBE_TIMEOUT_SECONDS = 5
+# What TFDS logs (absl WARNING) for a dataset folder not prepared yet: that is the
+# question asked, not a problem.
+NOT_PREPARED_LINE = "has no dataset_info.json"
+
+
+def _is_prepared(builder) -> bool:
+  with stderr.without_lines(NOT_PREPARED_LINE):
+    return builder.is_prepared()
 
 
 def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
@@ -28,7 +37,7 @@ def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
     builder = tfds.builder(name, data_dir=data_dir)
   except Exception:  # pylint: disable=broad-except
     return None  # a name this TFDS version lacks is the same as "not prepared"
-  return builder if builder.is_prepared() else None
+  return builder if _is_prepared(builder) else None
 
 
 def unreachable_hosts(builder) -> List[str]:

@@ -29,6 +29,7 @@ from model import checkpoint as ckpt
 from model import huggingface as hf
 from model import flops as model_flops
 from model.encoder import use_recompute
+from model.memory import encoder_step_memory
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -114,6 +115,17 @@ class Finetuner:
       self.log(f"{task.name} {split}: {len(examples)} examples, "
                f"{len(features['input_ids'])} features")
     return self.data[key]
+
+  def read_splits(self):
+    """Reads every split this run will use (training, scored, test outputs), so that a
+    bad dev or test file fails before training, not after its first epoch."""
+    config = self.config
+    for index, task in enumerate(self.tasks):
+      splits = ([task.train_split] if config.do_train and task.train_split else []) + (
+          list(task.eval_splits) if config.do_eval and task.metrics else []) + (
+              list(task.test_splits) if config.write_test_outputs else [])
+      for split in splits:
+        self.split(index, split)
 
   def train_features(self) -> Dict[str, np.ndarray]:
     """Every task's training features pooled; a key one task lacks is zero for it."""
@@ -297,6 +309,11 @@ class Finetuner:
     if batch % config.gradient_accumulation_steps:
       raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
                        f" must divide train_batch_size {batch}")
+    if config.do_train:  # before any model call: one too big would never return
+      pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
+      runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
+          self.model_config, config.max_seq_length, max(1, batch // pieces),
+          config.recompute))
     with strategy.scope():
       model = self.build_model()
       use_recompute(model, config.recompute)
@@ -420,6 +437,7 @@ def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
 
 def _run(config: FinetuningConfig, log) -> Dict[str, object]:
   finetuner = Finetuner(config, log)
+  finetuner.read_splits()
   trials = []
   for trial in range(1, config.num_trials + 1):
     trials.append(finetuner.run_trial(trial))

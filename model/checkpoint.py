@@ -138,6 +138,12 @@ def resolve_checkpoint(path: str) -> str:
     # A "checkpoint" state file may hold paths from the machine that wrote it: look
     # for the prefixes themselves, newest step first.
     prefixes = [f[:-len(".index")] for f in os.listdir(path) if f.endswith(".index")]
+    weights = None if prefixes else hf.weights_without_config(path)
+    if weights:
+      raise CheckpointError(
+          f"{path}: {weights} is Hugging Face weights without their config.json: a "
+          f"Hugging Face directory needs the config.json downloaded with them, in "
+          f"{os.path.dirname(weights)}")
     if not prefixes:
       raise CheckpointError(f"{path}: directory holds no checkpoint (no *.index file); "
                             "expected a TF checkpoint prefix or a directory holding one")

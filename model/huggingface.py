@@ -24,7 +24,7 @@ hf_name); `model_config_values` turns transformers' config.json back into our si
 import json
 import os
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -169,6 +169,20 @@ def _is_hf_dir(path: str) -> bool:
   if any(os.path.isfile(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
     return True
   return "model_type" in read_json(os.path.join(path, "config.json"))
+
+
+def weights_without_config(path: str) -> Optional[str]:
+  """A Hugging Face weights file in directory `path` (or in a folder of it) whose
+  config.json is missing, or None: such a directory is no checkpoint of either format,
+  and a user should hear what it lacks."""
+  folders = [path] + sorted(os.path.join(path, f) for f in os.listdir(path)
+                            if os.path.isdir(os.path.join(path, f)))
+  for folder in folders:
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+      for name in HF_WEIGHT_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+          return os.path.join(folder, name)
+  return None
 
 
 def read_json(path: str) -> Dict:

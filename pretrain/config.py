@@ -8,7 +8,7 @@ follow the original data-dir layout: <data_dir>/pretrain_tfrecords, <data_dir>/v
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from model import flops as model_flops
 from model.config import INIT_SCHEMES, ModelChoice, ModelConfig
@@ -156,14 +156,18 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
 
 
 def load_config(model_name: str, data_dir: str = "data",
-                overrides: Optional[Dict[str, Any]] = None) -> PretrainingConfig:
+                overrides: Optional[Dict[str, Any]] = None,
+                elsewhere: Optional[Dict[str, Callable[[], type]]] = None
+                ) -> PretrainingConfig:
   """Original defaults < size preset (configs/pretraining/<size>.json) < overrides.
 
   The preset is chosen by `model_size` from the overrides, else from the model name
   (electra_small/base/large), else "small". As in the original, `debug: true` shrinks
   the run (batch 8, 20 steps) unless the overrides set those values themselves.
+  `elsewhere`: the other phase's config, for hparams.check_overrides.
   """
-  overrides = hparams.check_overrides(PretrainingConfig, overrides or {})
+  overrides = hparams.check_overrides(PretrainingConfig, overrides or {},
+                                      elsewhere=elsewhere)
   preset = hparams.load_preset("pretraining", hparams.model_size(model_name, overrides))
   values = {**preset, "model_name": model_name, "data_dir": data_dir}
   if overrides.get("debug"):

@@ -9,6 +9,7 @@ masks keep them (the objective uses them as they are).
 
 import glob
 import os
+import re
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 from data_prep import records
 from pretrain.config import PretrainingConfig
+from util import cli
 
 SHUFFLE_BUFFER = 1000  # examples; kept small because checkpoints hold the buffer
 DEFAULT_DATA_DIR = PretrainingConfig.data_dir
@@ -153,7 +155,12 @@ def locate_corrupt_file(files: List[str]) -> Optional[str]:
       for _ in tf.data.TFRecordDataset(path):
         pass
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      return f"{path}: corrupt TFRecord file ({e.message.splitlines()[0]}); rebuild it"
+      reason = cli.op_error_text(e)
+      at = re.match(r"(corrupted|truncated) record at (\d+)", reason)
+      if at:  # TensorFlow's wording carries a stray quote: say it plainly
+        reason = (f"the record at byte {at.group(2)} is "
+                  + ("cut short" if at.group(1) == "truncated" else "damaged"))
+      return f"{path}: corrupt TFRecord file ({reason}); rebuild it"
   return None
 
 

@@ -22,13 +22,14 @@ from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
+from model.memory import pretraining_step_memory
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.objective import PretrainingModel
 from training import resume, runtime
-from training.curves import CURVES_NAME, EVAL_LOG_NAME, read_log
+from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves, read_eval_curve
 from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util import files
@@ -124,10 +125,29 @@ def run_signature(config: PretrainingConfig) -> Dict:
   return {"model": config.model_config().to_dict(), **values}
 
 
+# What gives trained weights their meaning, for a run that only evaluates them: the
+# objective and generator (the model's sizes and vocabulary are signed as "model").
+# The optimizer, schedule, seed and start do not: they made the weights, and evaluating
+# them needs none of it.
+MEANING_FIELDS = (
+    "electra_objective", "electric_objective", "gen_weight", "disc_weight", "mask_prob",
+    "uniform_generator", "two_tower_generator", "untied_generator_embeddings",
+    "untied_generator", "generator_layers", "generator_hidden_size", "disallow_correct",
+    "temperature", "do_lower_case")
+
+
 def check_model_dir(config: PretrainingConfig):
-  """Refuses a model dir that holds another model's run, unless overwrite_model_dir."""
-  resume.check_resume(config.model_dir, RUN_CONFIG, run_signature(config),
+  """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
+  a run that only evaluates compares only what gives the weights their meaning."""
+  signature = run_signature(config)
+  if config.do_train:
+    resume.check_resume(config.model_dir, RUN_CONFIG, signature,
                         config.overwrite_model_dir)
+  else:
+    resume.check_resume(config.model_dir, RUN_CONFIG,
+                        {k: v for k, v in signature.items()
+                         if k == "model" or k in MEANING_FIELDS},
+                        overwrite=False, evaluating=True)
 
 
 def write_run_config(config: PretrainingConfig, step: int = 0):
@@ -136,8 +156,13 @@ def write_run_config(config: PretrainingConfig, step: int = 0):
   history = resume.settings_history(
       config.model_dir, RUN_CONFIG,
       {k: v for k, v in config.to_dict().items() if k in RESUMABLE_FIELDS}, step)
+  # What the first step started from (init_scheme does not apply to a checkpoint's
+  # weights, whatever the config says); kept as the run's first write recorded it.
+  start = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
+      {"init_checkpoint": os.path.abspath(config.init_checkpoint)}
+      if config.init_checkpoint else {"init_scheme": config.init_scheme})
   resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
-                            config=config.to_dict(), history=history)
+                          config=config.to_dict(), history=history, start=start)
 
 
 class Pretrainer:
@@ -151,6 +176,13 @@ class Pretrainer:
         self.files, config.max_seq_length, config.mask_prob)
     input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
     check_model_dir(config)
+    if config.do_train:  # before any model call: one too big would never return
+      pieces = self.strategy.num_replicas_in_sync * config.gradient_accumulation_steps
+      runtime.check_step_memory(
+          self.strategy, config.mixed_precision, pretraining_step_memory(
+              config.model_config(), config.max_seq_length,
+              max(1, config.train_batch_size // pieces), config.max_predictions_per_seq,
+              config.objective, config.recompute))
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       use_recompute(self.model, config.recompute)
@@ -210,6 +242,10 @@ class Pretrainer:
       path = original_checkpoint.load_original(self.model.electra,
                                                self.config.init_checkpoint)
       print(f"initialized the generator and discriminator from {path}", flush=True)
+      if self.config.init_scheme != PretrainingConfig.init_scheme:
+        print(f"note: init_scheme {self.config.init_scheme} does not apply: every weight "
+              f"comes from init_checkpoint (pretrain_config.json records the start)",
+              flush=True)
     else:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)
@@ -238,7 +274,12 @@ class Pretrainer:
   def train(self) -> Dict[str, float]:
     if self.loop.chief:
       latest = self.loop.latest_checkpoint()
-      write_run_config(self.config, int(latest.rsplit("-", 1)[1]) if latest else 0)
+      step = int(latest.rsplit("-", 1)[1]) if latest else 0
+      write_run_config(self.config, step)
+      if step > self.config.num_train_steps:
+        print(f"note: the run in {self.config.model_dir} is already at step {step}, past "
+              f"num_train_steps {self.config.num_train_steps}: nothing to train (raise "
+              "num_train_steps to continue it)", flush=True)
     batch = self.config.train_batch_size
     if batch % (self.strategy.num_replicas_in_sync *
                 self.config.gradient_accumulation_steps):
@@ -336,9 +377,9 @@ def explain_results(results: Dict[str, float]) -> str:
 
 def record_eval(config: PretrainingConfig, results: Dict[str, float]):
   """One evaluated checkpoint into <model_dir>/eval_curve.jsonl (a step evaluated again
-  replaces its row) and TensorBoard (<model_dir>/eval), for the curves."""
-  path = os.path.join(config.model_dir, EVAL_LOG_NAME)
-  rows = read_log(path, step_key="global_step")
+  replaces its row), TensorBoard (<model_dir>/eval) and the curves' PNG."""
+  path = os.path.join(config.model_dir, EVAL_CURVE_NAME)
+  rows = read_eval_curve(path)
   rows[results["global_step"]] = {k: v for k, v in results.items() if k != "global_step"}
   with files.atomic_write(path) as f:
     for step in sorted(rows):
@@ -349,6 +390,9 @@ def record_eval(config: PretrainingConfig, results: Dict[str, float]):
       if name != "global_step":
         tf.summary.scalar(name, value)
   writer.close()
+  log = os.path.join(config.model_dir, LOG_NAME)
+  if os.path.exists(log):  # the eval markers join the training curves
+    plot_curves(log, os.path.join(config.model_dir, CURVES_NAME))
 
 
 def write_results(config: PretrainingConfig, results: Dict[str, float]):

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import glob
 import gzip
+import json
 import lzma
 import os
 import random
@@ -572,3 +573,46 @@ def test_killed_build_stops_its_workers_and_the_next_run_cleans_up(tmp_path, voc
   assert len(stale) == 1
   build_lib.build(config(small_corpus, vocab_file, tmp_path / "out", num_out_files=1))
   assert sorted(os.listdir(tmp_path)) == ["corpus", "out"]
+
+
+def test_a_vocab_with_a_byte_order_mark_builds_the_same_records(tmp_path, small_corpus,
+                                                                vocab_file, capsys):
+  # Some Windows editors start a UTF-8 file with U+FEFF: it is no part of "[PAD]".
+  marked = tmp_path / "vocab_bom.txt"
+  marked.write_bytes(b"\xef\xbb\xbf" + open(vocab_file, "rb").read())
+  assert load_vocab(str(marked)).pad_id == 0
+  assert build_pretraining_dataset.main(
+      ["--corpus-dir", small_corpus, "--vocab-file", str(marked), "--output-dir",
+       str(tmp_path / "bom"), "--num-out-files", "1"]) == 0
+  build_lib.build(config(small_corpus, vocab_file, tmp_path / "plain", num_out_files=1))
+  assert file_bytes(tmp_path / "bom") == file_bytes(tmp_path / "plain")
+  capsys.readouterr()
+  # tools.tokenize reads it too.
+  from tools import tokenize as tokenize_command  # pylint: disable=g-import-not-at-top
+  (tmp_path / "in.txt").write_text("hello world\n", encoding="utf-8")
+  assert tokenize_command.main(["--vocab-file", str(marked), "--input",
+                                str(tmp_path / "in.txt"), "--output",
+                                str(tmp_path / "out.jsonl")]) == 0
+  assert json.loads((tmp_path / "out.jsonl").read_text())["tokens"] == ["hello", "world"]
+
+
+def test_corpus_subdirectories_are_named_not_skipped_silently(tmp_path, small_corpus,
+                                                              vocab_file, capsys):
+  corpus = tmp_path / "corpus"
+  (corpus / "AA").mkdir(parents=True)
+  (corpus / "AB").mkdir()
+  (corpus / "AA" / "wiki_00").write_text("Inside a subdirectory.\n")
+  # Only subdirectories: refused, saying why.
+  assert build_pretraining_dataset.main(
+      ["--corpus-dir", str(corpus), "--vocab-file", vocab_file, "--output-dir",
+       str(tmp_path / "out")]) == 2
+  assert capsys.readouterr().err == (
+      f"error: --corpus-dir: {corpus} holds no text files; its subdirectories (AA/, AB/) "
+      f"are not read: put their files in {corpus} itself to use them\n")
+  # Files beside them: built, with a note.
+  (corpus / "a.txt").write_text(open(os.path.join(small_corpus, "a.txt")).read())
+  assert build_pretraining_dataset.main(
+      ["--corpus-dir", str(corpus), "--vocab-file", vocab_file, "--output-dir",
+       str(tmp_path / "out")]) == 0
+  assert (f"note: {corpus}: its subdirectories (AA/, AB/) are not read: put their files "
+          f"in {corpus} itself to use them\n") in capsys.readouterr().err

@@ -8,6 +8,7 @@ scripts as that one line, with no traceback.
 
 import dataclasses
 import json
+import re
 import shutil
 import typing
 
@@ -102,6 +103,9 @@ PRETRAINING_CASES = [
      "of model size 'small'; lower max_seq_length"),
     ({"debug": True, "max_seq_length": 600}, "max_seq_length 600 exceeds "
      "max_position_embeddings 512 of model size 'debug'; lower max_seq_length"),
+    # The other phase's setting: said so, no near name of this phase suggested.
+    ({"layerwise_lr_decay": 0.8}, "--hparams: 'layerwise_lr_decay' is a hyperparameter "
+     "of fine-tuning (run_finetuning.py), not of this command"),
 ]
 
 
@@ -129,6 +133,16 @@ FINETUNING_CASES = [
      '--hparams: num_train_epochs "one": expected a number > 0'),
     ({"warmup_proportion": 2}, "--hparams: warmup_proportion 2: expected a number in "
      "[0, 1]"),
+    ({"mask_prob": 0.2}, "--hparams: 'mask_prob' is a hyperparameter of pre-training "
+     "(run_pretraining.py), not of this command"),
+    # A step far beyond the machine's memory: refused before the first model call.
+    ({"debug": True, "max_seq_length": 16384, "train_batch_size": 32,
+      "model_hparam_overrides": {"max_position_embeddings": 16384}},
+     re.compile(r"a training step needs about [\d,.]+ GiB \(activations [\d,.]+ GiB, of "
+                r"which attention [\d,.]+ GiB; .* but this machine has [\d,.]+ GiB "
+                r"available; lower train_batch_size or max_seq_length, or set "
+                r"\"gradient_accumulation_steps\" \(the same update in smaller pieces\) or "
+                r"\"recompute\": true")),
     ({"task_names": "glue/sst2"},
      '--hparams: task_names "glue/sst2": expected a list of strings'),
     ({"debug": True, "max_seq_length": 1024}, "max_seq_length 1024 exceeds "
@@ -150,8 +164,11 @@ def test_run_finetuning_prints_one_line(reviews, capsys, overrides, message):
   code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
                               str(data), "--hparams",
                               json.dumps({"max_seq_length": 16, **overrides})])
-  assert (code, capsys.readouterr().err) == (2, "error: " + message.format(data=data) +
-                                             "\n")
+  err = capsys.readouterr().err
+  if isinstance(message, re.Pattern):
+    assert code == 2 and re.fullmatch("error: " + message.pattern + "\n", err), err
+  else:
+    assert (code, err) == (2, "error: " + message.format(data=data) + "\n")
   shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
 
 

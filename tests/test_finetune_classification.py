@@ -313,7 +313,8 @@ def test_custom_tsv_regression_task_by_column_index(tmp_path):
 @pytest.mark.parametrize("spec,expected", [
     ({"lables": ["a", "b"]}, "unknown task description key 'lables'; did you mean 'labels'"),
     ({"regression": True}, 'give either "labels"'),
-    ({"labels": ["a", "b"], "metric": "acc"}, "unknown metric 'acc'"),
+    ({"labels": ["a", "b"], "metric": "acc"}, r"unknown metric 'acc'; did you mean "
+     r"'mcc'\? \(expected one of accuracy, f1, mcc, pearson, spearman\)$"),
     ({"labels": "ab"}, '"labels" must be a list of at least two distinct labels'),
     ({"labels": ["a", "b"], "metrics": "f1"}, '"metrics" must be a non-empty list'),
     ({"labels": ["a", "b"], "format": "xlsx"}, '"format" must be "tsv" or "csv"'),

@@ -177,6 +177,31 @@ def test_custom_task_through_the_script(tmp_path):
   assert "SST-2" in bad.stderr  # names the expected layout
 
 
+def test_a_bad_dev_file_fails_before_training(tmp_path, capsys):
+  import run_finetuning  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  folder = data / "finetuning_data" / "SST-2"
+  for split in ("train", "dev"):
+    head_of(shared_path("glue", "SST-2", f"{split}.tsv"), folder / f"{split}.tsv", 17)
+  write_tiny_pretrained_model(data)
+  dev = folder / "dev.tsv"
+  rows = dev.read_text().splitlines(keepends=True)
+  for line, problem in (
+      (rows[3].rstrip("\n") + "\textra\n",
+       "expected 2 tab-separated columns (glue/sst2 dev layout), found 3"),
+      (rows[3].rsplit("\t", 1)[0] + "\tpositive\n",
+       "unknown label 'positive' for glue/sst2; expected one of 0, 1")):
+    dev.write_text("".join(rows[:3] + [line] + rows[4:]))
+    assert run_finetuning.main(
+        ["--task", "glue/sst2", "--model-name", "tiny", "--data-dir", str(data),
+         "--hparams", '{"max_seq_length": 16, "train_batch_size": 4}']) == 2
+    out = capsys.readouterr()
+    assert out.err.splitlines()[-1] == f"error: {dev}:4: {problem}"
+    assert "step" not in out.err + out.out  # no training step ran
+    assert not os.path.exists(
+        data / "models" / "tiny" / "finetuning_models" / "glue_sst2_model_1")
+
+
 def test_pair_encoding_truncates_like_the_original():
   tokenizer = Tokenizer(load_vocab(shared_path("vocab", "bert_uncased_vocab.txt")))
   vocab = tokenizer.vocab.ids
@@ -235,8 +260,8 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
   assert code == 0, out.err
   saved = open(os.path.join(trial_dir, "finetuning_config.json")).read()
   refusal = (f"error: {trial_dir} holds a run with a different config ({{}}); use another "
-             "model_dir, or set \"overwrite_model_dir\": true to delete that run and "
-             "start over\n")
+             "model_dir, or set \"overwrite_model_dir\": true to delete that run, "
+             "checkpoints included, and start over\n")
   assert run(init=other)[1].err == refusal.format(
       f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
   assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")

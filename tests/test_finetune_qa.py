@@ -481,3 +481,26 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
   assert json.load(open(os.path.join(test_dir, "squad_v2.0_test_preds.json"))) == {
       qid: "" if null_odds[qid] > config.qa_na_threshold else text
       for qid, text in dev_answers.items()}
+
+
+def test_squad_answers_all_off_their_offsets_are_named_as_the_cause(tmp_path, capsys):
+  import run_finetuning  # pylint: disable=g-import-not-at-top
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  train = squad_subset(articles[:1], 2, 3)
+  for paragraph in (p for a in train["data"] for p in a["paragraphs"]):
+    for question in paragraph["qas"]:
+      for answer in question["answers"]:
+        answer["answer_start"] += 3  # every offset off by three characters
+  data = tmp_path / "data"
+  write(data / "finetuning_data" / "squadv1" / "train.json", train)
+  write(data / "finetuning_data" / "squadv1" / "dev.json", squad_subset(articles[1:2], 1, 2))
+  write_tiny_pretrained_model(data)
+  first = train["data"][0]["paragraphs"][0]["qas"][0]
+  assert run_finetuning.main(["--task", "squad/v1.1", "--model-name", "tiny", "--data-dir",
+                              str(data), "--hparams", '{"max_seq_length": 128}']) == 2
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      "error: squad/v1.1 train: none of its 6 answerable questions has a gold answer whose "
+      f"text is in the context at its answer_start (first: question {first['id']}, answer "
+      f"{first['answers'][0]['text']!r}); answer_start must be the answer's first "
+      "character in the context, counted from 0")

@@ -135,6 +135,17 @@ def test_command_line(tmp_path, capsys, dev_v1):
   assert err == (f"error: {tmp_path / 'none.json'}: none of its 0 question ids is a "
                  f"question of {v1_file}; are these predictions for another data set?\n")
 
+  # A question without "answers": its place, not a KeyError.
+  lacking = json.loads(json.dumps(data))
+  qa = lacking["data"][0]["paragraphs"][1]["qas"][2]
+  del qa["answers"]
+  (tmp_path / "lacking.json").write_text(json.dumps(lacking))
+  code, out, err = _run_cli(capsys, tmp_path / "lacking.json", pred_file)
+  assert code == 2 and out == ""
+  assert err == (f"error: {tmp_path / 'lacking.json'}: article 0 paragraph 1 question "
+                 f"{qa['id']}: expected \"answers\", a list of {{\"text\", "
+                 "\"answer_start\"} objects (empty for no answer)\n")
+
   (tmp_path / "broken.json").write_text('{"a": "b",\n "c" 1}')
   code, out, err = _run_cli(capsys, data_file, tmp_path / "broken.json")
   assert code == 2 and out == ""

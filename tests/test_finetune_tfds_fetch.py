@@ -5,6 +5,7 @@ No network is used: TFDS's own mock (tfds.testing.mock_data) stands in for the d
 and the prepared records, and a refused connection stands in for being offline.
 """
 
+import json
 import os
 import re
 import shutil
@@ -68,6 +69,27 @@ def test_offline_fetch_says_what_it_tried_and_where_the_files_go(tmp_path, monke
   assert re.search(rf"fetching glue/sst2 with TensorFlow Datasets into {data}/tfds/glue/"
                    r"sst2/[\d.]+ failed: cannot reach [^;]*dl\.fbaipublicfiles\.com[^;]* "
                    r"\(offline\?\)$", err.strip()), err
+
+
+def test_offline_fetch_through_the_script_prints_only_its_error_line(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  shutil.copyfile(shared_path("vocab", "bert_uncased_vocab.txt"), data / "vocab.txt")
+  # Offline: every connection refused, in the script's own process.
+  code = ("import socket, sys\n"
+          "def offline(*args, **kwargs):\n"
+          "  raise socket.gaierror(socket.EAI_NONAME, 'Name or service not known')\n"
+          "socket.create_connection = offline\n"
+          "import run_finetuning\n"
+          "sys.exit(run_finetuning.main(sys.argv[1:]))\n")
+  run = subprocess.run(
+      [sys.executable, "-c", code, "--task", "glue/sst2", "--data-dir", str(data),
+       "--hparams", json.dumps({"debug": True, "tfds_data_dir": str(data / "tfds")})],
+      cwd=ROOT, capture_output=True, text=True,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  # No absl WARNING lines (TFDS's "no dataset_info.json") before the one clear line.
+  assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+  assert run.stderr.startswith("error: ") and "(offline?)" in run.stderr
 
 
 def test_no_pretrained_model_says_how_to_get_one(tmp_path):

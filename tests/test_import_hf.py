@@ -4,6 +4,7 @@ init, tiny sizes) load through the mapping table and give transformers' outputs 
 the weights; bad directories are refused in one line naming the file and weight."""
 
 import json
+import shutil
 
 import numpy as np
 import safetensors.numpy
@@ -180,6 +181,15 @@ def test_bad_directories_one_line(tmp_path, capsys):
       "electra.embeddings.position_embeddings.weight, "
       "electra.embeddings.token_type_embeddings.weight, "
       "electra.embeddings.word_embeddings.weight")
+
+  # A downloaded directory that lost its config.json: said so, not "no *.index file".
+  lost = tmp_path / "lost_config"
+  shutil.copytree(pair / "discriminator", lost)
+  (lost / "config.json").unlink()
+  assert error_of(capsys, lost, tmp_path) == (
+      f"error: {lost}: {lost}/model.safetensors is Hugging Face weights without their "
+      "config.json: a Hugging Face directory needs the config.json downloaded with "
+      f"them, in {lost}")
 
   config_file = pair / "generator" / "config.json"
   weights_file.write_bytes(safetensors.numpy.save(weights))

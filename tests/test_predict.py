@@ -111,10 +111,12 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
       "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
   code, err, _ = predict(data, "glue/stsb", SENTENCE, named, output, capsys)
   assert code == 2 and err.strip() == (
-      f"error: {named}:1: header has 2 columns, expected 9 (glue/stsb test layout)")
+      f"error: {named}:1: the header (first, second) names no column glue/stsb reads; "
+      "expected a header row naming 'sentence1' and 'sentence2' (its text columns; other "
+      "columns are ignored)")
 
 
-def test_script_streams_predictions_to_stdout(tmp_path):
+def test_script_streams_predictions_to_stdout(tmp_path, capsys):
   data = tmp_path / "data"
   head_of(shared_path("glue", "SST-2", "train.tsv"),
           data / "finetuning_data" / "SST-2" / "train.tsv", 33)
@@ -135,6 +137,18 @@ def test_script_streams_predictions_to_stdout(tmp_path):
     assert line["label"] in ("0", "1") and set(line["probabilities"]) == {"0", "1"}
     assert sum(line["probabilities"].values()) == pytest.approx(1.0, abs=1e-6)
   assert "predict sentences.tsv 2 " in run.stderr  # the progress line
+
+  # A header naming other columns: refused, not predicted on the column where GLUE's
+  # test.tsv has its sentence (here the ids).
+  inputs.write_text("text\tid\na gripping , funny film\t0\ndull and long\t1\n")
+  capsys.readouterr()  # the training's progress lines
+  code, err, _ = predict(data, "glue/sst2", SENTENCE, inputs, tmp_path / "out.jsonl",
+                         capsys)
+  assert code == 2 and err == (
+      f"error: {inputs}:1: the header (text, id) names no column glue/sst2 reads; "
+      "expected a header row naming 'sentence' (its text columns; other columns are "
+      "ignored)\n")
+  assert not (tmp_path / "out.jsonl").exists()
 
 
 QA = {"max_seq_length": 128, "doc_stride": 64, "train_batch_size": 16,

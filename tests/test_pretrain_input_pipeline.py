@@ -4,6 +4,7 @@ Also holds the helpers other pre-training tests use to write small real data set
 """
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -169,7 +170,16 @@ def test_truncated_file_is_located(tiny_data):
   path.write_bytes(path.read_bytes()[:-30])  # the first record stays readable
   files = input_pipeline.input_files(small_config(str(root)))
   assert input_pipeline.check_files(files, 16) is None
-  assert input_pipeline.locate_corrupt_file(files).startswith(f"{path}: corrupt")
+  located = input_pipeline.locate_corrupt_file(files)
+  # Plain words, none of TensorFlow's op names or graph context.
+  assert re.fullmatch(rf"{re.escape(str(path))}: corrupt TFRecord file \(the record at "
+                      r"byte \d+ is cut short\); rebuild it", located), located
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0xFF  # a flipped byte inside a record: its checksum fails
+  path.write_bytes(bytes(data))
+  located = input_pipeline.locate_corrupt_file(files)
+  assert re.fullmatch(rf"{re.escape(str(path))}: corrupt TFRecord file \(the record at "
+                      r"byte \d+ is damaged\); rebuild it", located), located
 
 
 def test_sequence_length_mismatch_is_named(tiny_data):

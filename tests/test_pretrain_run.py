@@ -8,6 +8,8 @@ line naming what is wrong. Model sizes are cut down where a check does not need 
 import dataclasses
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +27,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
-from training.curves import CURVES_NAME, EVAL_LOG_NAME, LOG_NAME, read_log
+from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
 
@@ -129,7 +131,7 @@ def test_debug_model_learns_then_eval_and_export(data):
   assert 0.0 <= as_json["disc_auc_fixed"] <= 1.0
   assert -1.0 <= as_json["disc_state_cosine"] <= 1.0
   # The curve of evaluated checkpoints, and TensorBoard's eval scalars.
-  assert read_log(os.path.join(config.model_dir, EVAL_LOG_NAME), "global_step") == {
+  assert read_eval_curve(os.path.join(config.model_dir, EVAL_CURVE_NAME)) == {
       100: {k: v for k, v in results.items() if k != "global_step"}}
   assert os.listdir(os.path.join(config.model_dir, "eval"))
 
@@ -401,7 +403,7 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert capsys.readouterr().err == (
       f"error: {model_dir} holds a run with a different config (learning_rate: 0.0005 ->"
       " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
-      "that run and start over\n")
+      "that run, checkpoints included, and start over\n")
   assert record.read_text() == written
   # Continuing the run (more steps, other logging): accepted, each value kept with the
   # step it held from.
@@ -416,12 +418,49 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert saved["signature"]["learning_rate"] == 5e-4
 
 
+def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
+    data, tmp_path, capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
+                                          num_warmup_steps=1, learning_rate=1e-3)) == 0
+  capsys.readouterr()
+  # The optimizer, schedule, seed and eval sizes differ from the run's: it evaluates.
+  evaluate = dict(do_train=False, do_eval=True, num_eval_steps=2, eval_batch_size=4)
+  assert run_pretraining.main(script_args(data_dir, model_dir, **evaluate, seed=3)) == 0
+  out = capsys.readouterr().out
+  assert "eval results" in out and "global_step = 4" in out
+  kept = sorted(os.listdir(model_dir))
+  # Another objective gives the weights another meaning: refused, told or not to
+  # overwrite, and the run is kept.
+  for overwrite in (False, True):
+    assert run_pretraining.main(script_args(
+        data_dir, model_dir, **evaluate, temperature=2.0, disc_weight=10.0,
+        overwrite_model_dir=overwrite)) == 2
+    assert capsys.readouterr().err == (
+        f"error: {model_dir} holds a run of another model (disc_weight: 50.0 -> 10.0; "
+        "temperature: 1.0 -> 2.0); evaluate it with the run's own values (its "
+        "pretrain_config.json), or use another model_dir\n")
+  assert sorted(os.listdir(model_dir)) == kept
+  # Training with many changes lists four and counts the rest.
+  assert run_pretraining.main(script_args(
+      data_dir, model_dir, num_warmup_steps=2, learning_rate=2e-3, seed=1,
+      temperature=2.0, disc_weight=10.0, gen_weight=2.0)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {model_dir} holds a run with a different config (disc_weight: 50.0 -> "
+      "10.0; gen_weight: 1.0 -> 2.0; learning_rate: 0.001 -> 0.002; num_warmup_steps: 1 "
+      "-> 2; and 2 more); use another model_dir, or set \"overwrite_model_dir\": true to "
+      "delete that run, checkpoints included, and start over\n")
+
+
 def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_path,
                                                                    capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
   model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4)) == 0
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
+                                          log_every_steps=1)) == 0
 
   def truncate(step):
     data_file = model_dir / f"ckpt-{step}.data-00000-of-00001"
@@ -429,11 +468,20 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
     return data_file
   newest = truncate(4)  # as a full disk or a copy cut short leaves it
   capsys.readouterr()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6)) == 0
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6,
+                                          log_every_steps=1)) == 0
   out = capsys.readouterr().out
   assert (f"note: skipping checkpoint ckpt-4, which cannot be read ({newest}: Read less "
           f"bytes than requested)\nresuming from {model_dir}/ckpt-2 at step 2/6") in out
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
+  # Steps 3 and 4 were trained again: the log holds each step once, the redone rows.
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4, 5, 6]
+  # Fewer steps than the run has done: said, nothing trained.
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=5)) == 0
+  assert (f"note: the run in {model_dir} is already at step 6, past num_train_steps 5: "
+          "nothing to train (raise num_train_steps to continue it)\n"
+          f"resuming from {model_dir}/ckpt-6 at step 6/5") in capsys.readouterr().out
   # Nothing reads whole (ckpt-4 was written again): one line naming the newest's file.
   for step in (2, 4, 6):
     newest = truncate(step)
@@ -441,6 +489,102 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
   assert capsys.readouterr().err == (
       f"error: {newest}: Read less bytes than requested; no checkpoint in {model_dir} "
       f"reads whole: delete {model_dir} to start the run over\n")
+
+
+def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, tmp_path,
+                                                                        capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, _ = data
+  model_dir = tmp_path / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=8,
+                                          log_every_steps=1)) == 0
+  capsys.readouterr()
+  (model_dir / "checkpoint").unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=10,
+                                          log_every_steps=1)) == 0
+  assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
+          "found ckpt-2, ckpt-4, ckpt-6, ckpt-8 on disk\n"
+          f"resuming from {model_dir}/ckpt-8 at step 8/10") in capsys.readouterr().out
+  # The state file lists them again: the manager keeps managing the old ones.
+  assert tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths == [
+      str(model_dir / f"ckpt-{step}") for step in (2, 4, 6, 8, 10)]
+  # Also the newest's index gone: the newest whole one.
+  (model_dir / "checkpoint").unlink()
+  (model_dir / "ckpt-10.index").unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=12,
+                                          log_every_steps=1)) == 0
+  out = capsys.readouterr().out
+  assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
+          "found ckpt-2, ckpt-4, ..., ckpt-10 (5) on disk\n"
+          f"note: skipping checkpoint ckpt-10, which cannot be read ({model_dir}/ckpt-10"
+          ".index: ") in out
+  assert f"resuming from {model_dir}/ckpt-8 at step 8/12" in out
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
+  # None whole: refused, naming them, and the run is not started over.
+  (model_dir / "checkpoint").unlink()
+  for index in model_dir.glob("ckpt-*.index"):
+    index.unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=14)) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"error: {model_dir}/ckpt-12.index: ") and err.endswith(
+      f"; no checkpoint in {model_dir} reads whole: delete {model_dir} to start the run "
+      "over\n")
+  with open(model_dir / LOG_NAME, encoding="utf-8") as f:
+    assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
+
+
+def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_path,
+                                                                   capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  data_dir, vocab_size = data
+  model_dir = tmp_path / "run"
+  fix = ("lower train_batch_size or max_seq_length, or set \"gradient_accumulation_steps\" "
+         "(the same update in smaller pieces) or \"recompute\": true\n")
+  assert run_pretraining.main(script_args(data_dir, model_dir,
+                                          train_batch_size=100000)) == 2
+  err = capsys.readouterr().err
+  assert re.fullmatch(
+      r"error: a training step needs about [\d,.]+ GiB \(activations [\d,.]+ GiB, of "
+      r"which attention [\d,.]+ GiB; weights, gradients and optimizer [\d.]+ GiB\) but "
+      r"this machine has [\d,.]+ GiB available; " + re.escape(fix), err), err
+  assert not (model_dir / trainer.RUN_CONFIG).exists()
+  # Long sequences: the attention's [heads, S, S] tensors, refused before the first
+  # model call (which would not return for minutes).
+  long_data = tmp_path / "long"
+  seq = 32768
+  write_records(str(long_data / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"),
+                [[101] + [200] * 50 + [102]] * 2, seq)
+  shutil.copyfile(os.path.join(data_dir, "vocab.txt"), long_data / "vocab.txt")
+  assert run_pretraining.main(script_args(
+      str(long_data), model_dir, max_seq_length=seq, train_batch_size=8,
+      model_hparam_overrides={**TINY_MODEL["model_hparam_overrides"],
+                              "max_position_embeddings": seq})) == 2
+  err = capsys.readouterr().err
+  attention = float(re.search(r"of which attention ([\d,.]+) GiB", err)[1].replace(",", ""))
+  # One head x 32768^2 floats x 3 tensors x 8 sequences (plus the generator's), at least.
+  assert attention >= 3 * seq * seq * 4 * 8 / 2**30 and err.endswith(fix), err
+  # Close to the limit: a warning, and the run goes on.
+  from model.memory import pretraining_step_memory  # pylint: disable=g-import-not-at-top
+  config = config_for(data_dir, "x", vocab_size=vocab_size)
+  memory = pretraining_step_memory(config.model_config(), SEQ, 16,
+                                   config.max_predictions_per_seq)
+  runtime.check_step_memory(tf.distribute.get_strategy(), "float32", memory,
+                            available=memory.total / 0.9)
+  assert capsys.readouterr().err.startswith(
+      "warning: a training step needs about ")
+  runtime.check_step_memory(tf.distribute.get_strategy(), "float32", memory,
+                            available=memory.total * 2)
+  assert capsys.readouterr().err == ""
+
+
+def test_a_long_first_step_is_announced():
+  from training.loop import first_step_note  # pylint: disable=g-import-not-at-top
+  # 100 GFLOP/s of peak: a 3.2e13-FLOP step (max_seq_length 32768) takes > 10 minutes.
+  assert first_step_note(3.2e13, 1e11) == (
+      "note: one training step is 3.2e+13 FLOPs: the first takes at least 10m40s on these "
+      "devices (and compiles first); no line comes before it ends")
+  assert first_step_note(1e9, 1e11) is None and first_step_note(3.2e13, 0) is None
 
 
 def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
@@ -494,6 +638,13 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
   # --init-checkpoint of a new run: the model dir's newest checkpoint.
   capsys.readouterr()
   assert run_pretraining.main(script_args(data_dir, tmp_path / "continued",
-                                          init_checkpoint=str(model_dir))) == 0
+                                          init_checkpoint=str(model_dir),
+                                          init_scheme="mimetic")) == 0
   assert (f"initialized the generator and discriminator from {model_dir}/ckpt-2\n"
+          "note: init_scheme mimetic does not apply: every weight comes from "
+          "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
+  record = json.loads((tmp_path / "continued" / trainer.RUN_CONFIG).read_text())
+  assert record["start"] == {"init_checkpoint": str(model_dir)}
+  assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
+      "init_scheme": "truncated_normal"}

@@ -13,8 +13,8 @@ from typing import List, Optional
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from finetune.errors import DataError
-from finetune.qa.squad_metrics import (check_coverage, evaluate, expect_mapping,
-                                        load_json)
+from finetune.qa.squad_metrics import (check_coverage, check_layout, evaluate,
+                                        expect_mapping, load_json)
 from util import cli
 
 
@@ -37,6 +37,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       if args.na_prob_file:
         na_probs = expect_mapping(load_json(args.na_prob_file, "no-answer scores"),
                                   args.na_prob_file, "no-answer scores", (int, float))
+      check_layout(data["data"], args.data_file)
       missing = check_coverage(data["data"], predictions, args.pred_file, args.data_file)
       result = evaluate(data["data"], predictions, na_probs)
     except (KeyError, TypeError) as e:

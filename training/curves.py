@@ -1,65 +1,169 @@
-"""The training log (JSON lines) and the PNG panels drawn from it."""
+"""The training log (JSON lines) and the PNG panels drawn from it.
+
+One logged batch is noisy (the quick start's masked-LM accuracy jumps by 0.1 between
+log lines), so a training curve is drawn as faint per-batch points under their centred
+moving average; held-out eval metrics, when <model_dir>/eval_curve.jsonl holds them
+(bench/eval_checkpoints.py writes it), are drawn as markers in the same panel.
+"""
 
 import json
 import math
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from util import files
 
 LOG_NAME = "train_log.jsonl"
 CURVES_NAME = "training_curves.png"
-EVAL_LOG_NAME = "eval_curve.jsonl"  # one row per evaluated checkpoint, by global_step
+# One JSON object per evaluated checkpoint: "global_step" and the eval metrics.
+EVAL_CURVE_NAME = "eval_curve.jsonl"
 
 
-def read_log(path: str, step_key: str = "step") -> Dict[int, Dict[str, float]]:
+def read_log(path: str) -> Dict[int, Dict[str, float]]:
   """step -> scalars; a step logged twice (redone after a resume) keeps the last entry."""
-  entries = {}
+  return _read_rows(path, "step")
+
+
+def read_eval_curve(path: str) -> Dict[int, Dict[str, float]]:
+  """global_step -> eval metrics of <model_dir>/eval_curve.jsonl ({} if there is none);
+  a step evaluated twice keeps the last row. Another tool writes it, so a row that is
+  not one (a line cut short) is left out, saying so, rather than failing the curves
+  at the end of training."""
+  return _read_rows(path, "global_step", tolerant=True)
+
+
+def _read_rows(path: str, key: str, tolerant: bool = False
+               ) -> Dict[int, Dict[str, float]]:
+  rows = {}
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
-      for line in f:
-        if line.strip():
-          entry = json.loads(line)
-          entries[entry.pop(step_key)] = entry
-  return dict(sorted(entries.items()))
+      for number, line in enumerate(f, start=1):
+        if not line.strip():
+          continue
+        try:
+          row = json.loads(line)
+          rows[int(row.pop(key))] = row
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+          if not tolerant:
+            raise
+          print(f"note: {path}:{number}: not a row with {key!r} ({type(e).__name__}); "
+                "left out of the curves", flush=True)
+  return dict(sorted(rows.items()))
+
+
+def drop_rows_after(path: str, step: int):
+  """Removes the log's rows of steps after `step` (atomically): a run resumed from an
+  older checkpoint redoes them, and the log keeps one row per step."""
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    lines = f.readlines()
+  kept = [line for line in lines if not line.strip() or json.loads(line)["step"] <= step]
+  if len(kept) != len(lines):
+    with files.atomic_write(path) as f:
+      f.writelines(kept)
+
+
+def moving_average(values: List[float], window: int) -> List[float]:
+  """Each value replaced by the mean of the `window` values centred on it (fewer at the
+  ends): no lag, so a trend shows where it happens."""
+  half = window // 2
+  return [sum(values[max(0, i - half):i + half + 1]) /
+          len(values[max(0, i - half):i + half + 1]) for i in range(len(values))]
+
+
+def smoothing_window(n: int) -> int:
+  """Points averaged per smoothed value: about a tenth of the curve, odd, at least 3."""
+  return max(3, n // 10) | 1
 
 
 def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
-                columns: int = 3) -> Optional[str]:
+                columns: int = 3, smoothed: bool = False,
+                marked: Optional[Dict[str, Dict[str, list]]] = None) -> Optional[str]:
   """One panel per name, one line per series label ("" for a single unlabeled line);
-  `panels` is {name: {label: [(x, y), ...]}}. Written atomically; returns the path."""
-  panels = {name: series for name, series in panels.items()
-            if any(points for points in series.values())}
-  if not panels:
+  `panels` is {name: {label: [(x, y), ...]}}. `smoothed`: each series of 5 points or
+  more is drawn as faint points under their moving average. `marked` ({name: {label:
+  points}}, same form) is drawn as markers only, in the panel of the same name.
+  Written atomically; returns the path (None when there is nothing to draw)."""
+  return save_figure(draw_panels(panels, xlabel, columns, smoothed, marked), png_path)
+
+
+def save_figure(fig, png_path: str) -> Optional[str]:
+  """Writes `fig` (None: nothing) to png_path atomically and closes it; the path."""
+  if fig is None:
     return None
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  cols = min(columns, len(panels))
-  rows = math.ceil(len(panels) / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
-  for ax, (name, series) in zip(axes.flat, sorted(panels.items())):
-    for label, points in series.items():
-      if points:
-        ax.plot(*zip(*points), marker="o" if len(points) < 20 else None,
-                label=label or None)
-    ax.set_title(name)
-    ax.set_xlabel(xlabel)
-    if any(series):
-      ax.legend(fontsize=7)
-  for ax in list(axes.flat)[len(panels):]:
-    ax.axis("off")
-  fig.tight_layout()
   with files.atomic_write(png_path, "wb") as f:
     fig.savefig(f, format="png")
   plt.close(fig)
   return png_path
 
 
-def plot_curves(log_path: str, png_path: str) -> Optional[str]:
-  """One panel per logged scalar against the step; returns the PNG path if written."""
+def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 3,
+                smoothed: bool = False,
+                marked: Optional[Dict[str, Dict[str, list]]] = None):
+  """plot_panels' matplotlib figure (None when there is nothing to draw)."""
+  marked = marked or {}
+  names = {name for source in (panels, marked) for name, series in source.items()
+           if any(points for points in series.values())}
+  if not names:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  cols = min(columns, len(names))
+  rows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
+  for ax, name in zip(axes.flat, sorted(names)):
+    labelled = False
+    for label, points in panels.get(name, {}).items():
+      if not points:
+        continue
+      if smoothed and len(points) >= 5:
+        steps, values = zip(*points)
+        raw = ax.plot(steps, values, linestyle="none", marker=".", markersize=3,
+                      alpha=0.3, label=f"{label} per batch".strip())[0]
+        ax.plot(steps, moving_average(list(values), smoothing_window(len(values))),
+                color=raw.get_color(), label=f"{label} moving average".strip())
+        labelled = True
+      else:
+        ax.plot(*zip(*points), marker="o" if len(points) < 20 else None,
+                label=label or None)
+        labelled = labelled or bool(label)
+    for label, points in marked.get(name, {}).items():
+      if points:
+        ax.plot(*zip(*points), linestyle="none", marker="D", markersize=6,
+                color="black", label=label or None)
+        labelled = labelled or bool(label)
+    ax.set_title(name)
+    ax.set_xlabel(xlabel)
+    if labelled:
+      ax.legend(fontsize=7)
+  for ax in list(axes.flat)[len(names):]:
+    ax.axis("off")
+  fig.tight_layout()
+  return fig
+
+
+def plot_curves(log_path: str, png_path: str,
+                eval_path: Optional[str] = None) -> Optional[str]:
+  """draw_curves' figure written to png_path; returns the path if written."""
+  return save_figure(draw_curves(log_path, eval_path), png_path)
+
+
+def draw_curves(log_path: str, eval_path: Optional[str] = None):
+  """One panel per logged scalar against the step, smoothed, with the eval metrics of
+  `eval_path` (default: eval_curve.jsonl beside the log) as markers, a metric in both
+  in one panel; None when there is nothing to draw."""
   entries = read_log(log_path)
+  evaluated = read_eval_curve(eval_path or os.path.join(os.path.dirname(log_path),
+                                                        EVAL_CURVE_NAME))
   # train_flops is step x a constant: a straight line that says nothing a panel should.
   names = {k for entry in entries.values() for k in entry} - {"train_flops"}
-  return plot_panels({name: {"": [(s, e[name]) for s, e in entries.items() if name in e]}
-                      for name in names}, "step", png_path)
+  eval_names = {k for row in evaluated.values() for k, v in row.items()
+                if isinstance(v, (int, float))}
+  return draw_panels(
+      {name: {"": [(s, e[name]) for s, e in entries.items() if name in e]}
+       for name in names}, "step", smoothed=True,
+      marked={name: {"eval": [(s, r[name]) for s, r in evaluated.items() if name in r]}
+              for name in eval_names})

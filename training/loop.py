@@ -17,6 +17,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -25,10 +26,10 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 import tf_keras
 
-from training.curves import CURVES_NAME, LOG_NAME, plot_curves
+from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import dropout_generators, is_chief, worker_position
-from util import cli, stderr
-from util.progress import Progress
+from util import cli, files, stderr
+from util.progress import Progress, format_duration
 
 CHECKPOINT_NAME = "ckpt"
 
@@ -130,13 +131,14 @@ class TrainLoop:
 
     A newer one that does not (a truncated file: a full disk, a copy cut short) is
     skipped, saying why; when none reads, a CheckpointError names the newest's file.
+    Checkpoints on disk whose state file is gone are found and listed in it again.
     """
-    state = tf.train.get_checkpoint_state(self.settings.model_dir)
-    newest_first = list(reversed(state.all_model_checkpoint_paths)) if state else []
+    note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
+    newest_first = list(reversed(kept_checkpoints(self.settings.model_dir, note,
+                                                  repair=self.chief)))
     if not newest_first:
       return None
     if self._readable[0] != newest_first[0]:  # each new state is checked once
-      note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
       self._readable = (newest_first[0],
                         first_readable(newest_first, self.settings.model_dir, note))
     return self._readable[1]
@@ -278,6 +280,8 @@ class TrainLoop:
     """
     settings = self.settings
     iterator, distributed = self._iterator(dataset_fn(self.input_context()))
+    # First: a lost state file is rebuilt before the manager reads it.
+    self.latest_checkpoint()
     manager = self._manager()
     data_manager = None if distributed else self._data_manager(iterator)
     restored = self.restore()
@@ -293,6 +297,7 @@ class TrainLoop:
               flush=True)
     start = int(self.step.numpy())
     if self.chief:
+      drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
       print(f"{'resuming from ' + restored if restored else 'starting'} at step "
             f"{start}/{settings.num_train_steps}; checkpoints in {settings.model_dir}",
             flush=True)
@@ -307,6 +312,9 @@ class TrainLoop:
                          for s in (signal.SIGINT, signal.SIGTERM)}
     last_saved = restored
     logged = {}
+    note = first_step_note(settings.flops_per_step, settings.peak_flops)
+    if note and self.chief:
+      print(note, flush=True)
     try:
       step = start
       while step < settings.num_train_steps:
@@ -407,6 +415,25 @@ class TrainLoop:
     return values
 
 
+# A first step expected to run longer than this gets a line before it: nothing else is
+# printed until it ends. Its time is reckoned at half the devices' peak FLOP/s, which
+# CPUs rarely reach, so the figure is a floor.
+LONG_FIRST_STEP_SECONDS = 60
+FIRST_STEP_PEAK_FRACTION = 0.5
+
+
+def first_step_note(flops_per_step: float, peak_flops: float) -> Optional[str]:
+  """The line that says a first step will take long, or None."""
+  if not flops_per_step or not peak_flops:
+    return None
+  seconds = flops_per_step / (FIRST_STEP_PEAK_FRACTION * peak_flops)
+  if seconds < LONG_FIRST_STEP_SECONDS:
+    return None
+  return (f"note: one training step is {flops_per_step:.2g} FLOPs: the first takes at "
+          f"least {format_duration(seconds)} on these devices (and compiles first); no "
+          "line comes before it ends")
+
+
 def first_readable(newest_first: List[str], model_dir: str,
                    note: Callable[[str], None]) -> str:
   """The first of these checkpoints that reads whole, saying through `note` why each
@@ -426,10 +453,47 @@ def first_readable(newest_first: List[str], model_dir: str,
 def newest_readable(model_dir: str, note: Callable[[str], None]) -> Optional[str]:
   """The newest checkpoint of a model dir that reads whole (first_readable); None when
   the model dir has none."""
+  paths = kept_checkpoints(model_dir, note)
+  return first_readable(list(reversed(paths)), model_dir, note) if paths else None
+
+
+_CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.(index|data-\d+-of-\d+)$")
+
+
+def kept_checkpoints(model_dir: str, note: Callable[[str], None],
+                     repair: bool = False) -> List[str]:
+  """The model dir's checkpoint prefixes, oldest first, as its state file (`checkpoint`)
+  lists them. When that file is gone (deleted, a copy that missed it) but checkpoints
+  are on disk, they are found by their file names, saying so through `note`, and with
+  `repair` listed in a new state file, so that the run resumes from them (and later
+  saves keep managing them) instead of starting over."""
   state = tf.train.get_checkpoint_state(model_dir)
-  if not state or not state.all_model_checkpoint_paths:
-    return None
-  return first_readable(list(reversed(state.all_model_checkpoint_paths)), model_dir, note)
+  if state and state.all_model_checkpoint_paths:
+    return list(state.all_model_checkpoint_paths)
+  steps = sorted({int(m.group(1)) for m in map(_CHECKPOINT_FILE.match,
+                                                tf.io.gfile.listdir(model_dir)
+                                                if tf.io.gfile.isdir(model_dir) else [])
+                  if m})
+  if not steps:
+    return []
+  found = [os.path.join(model_dir, f"{CHECKPOINT_NAME}-{step}") for step in steps]
+  names = [os.path.basename(p) for p in found]
+  shown = ", ".join(names) if len(names) <= 4 else (
+      f"{names[0]}, {names[1]}, ..., {names[-1]} ({len(names)})")
+  note(f"note: {os.path.join(model_dir, 'checkpoint')}, the list of the run's "
+       f"checkpoints, is missing; found {shown} on disk")
+  whole = [p for p in found if tf.io.gfile.exists(p + ".index")]
+  if repair and whole:
+    # With their times, as CheckpointManager writes them: without, it would treat them
+    # as preserved for good and never delete them past keep_checkpoint_max.
+    times = [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in whole]
+    with files.atomic_write(os.path.join(model_dir, "checkpoint")) as f:
+      f.write(f'model_checkpoint_path: "{os.path.basename(whole[-1])}"\n')
+      f.writelines(f'all_model_checkpoint_paths: "{os.path.basename(p)}"\n'
+                   for p in whole)
+      f.writelines(f"all_model_checkpoint_timestamps: {t!r}\n" for t in times)
+      f.write(f"last_preserved_timestamp: {min(times) - 1!r}\n")
+  return found
 
 
 def unreadable_checkpoint(prefix: str) -> Optional[str]:

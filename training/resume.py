@@ -17,6 +17,9 @@ from util import files, hparams
 # pre-training model dir from a fine-tuned one).
 PRETRAINING_RECORD = "pretrain_config.json"
 FINETUNING_RECORD = "finetuning_config.json"
+# Every message that suggests overwrite_model_dir says what it costs.
+OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
+                    "included, and start over")
 
 
 def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
@@ -29,15 +32,21 @@ def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
       return json.load(f)
   except (OSError, ValueError) as e:
     raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
-                               "set \"overwrite_model_dir\": true to start over") from None
+                               f"{OVERWRITE_ADVICE}") from None
 
 
-def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool):
+def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
+                 evaluating: bool = False):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
   than this one, unless `overwrite`: then deletes that run so this one starts over.
   A field an older record did not sign is compared with its whole config ("config"),
-  when it holds the field."""
+  when it holds the field.
+
+  `evaluating`: this run only reads the trained weights, so `signature` holds just what
+  gives them their meaning (sizes, vocabulary, objective); only those fields are
+  compared, and a difference is refused whatever `overwrite` says (deleting the run
+  would leave nothing to evaluate)."""
   previous = read_record(model_dir, config_name)
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
@@ -47,14 +56,21 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   for name, value in new.items():
     if name not in old:
       old[name] = recorded.get(name, value)
+  if evaluating:
+    old = {name: value for name, value in old.items() if name in new}
   changed = _changes(old, new)
   if not changed:
     return
+  shown = "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more"
+                                    if len(changed) > 4 else "")
+  if evaluating:
+    raise hparams.HParamsError(
+        f"{model_dir} holds a run of another model ({shown}); evaluate it with the "
+        f"run's own values (its {config_name}), or use another model_dir")
   if not overwrite:
     raise hparams.HParamsError(
-        f"{model_dir} holds a run with a different config ({'; '.join(changed[:4])}); "
-        "use another model_dir, or set \"overwrite_model_dir\": true to delete that run "
-        "and start over")
+        f"{model_dir} holds a run with a different config ({shown}); use another "
+        f"model_dir, or {OVERWRITE_ADVICE}")
   print(f"overwrite_model_dir: deleting the previous run in {model_dir}", flush=True)
   shutil.rmtree(model_dir)
 

@@ -6,6 +6,8 @@ Both phases start the same way (`start_run`), so a setting means the same in eac
 import contextlib
 import json
 import os
+import resource
+import sys
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -193,3 +195,79 @@ def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
   if peak is None:
     return 0.0
   return strategy.num_replicas_in_sync * peak[precision != "float32"]
+
+
+def available_memory() -> Optional[float]:
+  """Bytes this process may still take: the least of the machine's available memory,
+  its address-space limit (ulimit -v) less what it maps already, and its cgroup's
+  limit less its use; None when none is known."""
+  limits = []
+  meminfo = _read_fields("/proc/meminfo")
+  if "MemAvailable" in meminfo:
+    limits.append(meminfo["MemAvailable"] * 1024)
+  soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+  mapped = _read_fields("/proc/self/status").get("VmSize")
+  if soft != resource.RLIM_INFINITY and mapped is not None:
+    limits.append(soft - mapped * 1024)
+  try:
+    with open("/sys/fs/cgroup/memory.max", encoding="utf-8") as f:
+      cgroup_max = f.read().strip()
+    with open("/sys/fs/cgroup/memory.current", encoding="utf-8") as f:
+      cgroup_used = int(f.read().strip())
+    if cgroup_max != "max":
+      limits.append(int(cgroup_max) - cgroup_used)
+  except (OSError, ValueError):
+    pass
+  return max(0, min(limits)) if limits else None
+
+
+def _read_fields(path: str) -> Dict[str, int]:
+  """"Name: <number> kB" lines of a /proc file as {name: number}; {} if unreadable."""
+  fields = {}
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        name, _, value = line.partition(":")
+        if value.split() and value.split()[0].isdigit():
+          fields[name] = int(value.split()[0])
+  except OSError:
+    pass
+  return fields
+
+
+def _gib(n: float) -> str:
+  return f"{n / (1 << 30):,.1f} GiB"
+
+
+# What a run too big for the machine's memory can change (both phases' names).
+STEP_MEMORY_FIX = ("lower train_batch_size or max_seq_length, or set "
+                   "\"gradient_accumulation_steps\" (the same update in smaller pieces) or "
+                   "\"recompute\": true")
+
+
+def check_step_memory(strategy: tf.distribute.Strategy, precision: str, memory,
+                      available: Optional[float] = None):
+  """Refuses a training step that the machine's memory cannot hold, and warns of one
+  that takes most of it, saying the figures; `memory` (model/memory.py's StepMemory)
+  is one replica's micro-batch. On CPUs only: a GPU's or TPU's memory is its own."""
+  if tf.config.list_logical_devices("GPU") or isinstance(strategy,
+                                                         tf.distribute.TPUStrategy):
+    return
+  available = available_memory() if available is None else available
+  if available is None:
+    return
+  local = strategy.num_replicas_in_sync // worker_position(strategy)[1]
+  # Mixed precision computes and keeps activations in 16 bits.
+  activations = memory.activations * (1 if precision == "float32" else 0.5) * local
+  attention = memory.attention * (1 if precision == "float32" else 0.5) * local
+  need = activations + memory.weights * local + memory.runtime
+  figures = (f"about {_gib(need)} (activations {_gib(activations)}, of which attention "
+             f"{_gib(attention)}; weights, gradients and optimizer "
+             f"{_gib(memory.weights * local)})")
+  if need > available:
+    raise hparams.HParamsError(f"a training step needs {figures} but this machine has "
+                               f"{_gib(available)} available; {STEP_MEMORY_FIX}")
+  if need > 0.8 * available:
+    print(f"warning: a training step needs {figures} of the {_gib(available)} this "
+          f"machine has available; if it is killed, {STEP_MEMORY_FIX}", file=sys.stderr,
+          flush=True)

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
-_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]$")
+_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]( name: \S*)?\s*$")
 
 
 class Interrupted(Exception):
@@ -27,13 +27,17 @@ def error_message(e: BaseException) -> Optional[str]:
     return f"{both}: {e.strerror or e}"
   tf = sys.modules.get("tensorflow")  # only loaded TensorFlow can raise its errors
   if tf is not None and isinstance(e, tf.errors.OpError):
-    # Its messages name the file ("<path>; <reason>"), wrapped in the op's names and
-    # graph context, which say nothing to a user.
-    message = " ".join((e.message.strip().splitlines() or [""])[0].split())
-    return _OP_CONTEXT.sub("", message) or type(e).__name__
+    return op_error_text(e)
   if isinstance(e, ValueError):
     return str(e)
   return None
+
+
+def op_error_text(e) -> str:
+  """The first line of a TensorFlow OpError's message without the op's names and graph
+  context, which say nothing to a user (its messages name the file and the reason)."""
+  message = " ".join((e.message.strip().splitlines() or [""])[0].split())
+  return _OP_CONTEXT.sub("", message) or type(e).__name__
 
 
 def listed(names, n: int = 5) -> str:

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import typing
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "configs")
@@ -24,10 +24,14 @@ class HParamsError(ValueError):
   """A hyperparameter name or value that cannot be used."""
 
 
-def unknown_name_message(name: str, valid, what: str = "hyperparameter") -> str:
+def unknown_name_message(name: str, valid, what: str = "hyperparameter",
+                         list_valid: bool = False) -> str:
+  """"unknown <what> 'name'", with the closest valid name, and (`list_valid`, for a
+  short list) every valid one."""
   close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
   hint = f"; did you mean {close[0]!r}?" if close else ""
-  return f"unknown {what} {name!r}{hint}"
+  listed = f" (expected one of {', '.join(sorted(valid))})" if list_valid else ""
+  return f"unknown {what} {name!r}{hint}{listed}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,13 +164,22 @@ def check_fields(obj, flag_style: bool = False):
       object.__setattr__(obj, name, converted)
 
 
-def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams"
+def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams",
+                    elsewhere: Optional[Dict[str, Callable[[], type]]] = None
                     ) -> Dict[str, Any]:
-  """`overrides` with each value checked against dataclass `cls`; errors name `source`."""
+  """`overrides` with each value checked against dataclass `cls`; errors name `source`.
+  `elsewhere` ({"pre-training (run_pretraining.py)": a function returning its config
+  class, imported only when needed}): a name that belongs there is said to, rather than
+  matched to a near name of this phase."""
   names = _fields(cls)
   checked = {}
   for name, value in overrides.items():
     if name not in names:
+      home = next((where for where, other in (elsewhere or {}).items()
+                   if name in _fields(other())), None)
+      if home:
+        raise HParamsError(f"{source}: {name!r} is a hyperparameter of {home}, not of "
+                           "this command")
       raise HParamsError(f"{source}: {unknown_name_message(name, names)}")
     try:
       checked[name] = check_value(cls, name, value)

@@ -22,6 +22,7 @@ from finetune.qa import head as qa_head
 from finetune.qa import postprocess as qa_postprocess
 from finetune.qa import serving as qa_serving
 from finetune.qa import squad_metrics
+from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT, TaskRunner
 from util.files import atomic_write
 
@@ -38,10 +39,19 @@ class QARunner(TaskRunner):
       return examples
     # Like the original, training leaves out answerable questions with no answer found.
     kept = [e for e in examples if e.is_impossible or e.answers]
-    if len(kept) < len(examples):
+    dropped = [e for e in examples if not (e.is_impossible or e.answers)]
+    if dropped and not any(e.answers for e in kept):
+      # Else the run ends in "0 training features", far from the cause.
+      raise DataError(
+          f"{self.task.name} {split}: none of its {len(dropped)} answerable questions "
+          "has a gold answer whose text is in the context at its answer_start (first: "
+          f"question {dropped[0].qid}, answer {dropped[0].gold_texts[0]!r}); "
+          "answer_start must be the answer's first character in the context, counted "
+          "from 0")
+    if dropped:
       logging.warning("%s %s: %d questions have no gold answer at its offset and are "
                       "left out of training", self.task.name, split,
-                      len(examples) - len(kept))
+                      len(dropped))
     return kept
 
   def _featurize(self, examples):

@@ -159,6 +159,30 @@ def expect_mapping(value, path: str, what: str, value_type) -> Dict:
   return value
 
 
+def check_layout(dataset: Sequence[Mapping], data_file: str):
+  """A DataError naming the first article, paragraph or question that lacks what
+  scoring reads (a "paragraphs" list, a "qas" list, each question's "id" and its
+  "answers" of {"text", ...})."""
+  def fail(where, problem):
+    raise DataError(f"{data_file}: {where}: {problem}")
+  for a, article in enumerate(dataset):
+    if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+      fail(f"article {a}", "expected an object with a \"paragraphs\" list")
+    for p, paragraph in enumerate(article["paragraphs"]):
+      where = f"article {a} paragraph {p}"
+      if not isinstance(paragraph, dict) or not isinstance(paragraph.get("qas"), list):
+        fail(where, "expected an object with a \"qas\" list")
+      for q, qa in enumerate(paragraph["qas"]):
+        if not isinstance(qa, dict) or "id" not in qa:
+          fail(f"{where} question {q}", "no \"id\"")
+        answers = qa.get("answers")
+        if not isinstance(answers, list) or not all(
+            isinstance(answer, dict) and isinstance(answer.get("text"), str)
+            for answer in answers):
+          fail(f"{where} question {qa['id']}", "expected \"answers\", a list of "
+               "{\"text\", \"answer_start\"} objects (empty for no answer)")
+
+
 def check_coverage(dataset: Sequence[Mapping], predictions: Mapping[str, str],
                    pred_file: str, data_file: str) -> int:
   """How many questions have no prediction; a DataError when none has one."""

@@ -44,6 +44,9 @@ class SplitLayout:
   label: Optional[Column] = None   # None: the split has no labels (test sets)
   header: bool = True
   num_columns: Optional[int] = None  # exact column count; None: as many as used
+  # The header's names of text_a [, text_b] in the task's own files, where they are not
+  # TFDS's feature names (MRPC's "#1 String", MNLI's "sentence1").
+  column_names: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +98,7 @@ _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
 _MNLI_LABELS = ("contradiction", "entailment", "neutral")  # the original's order
 # MNLI and the diagnostic set: index, ids, genre and parses, then sentence1, sentence2.
-_MNLI_LAYOUT = SplitLayout((), text_a=8, text_b=9)
+_MNLI_LAYOUT = SplitLayout((), text_a=8, text_b=9, column_names=("sentence1", "sentence2"))
 # RTE, QNLI and WNLI: index, sentence1, sentence2, label.
 _INDEX_PAIR = SplitLayout((), text_a=1, text_b=2, label=3, num_columns=4)
 _INDEX_PAIR_TEST = SplitLayout((), text_a=1, text_b=2, num_columns=3)
@@ -113,7 +116,8 @@ GLUE_TASKS = (
     _glue_tsv("mrpc", "mrpc", "MRPC", _BINARY, ("accuracy", "f1"),
               # Quality, #1 ID, #2 ID, #1 String, #2 String (test: index first).
               train=SplitLayout((), text_a=3, text_b=4, label=0, num_columns=5),
-              test=SplitLayout((), text_a=3, text_b=4, num_columns=5),
+              test=SplitLayout((), text_a=3, text_b=4, num_columns=5,
+                               column_names=("#1 String", "#2 String")),
               symmetric=True, tfds_features=("sentence1", "sentence2")),
     _glue_tsv("stsb", "sts", "STS-B", None, ("spearman", "pearson"),
               # index, genre, filename, year, old_index, source1, source2, s1, s2, score.
@@ -165,7 +169,7 @@ GLUE_TASKS = (
         name="glue/ax", aliases=("ax",), folders=("ax", "diagnostic", "mnli"),
         labels=_MNLI_LABELS, metrics=(),
         splits={"test": SplitLayout(("test.tsv", "diagnostic.tsv"), text_a=1, text_b=2,
-                                    num_columns=3)},
+                                    num_columns=3, column_names=("sentence1", "sentence2"))},
         eval_splits=(), test_splits=("test",), train_split="",
         tfds_name="glue/ax", tfds_features=("premise", "hypothesis"),
         tfds_splits={"test": "test"}, submission_files={"test": "AX.tsv"}),
@@ -337,13 +341,21 @@ def unlabeled_layout(task: SentenceTask, path: Optional[str] = None
   """(name, layout) of the task's files without labels: its test split's, else its
   training split's with the label column ignored. A file at `path` whose header names
   the task's text columns (TFDS's names: sentence, sentence1 and sentence2,
-  question1 and question2, ...) is read by those names, whatever its other columns."""
+  question1 and question2, ...; or those of its own test file) is read by those names,
+  whatever its other columns; a header naming none of them is refused, saying what
+  was expected (read by position, it would predict on the wrong column)."""
   split = task.test_splits[0] if task.test_splits else task.train_split
   layout = dataclasses.replace(_layout(task, split), label=None)
-  names = task.tfds_features
-  if path is not None and names and layout.header:
-    header = next((fields for _, fields in _rows(path, task.file_format)), [])
-    if set(names) <= set(header):
+  known = [names for names in (task.tfds_features, layout.column_names) if names]
+  if path is not None and known and layout.header:
+    line, header = next(iter(_rows(path, task.file_format)), (0, None))
+    names = next((names for names in known if set(names) <= set(header or ())), None)
+    if names is None and header is not None:  # (an empty file has no inputs: said later)
+      expected = " or ".join(" and ".join(repr(n) for n in names) for names in known)
+      raise at(path, line, f"the header ({', '.join(header)}) names no column "
+                           f"{task.name} reads; expected a header row naming {expected} "
+                           "(its text columns; other columns are ignored)")
+    if names is not None:
       layout = SplitLayout(layout.file_names, text_a=names[0],
                            text_b=names[1] if len(names) > 1 else None)
       split = f"{split} (columns by header name)"
@@ -477,7 +489,8 @@ def load_custom_task(json_path: str) -> SentenceTask:
     raise problem('"metrics" must be a non-empty list of metric names')
   for name in task_metrics:
     if name not in sentence_metrics.SENTENCE_METRICS:
-      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric"))
+      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric",
+                                         list_valid=True))
   splits = {}
   for split in ("train", "dev", "test"):
     if split in spec:
