@@ -1,9 +1,10 @@
 """The small-budget CPU recipe (configs/pretraining/tiny.json) learns on real text.
 
-A short run of the recipe as shipped (only the step count and eval size cut) on records
-of the shared English corpus: the discriminator must beat its base rate on held-back
-masks, its eval disc_loss below the binary entropy of the replaced-token rate (what
-answering "original" everywhere with the right prior scores) and disc_auc above 0.6.
+A short run of the recipe as shipped (only the step count, its warmup and the eval size
+cut) on records of the shared English corpus: the discriminator must beat its base rate
+on held-back masks, its eval disc_loss below the binary entropy of the replaced-token
+rate (what answering "original" everywhere with the right prior scores) and disc_auc
+above 0.6.
 This early in training the discriminator mostly spots replacements by the token alone
 (a young generator samples rare tokens; bench/RESULTS.md, "A pre-training recipe for
 the CPU"): the test checks that the recipe trains, by step count, not how far it gets.
@@ -33,10 +34,12 @@ def data(tmp_path_factory):
 def test_recipe_discriminator_beats_its_base_rate(data):
   data_dir, vocab_size = data
   config = load_config("electra_tiny", data_dir, {
-      "num_train_steps": STEPS, "save_checkpoints_steps": STEPS, "log_every_steps": 20,
+      "num_train_steps": STEPS, "num_warmup_steps": 10, "save_checkpoints_steps": STEPS,
+      "log_every_steps": 20,
       "do_eval": True, "num_eval_steps": 4, "eval_batch_size": 32})
   assert (config.model_size, config.learning_rate, config.train_batch_size,
-          config.init_scheme) == ("tiny", 1e-3, 32, "mimetic")  # the preset itself
+          config.init_scheme, config.disc_lr_multiplier) == (
+              "tiny", 1e-3, 32, "mimetic", 0.1)  # the preset itself
   results = trainer.run(config)
   assert results["global_step"] == STEPS
   rate = results["disc_replaced_rate"]
