@@ -15,7 +15,9 @@ import learnability_probe  # pylint: disable=g-import-not-at-top,wrong-import-po
 # Measured at this size (100 words, 32 tokens; bench/RESULTS.md): eval masked-LM accuracy
 # 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a 150-step run from the mimetic
 # start, 0.94 at the end of a 100-step run; a model that does not use its neighbours stays
-# near 0.15.
+# near 0.15. Those figures are from the recipe's single learning rate, which the arm keeps:
+# with the discriminator (and so the shared embeddings) at a tenth of it, the tiny
+# preset's default since, the generator reaches 0.87 at step 100.
 PROBE_STEPS = 100
 
 
@@ -42,7 +44,8 @@ def test_corpus_is_a_successor_map(tmp_path):
 def test_mimetic_start_learns_the_successor_map(tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.join(ROOT, "bench", "learnability_probe.py"),
-       "--work-dir", str(tmp_path), "--arm", 'mimetic={"init_scheme": "mimetic"}',
+       "--work-dir", str(tmp_path), "--arm",
+       'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
        "--steps", str(PROBE_STEPS), "--eval-every", str(PROBE_STEPS), "--eval-batches", "2",
        "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],
       cwd=ROOT, capture_output=True, text=True, check=False)

@@ -470,10 +470,11 @@ def kept_checkpoints(model_dir: str, note: Callable[[str], None],
   state = tf.train.get_checkpoint_state(model_dir)
   if state and state.all_model_checkpoint_paths:
     return list(state.all_model_checkpoint_paths)
-  steps = sorted({int(m.group(1)) for m in map(_CHECKPOINT_FILE.match,
-                                                tf.io.gfile.listdir(model_dir)
-                                                if tf.io.gfile.isdir(model_dir) else [])
-                  if m})
+  listed = tf.io.gfile.listdir(model_dir) if tf.io.gfile.isdir(model_dir) else []
+  # Files only: a directory under a checkpoint file's name is in the way of a save, not
+  # a checkpoint (the save then fails, naming it).
+  steps = sorted({int(m.group(1)) for m in map(_CHECKPOINT_FILE.match, listed)
+                  if m and not tf.io.gfile.isdir(os.path.join(model_dir, m.group(0)))})
   if not steps:
     return []
   found = [os.path.join(model_dir, f"{CHECKPOINT_NAME}-{step}") for step in steps]
