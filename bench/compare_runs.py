@@ -17,8 +17,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from training.curves import EVAL_CURVE_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
-from training.curves import LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
+from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 # --eval: the held-out metrics of every kept checkpoint (bench/eval_checkpoints.py).
@@ -59,7 +58,7 @@ def main():
       config = json.load(f)["config"]
     tokens = config["train_batch_size"] * config["max_seq_length"]
     if args.eval:
-      with open(os.path.join(model_dir, EVAL_CURVE), encoding="utf-8") as f:
+      with open(os.path.join(model_dir, EVAL_CURVE_NAME), encoding="utf-8") as f:
         rows = [(r["global_step"], r) for r in map(json.loads, f)]
     else:
       rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)

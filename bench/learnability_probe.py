@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from eval_checkpoints import evaluate_checkpoints  # pylint: disable=wrong-import-position
-from training.curves import EVAL_CURVE_NAME as EVAL_CURVE  # pylint: disable=wrong-import-position
+from training.curves import EVAL_CURVE_NAME  # pylint: disable=wrong-import-position
 from util.files import atomic_write  # pylint: disable=wrong-import-position
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -243,7 +243,7 @@ def main():
     if name == PEER:
       from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
       config = load_config("probe", data_dir, hparams).with_vocab_file_size()
-      log = os.path.join(data_dir, "models", f"probe_{name}", EVAL_CURVE)
+      log = os.path.join(data_dir, "models", f"probe_{name}", EVAL_CURVE_NAME)
       if os.path.exists(log):
         with open(log, encoding="utf-8") as f:
           rows = [json.loads(line) for line in f]

@@ -29,7 +29,8 @@ from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.objective import PretrainingModel
 from training import resume, runtime
-from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves, read_eval_curve
+from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
+                             read_eval_curve)
 from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util import files
