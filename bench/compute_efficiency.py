@@ -176,7 +176,8 @@ def make_plan(args) -> dict:
   arms, encoders = {}, {}
   for arm in ARMS:
     name = f"{arm}_{args.model_size}"
-    hparams = {**base, **({"electra_objective": False} if arm == "mlm" else {})}
+    hparams = {**base, **({"electra_objective": False, **args.mlm_hparams}
+                          if arm == "mlm" else {})}
     config = pretrain_config.load_config(name, args.work_dir, hparams)
     per_step = config.flops().train_flops_per_step
     if budget is None:
@@ -446,6 +447,11 @@ def parse_args(argv=None):
   parser.add_argument("--squad-train-articles", type=int, default=38)
   parser.add_argument("--pretrain-hparams", type=json_object, default={},
                       help="JSON merged into both pre-training arms' hparams")
+  # The masked LM has no discriminator, so disc_lr_multiplier does not reach it: its
+  # own rate (e.g. {"learning_rate": 1e-4}) is how it gets the same lever.
+  parser.add_argument("--mlm-hparams", type=json_object, default={},
+                      help="JSON merged into the masked-LM arm's hparams, after "
+                      "--pretrain-hparams")
   parser.add_argument("--finetune-hparams", type=json_object, default={},
                       help="JSON merged into every fine-tuning run's hparams")
   parser.add_argument("--jobs", type=int, default=2, help="subprocesses at once")
@@ -484,7 +490,7 @@ def main(argv=None) -> int:
   # What the results depend on; a work dir serves one setting.
   settings = {k: getattr(args, k) for k in (
       "model_size", "vocab_size", "budget_steps", "trials", "caps", "squad_train_articles",
-      "pretrain_hparams", "finetune_hparams")}
+      "pretrain_hparams", "mlm_hparams", "finetune_hparams")}
   saved = read_json(plan_file)
   if args.table:
     if not saved:

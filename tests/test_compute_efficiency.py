@@ -41,6 +41,7 @@ def run_study(mirror, work, *extra):
       "--vocab-size", "2000", "--budget-steps", "8", "--max-train-examples", "64",
       "--trials", "1", "--tasks", "glue/rte",
       "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
+      "--mlm-hparams", '{"learning_rate": 3e-4}',
       "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}', *extra]
   return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
@@ -75,6 +76,13 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   assert all(math.isfinite(n) for n in numbers(results))
   assert all(results["encoders"][e]["glue_avg"] is not None for e in ENCODERS)
   assert results["encoders"]["electra@1/4"]["step"] == 2
+  # --mlm-hparams reach the masked-LM arm's run only.
+  arms = json.loads((work / "plan.json").read_text())["plan"]["arms"]
+  assert arms["mlm"]["hparams"]["learning_rate"] == 3e-4
+  assert "learning_rate" not in arms["electra"]["hparams"]
+  records = {arm: json.loads((work / "models" / f"{arm}_debug" / "pretrain_config.json"
+                              ).read_text())["config"] for arm in ("electra", "mlm")}
+  assert records["mlm"]["learning_rate"] == 3e-4 != records["electra"]["learning_rate"]
   # Scores only: no fine-tuned model is exported for serving (export_serving false).
   assert not list(work.glob("models/**/saved_model"))
 
