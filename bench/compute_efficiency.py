@@ -12,7 +12,7 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
 2. pre-training (run_pretraining.py), the recipe's preset (configs/pretraining/<size>)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
-   (PretrainingConfig.flops()). Checkpoints of each run at 1/4, 1/2 and all of its FLOPs
+   (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/4, 1/2 and all of its FLOPs
    are exported for fine-tuning (the schedule is the full run's, as in the paper).
 3. fine-tuning (run_finetuning.py) of those six encoders and a random one with one
    recipe (configs/finetuning/<size> + SCHEDULES); GLUE tasks take the median of
@@ -169,6 +169,7 @@ def make_plan(args) -> dict:
   """Each arm's steps, FLOPs and checkpoints, and the encoders to fine-tune."""
   from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
+  from pretrain.objectives import objective_for  # pylint: disable=g-import-not-at-top
   # A learned vocabulary may fall short of --vocab-size.
   vocab_size = len(load_vocab(os.path.join(args.work_dir, "vocab.txt")))
   base = {**args.pretrain_hparams, "model_size": args.model_size, "vocab_size": vocab_size}
@@ -179,7 +180,7 @@ def make_plan(args) -> dict:
     hparams = {**base, **({"electra_objective": False, **args.mlm_hparams}
                           if arm == "mlm" else {})}
     config = pretrain_config.load_config(name, args.work_dir, hparams)
-    per_step = config.flops().train_flops_per_step
+    per_step = objective_for(config).flops().train_flops_per_step
     if budget is None:
       budget = (args.budget_steps or config.num_train_steps) * per_step
     steps = max(4, round(budget / per_step))

@@ -4,14 +4,17 @@ By default the generator is a smaller encoder that reads the discriminator's emb
 layer (one copy of word, position and token-type embeddings and their LayerNorm) and
 keeps its own embeddings_project. `untied_generator_embeddings` gives the generator its
 own embeddings at its hidden size; `untied_generator: false` makes generator and
-discriminator one encoder (the original's "tie all weights").
+discriminator one encoder (the original's "tie all weights"). Electric's generator is
+not the pair's: TwoTowerGenerator, a cloze model of two one-directional encoders.
 """
+
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras
 
 from model.config import ModelConfig
-from model.encoder import ElectraEncoder
+from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.heads import DiscriminatorHead, GeneratorHead
 
 
@@ -70,3 +73,30 @@ class ElectraPair(tf_keras.Model):
     """Creates every variable by running a tiny batch once."""
     self(self.dummy_inputs(), training=False)
     return self
+
+
+class TwoTowerGenerator(tf_keras.Model):
+  """Electric's cloze generator: logits at every position from its two neighbourhoods.
+
+  Position t reads the left-to-right tower's output at t - 1 and the right-to-left
+  tower's at t + 1, so it never sees its own token. Like the original, the shift is a
+  roll: position 0 reads the ltr output at the last position and the last position the
+  rtl output at 0 (both [CLS]/[SEP]/padding, never candidates).
+  """
+
+  def __init__(self, config: ModelConfig, embeddings: Optional[ElectraEmbeddings],
+               **kwargs):
+    kwargs.setdefault("name", "two_tower_generator")
+    super().__init__(**kwargs)
+    # Without shared embeddings each tower has its own, as the original's scopes.
+    self.ltr = ElectraEncoder(config, embeddings=embeddings, attention_direction="ltr",
+                              name="generator_ltr")
+    self.rtl = ElectraEncoder(config, embeddings=embeddings, attention_direction="rtl",
+                              name="generator_rtl")
+    self.cloze_head = GeneratorHead(config, name="cloze_predictions")
+
+  def call(self, inputs, training=None):
+    ltr = self.ltr(inputs, training=training)
+    rtl = self.rtl(inputs, training=training)
+    hidden = tf.concat([tf.roll(ltr, 1, axis=1), tf.roll(rtl, -1, axis=1)], -1)
+    return self.cloze_head(hidden, self.ltr.embedding_table)

@@ -32,14 +32,19 @@ SOFTMAX = 5  # subtract the max, exp, sum, divide
 # max_predictions_per_seq, not ELECTRA's int((mask_prob + 0.005) * S) = 19 of 128.
 ORIGINAL_OUTPUT_FRAC = 20 / 128
 
-OBJECTIVES = ("electra", "mlm", "electric")
-
-
 @dataclasses.dataclass(frozen=True)
 class PretrainingFlops:
+  """A pre-training run's count (each objective's forward is its own: pretrain/
+  objectives/); a training step is forward + backward, counted as 2 x forward."""
   train_flops_per_step: float
   train_flops_total: float
   infer_flops_per_sequence: float  # the discriminator's forward over one sequence
+
+  @classmethod
+  def of(cls, forward_per_sequence: float, batch_size: int, num_train_steps: float,
+         infer_flops_per_sequence: float) -> "PretrainingFlops":
+    per_step = 2 * batch_size * forward_per_sequence
+    return cls(per_step, per_step * num_train_steps, infer_flops_per_sequence)
 
 
 def layer_flops(config: ModelConfig, seq_length: int) -> float:
@@ -105,53 +110,6 @@ def finetuning_flops_per_step(config: ModelConfig, seq_length: int,
   in for the task heads (a few units on [CLS] or on each word; noise beside the
   encoder)."""
   return 2 * batch_size * inference_flops(config, seq_length)
-
-
-def forward_flops(config: ModelConfig, seq_length: int, output_frac: float,
-                  objective: str = "electra", uniform_generator: bool = False) -> float:
-  """Forward FLOPs of the pre-training objective on one sequence.
-
-  `config` is the discriminator's; config.generator_config() gives the generator (the
-  full-size encoder itself when untied_generator is false, as the original runs it).
-  - "electra": discriminator with its head + generator with its MLM head; the shared
-    embedding lookup is counted in each network, as each performs it. A uniform
-    generator costs nothing (its logits are constant).
-  - "mlm" (BERT-style): one full-size encoder with the MLM head, whatever the generator
-    settings.
-  - "electric": discriminator with its head + the two-tower cloze generator: two
-    generator-size encoders (left-to-right and right-to-left, each counted as a full
-    encoder since attention is counted dense) whose outputs are concatenated (width
-    2 H_g) into the MLM head at every position (output_frac 1). The energy correction
-    log q(x_t) reuses that head's softmax and is not counted again.
-  """
-  if objective not in OBJECTIVES:
-    raise ValueError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
-  if not 0 <= output_frac <= 1:
-    raise ValueError(f"output_frac {output_frac}: expected a fraction in [0, 1]")
-  s = seq_length
-  if objective == "mlm":
-    return encoder_flops(config, s) + mlm_head_flops(config, s, output_frac)
-  total = inference_flops(config, s)
-  generator = config.generator_config()
-  if objective == "electric":
-    total += 2 * encoder_flops(generator, s) + mlm_head_flops(
-        generator, s, 1.0, input_width=2 * generator.hidden_size)
-  elif not uniform_generator:
-    total += encoder_flops(generator, s) + mlm_head_flops(generator, s, output_frac)
-  return total
-
-
-def pretraining_flops(config: ModelConfig, seq_length: int, batch_size: int,
-                      num_train_steps: float, output_frac: float,
-                      objective: str = "electra", uniform_generator: bool = False
-                      ) -> PretrainingFlops:
-  """Training FLOPs per step and per run (forward + backward, counted as 2 x forward)
-  and inference FLOPs per sequence; see forward_flops for the objectives."""
-  per_step = 2 * batch_size * forward_flops(config, seq_length, output_frac, objective,
-                                            uniform_generator)
-  return PretrainingFlops(train_flops_per_step=per_step,
-                          train_flops_total=per_step * num_train_steps,
-                          infer_flops_per_sequence=inference_flops(config, seq_length))
 
 
 def encoder_parameters(config: ModelConfig, own_embeddings: bool = True) -> int:

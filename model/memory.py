@@ -69,23 +69,10 @@ def encoder_step_memory(config: ModelConfig, seq_length: int, batch_size: int,
                                                                      own_embeddings))
 
 
-def pretraining_step_memory(config: ModelConfig, seq_length: int, batch_size: int,
-                            predictions_per_seq: int, objective: str = "electra",
-                            recompute: bool = False) -> StepMemory:
-  """The discriminator and generator of the objective (model/flops.py's names: electra,
-  electric, mlm) on batch_size sequences."""
-  head = lambda width, positions: StepMemory(
+def mlm_head_step_memory(config: ModelConfig, input_width: int, positions: int,
+                         batch_size: int) -> StepMemory:
+  """An MLM head reading `input_width` units at `positions` positions per sequence: its
+  [positions, vocabulary] logits, and its dense and output bias weights."""
+  return StepMemory(
       MLM_HEAD_TENSORS * config.vocab_size * positions * batch_size * FLOAT_BYTES, 0.0,
-      BYTES_PER_PARAMETER * (width * width + config.vocab_size))
-  if objective == "mlm":
-    return (encoder_step_memory(config, seq_length, batch_size, recompute) +
-            head(config.hidden_size, predictions_per_seq))
-  generator = config.generator_config()
-  memory = encoder_step_memory(config, seq_length, batch_size, recompute)
-  towers = 2 if objective == "electric" else 1
-  if config.untied_generator:  # else the discriminator's encoder is the generator too
-    for _ in range(towers):
-      memory += encoder_step_memory(generator, seq_length, batch_size, recompute,
-                                    own_embeddings=config.untied_generator_embeddings)
-  positions = seq_length if objective == "electric" else predictions_per_seq
-  return memory + head(generator.hidden_size * towers, positions)
+      BYTES_PER_PARAMETER * (input_width * input_width + config.vocab_size))

@@ -10,7 +10,6 @@ import dataclasses
 import os
 from typing import Any, Callable, Dict, Optional
 
-from model import flops as model_flops
 from model.config import INIT_SCHEMES, ModelChoice, ModelConfig
 from data_prep import records
 from data_prep.vocab import load_vocab
@@ -132,24 +131,6 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
         # The MLM-only baseline trains one full-size encoder as the generator.
         untied_generator=self.untied_generator and (
             self.electra_objective or self.electric_objective))
-
-  def flops(self, output_frac: Optional[float] = None) -> model_flops.PretrainingFlops:
-    """Training FLOPs per step and per run, inference FLOPs per sequence, counted as the
-    original's flops_computation.py (model/flops.py). The generator's head runs on
-    max_predictions_per_seq of max_seq_length positions, as ours does, unless
-    `output_frac` is given (the original's table used 20/128)."""
-    if output_frac is None:
-      output_frac = self.max_predictions_per_seq / self.max_seq_length
-    return model_flops.pretraining_flops(
-        self.model_config(), self.max_seq_length, self.train_batch_size,
-        self.num_train_steps, output_frac, self.objective, self.uniform_generator)
-
-  @property
-  def objective(self) -> str:
-    """As model/flops.py names it: electra, electric (any two-tower generator) or mlm."""
-    if self.two_tower_generator:
-      return "electric"
-    return "electra" if self.electra_objective else "mlm"
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)

@@ -18,7 +18,7 @@ from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from model import checkpoint as ckpt
 from data_prep import masking, records
-from pretrain import objective
+from pretrain.objectives import losses
 
 THRESHOLD = 0.5  # above it, the discriminator calls a word-piece replaced
 MASK_PROB = 0.15
@@ -80,9 +80,9 @@ class Scorer:
     logits = self.pair.generator_logits(dict(inputs, input_ids=masked.input_ids),
                                         training=False,
                                         positions=masked.masked_lm_positions)
-    sampled = objective.gumbel_sample(logits, sample_seed)
-    corrupted, _ = objective.corrupt(ids, masked.masked_lm_positions, sampled,
-                                     masked.masked_lm_weights, every_masked_is_fake=False)
+    sampled = losses.gumbel_sample(logits, sample_seed)
+    corrupted, _ = losses.corrupt(ids, masked.masked_lm_positions, sampled,
+                                  masked.masked_lm_weights, every_masked_is_fake=False)
     return corrupted
 
   def score(self, lines: Sequence[str], corrupt_seed: Optional[int] = None,

@@ -22,12 +22,12 @@ from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
-from model.memory import pretraining_step_memory
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
-from pretrain.objective import PretrainingModel
+from pretrain.model import PretrainingModel
+from pretrain.objectives import objective_for
 from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
@@ -180,10 +180,8 @@ class Pretrainer:
     if config.do_train:  # before any model call: one too big would never return
       pieces = self.strategy.num_replicas_in_sync * config.gradient_accumulation_steps
       runtime.check_step_memory(
-          self.strategy, config.mixed_precision, pretraining_step_memory(
-              config.model_config(), config.max_seq_length,
-              max(1, config.train_batch_size // pieces), config.max_predictions_per_seq,
-              config.objective, config.recompute))
+          self.strategy, config.mixed_precision, objective_for(config).step_memory(
+              max(1, config.train_batch_size // pieces)))
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
       use_recompute(self.model, config.recompute)
@@ -199,7 +197,7 @@ class Pretrainer:
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
-        flops_per_step=config.flops().train_flops_per_step,
+        flops_per_step=self.model.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(self.optimizer))
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
@@ -208,9 +206,9 @@ class Pretrainer:
   def _lr_multiplier(self):
     """disc_lr_multiplier for the discriminator's variables, else None (one rate)."""
     multiplier = self.config.disc_lr_multiplier
-    if multiplier == 1.0 or not self.model.has_discriminator:
+    scaled = {v.ref() for v in self.model.objective.discriminator_variables(self.model)}
+    if multiplier == 1.0 or not scaled:
       return None
-    scaled = {v.ref() for v in self.model.discriminator_variables()}
     return lambda variable: multiplier if variable.ref() in scaled else 1.0
 
   def _loss(self, batch, step, replica_id, micro_step):
@@ -251,16 +249,14 @@ class Pretrainer:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
                         self.model.model_config.initializer_range)
       if self.config.generator_unigram_init and not self.config.uniform_generator:
-        head = (self.model.two_tower.cloze_head if self.model.two_tower is not None
-                else self.model.electra.generator_head)
-        unigram_generator_head(head, input_pipeline.token_log_frequencies(
-            self.files, self.config.vocab_size, self.model.special_tokens,
-            self.static_mask_length))
-      if self.config.disc_prior_init and self.model.has_discriminator:
-        # Electric's logits already carry log(mask_prob / (1 - mask_prob)).
-        prior_discriminator_head(
-            self.model.electra.discriminator_head,
-            None if self.config.electric_objective else self.config.mask_prob)
+        unigram_generator_head(
+            self.model.objective.generator_head(self.model),
+            input_pipeline.token_log_frequencies(
+                self.files, self.config.vocab_size, self.model.special_tokens,
+                self.static_mask_length))
+      if self.config.disc_prior_init and self.model.objective.has_discriminator:
+        prior_discriminator_head(self.model.electra.discriminator_head,
+                                 self.model.objective.replaced_prior)
 
   def _reading_data(self, action):
     """Runs `action`, turning a corrupt-record error into one naming the file."""
@@ -309,11 +305,10 @@ class Pretrainer:
                                      replica_id)
       _, outputs = self.model.compute(batch, seed, training=False)
       metrics.update(outputs)
-      if self.model.has_discriminator:
-        # The same corruption for every checkpoint and run: no config seed in it.
-        return self.model.fixed_corruption_outputs(
-            batch, runtime.stateless_seed(FIXED_CORRUPTION_SEED, index, replica_id))
-      return None
+      # The same corruption for every checkpoint and run: no config seed in it.
+      return self.model.objective.eval_outputs(
+          self.model, batch, runtime.stateless_seed(FIXED_CORRUPTION_SEED, index,
+                                                     replica_id))
 
     fixed = FixedCorruptionMetrics()
     for outputs in self._reading_data(lambda: self.loop.evaluate(
@@ -348,11 +343,9 @@ class Pretrainer:
       folder = os.path.join(folder, f"step_{step}")
     # Electric's generator is its two-tower model, which the original format lacks;
     # the MLM-only baseline has no discriminator (its encoder is saved as "electra").
-    part = ("discriminator" if self.model.two_tower is not None else
-            "pair" if self.model.has_discriminator else "generator")
     prefix = original_checkpoint.save_original(
-        self.model.electra, os.path.join(folder, f"model.ckpt-{step}"), part=part,
-        global_step=step)
+        self.model.electra, os.path.join(folder, f"model.ckpt-{step}"),
+        part=self.model.objective.exported_part, global_step=step)
     with files.atomic_write(os.path.join(folder, "config.json")) as f:
       json.dump(self.model.model_config.to_dict(), f, indent=2, sort_keys=True)
     shutil.copyfile(self.config.vocab_file, os.path.join(folder, "vocab.txt"))

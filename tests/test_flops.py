@@ -1,4 +1,4 @@
-"""FLOPs counting (model/flops.py, PretrainingConfig.flops, python -m tools.flops).
+"""FLOPs counting (model/flops.py, each objective's flops(), python -m tools.flops).
 
 The original release's totals are reproduced exactly; one small config is counted by
 hand, matmul by matmul, so a dropped term fails; the command agrees with the library.
@@ -13,6 +13,7 @@ import pytest
 from model import flops
 from model.config import ModelConfig
 from pretrain.config import load_config
+from pretrain.objectives import objective_for
 from tests.conftest import ROOT
 
 # Printed by `python3 flops_computation.py` of github.com/google-research/electra (its
@@ -48,28 +49,31 @@ PRESETS = {
 def test_original_totals(name):
   hidden, layers, embedding, gen_size, seq, batch, steps, objective, printed = \
       ORIGINAL[name]
-  config = ModelConfig.from_dict({"hidden_size": hidden, "num_hidden_layers": layers,
-                                  "embedding_size": embedding,
-                                  "generator_hidden_size": gen_size})
-  ours = flops.pretraining_flops(config, seq, batch, steps, flops.ORIGINAL_OUTPUT_FRAC,
-                                 objective)
-  assert ours.train_flops_total == pytest.approx(printed, rel=1e-9)
-  assert ours.train_flops_per_step * steps == pytest.approx(ours.train_flops_total)
-
   model_name, overrides = PRESETS[name]
   preset = load_config(model_name, "data", overrides)
-  assert preset.flops(flops.ORIGINAL_OUTPUT_FRAC).train_flops_total == pytest.approx(
-      printed, rel=1e-9)
+  model = preset.model_config()
+  assert (model.hidden_size, model.num_hidden_layers, model.embedding_width) == (
+      hidden, layers, embedding or hidden)
+  assert (preset.max_seq_length, preset.train_batch_size, preset.num_train_steps) == (
+      seq, batch, steps)
+  if objective == "electra":  # the masked LM's one encoder has no generator size
+    assert model.generator_config().hidden_size == round(gen_size * hidden)
+  ours = objective_for(preset)
+  assert ours.name == objective
+  counts = ours.flops(flops.ORIGINAL_OUTPUT_FRAC)
+  assert counts.train_flops_total == pytest.approx(printed, rel=1e-9)
+  assert counts.train_flops_per_step * steps == pytest.approx(counts.train_flops_total)
 
 
 def test_small_config_counted_by_hand():
   """Discriminator H 8 (2 heads, FFN 16, E 6), generator H 4 (1 head, FFN 16), one layer
   each, vocabulary 10, 4 tokens, the MLM head on half of them."""
   v, s, e, frac = 10, 4, 6, 0.5
-  config = ModelConfig.from_dict({"vocab_size": v, "hidden_size": 8,
-                                  "num_attention_heads": 2, "intermediate_size": 16,
-                                  "num_hidden_layers": 1, "embedding_size": e,
-                                  "generator_hidden_size": 0.5})
+  config = load_config("electra_small", "data", {
+      "vocab_size": v, "max_seq_length": s, "train_batch_size": 3, "num_train_steps": 7,
+      "embedding_size": e, "generator_hidden_size": 0.5, "model_hparam_overrides": {
+          "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16,
+          "num_hidden_layers": 1}})
 
   def mm(rows, inner, cols):  # [rows, inner] x [inner, cols]
     return 2 * rows * inner * cols
@@ -94,8 +98,7 @@ def test_small_config_counted_by_hand():
   gen = (layer(4, 1, 16) + embeddings(4)
          + mm(n, 4, e) + n * e + 8 * n * e + 5 * n * e  # dense to E, GELU, LayerNorm
          + mm(n, e, v) + 5 * n * v + 2 * n * v)  # logits, softmax, target
-  ours = flops.pretraining_flops(config, s, batch_size=3, num_train_steps=7,
-                                 output_frac=frac)
+  ours = objective_for(config).flops(frac)
   assert ours.train_flops_per_step == pytest.approx(2 * 3 * (disc + gen), rel=1e-12)
   assert ours.train_flops_total == pytest.approx(7 * 2 * 3 * (disc + gen), rel=1e-12)
   assert ours.infer_flops_per_sequence == pytest.approx(disc, rel=1e-12)
@@ -103,7 +106,8 @@ def test_small_config_counted_by_hand():
 
 def test_objectives_and_generator_sizes():
   def per_step(**overrides):
-    return load_config("electra_small", "data", overrides).flops().train_flops_per_step
+    return objective_for(load_config("electra_small", "data", overrides)
+                         ).flops().train_flops_per_step
 
   electra = per_step()
   assert per_step(electra_objective=False) < electra  # one encoder, no discriminator
@@ -115,11 +119,11 @@ def test_objectives_and_generator_sizes():
   # Electric: two generator towers and a cloze head at every position.
   assert per_step(electric_objective=True) > per_step(generator_layers=2.0)
   # Our default head fraction is the real one: 19 of 128 positions.
-  config = load_config("electra_small", "data")
-  assert config.flops().train_flops_per_step < config.flops(
+  objective = objective_for(load_config("electra_small", "data"))
+  assert objective.flops().train_flops_per_step < objective.flops(
       flops.ORIGINAL_OUTPUT_FRAC).train_flops_per_step
-  with pytest.raises(ValueError, match="objective"):
-    flops.forward_flops(config.model_config(), 128, 0.15, objective="gpt")
+  with pytest.raises(ValueError, match="output_frac"):
+    objective.flops(1.5)
 
 
 def test_parameter_counts_match_the_keras_model():
@@ -149,8 +153,8 @@ def test_command(tmp_path):
                  "--json")
   assert out.returncode == 0, out.stderr[-2000:]
   reported = json.loads(out.stdout)
-  expected = load_config("electra_small", str(tmp_path),
-                         {**hparams, "vocab_size": 1000}).flops()
+  expected = objective_for(load_config("electra_small", str(tmp_path),
+                                       {**hparams, "vocab_size": 1000})).flops()
   assert reported["vocab_size"] == 1000
   for key in ("train_flops_per_step", "train_flops_total", "infer_flops_per_sequence"):
     assert reported[key] == pytest.approx(getattr(expected, key), rel=1e-12), key

@@ -8,7 +8,7 @@ import tensorflow as tf
 from official.nlp.modeling import layers as tfm_layers
 
 from model import encoder, fused
-from pretrain.objective import PretrainingModel
+from pretrain.model import PretrainingModel
 from tests.test_objective import SPECIAL, make_batch, tiny_config
 from tests.test_recompute import dropout_states, one_layer, set_dropout_states
 from training.runtime import use_checkpointed_dropout

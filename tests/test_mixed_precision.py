@@ -23,7 +23,7 @@ from finetune.modeling import FinetuningModel
 from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
 from pretrain.config import load_config
-from pretrain.objective import PretrainingModel, SpecialTokens
+from pretrain.model import PretrainingModel, SpecialTokens
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer
 from training.runtime import set_precision

@@ -1,5 +1,6 @@
-"""pretrain/objective.py: losses against NumPy, sampling statistics, labels, masking
-statistics, every variant on a tiny model, and where gradients flow."""
+"""pretrain/objectives/ and pretrain/model.py: losses against NumPy, sampling
+statistics, labels, masking statistics, every variant on a tiny model, and where
+gradients flow."""
 
 import math
 
@@ -9,10 +10,12 @@ import tensorflow as tf
 from scipy.special import log_softmax, softmax
 
 from data_prep.vocab import VocabError
-from pretrain import eval_metrics, objective
+from pretrain import eval_metrics
+from pretrain import model as pretrain_model
+from pretrain.objectives import Electra, Electric, MaskedLM, losses, objective_for
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
-from pretrain.objective import PretrainingModel, SpecialTokens
+from pretrain.model import PretrainingModel, SpecialTokens
 
 SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)  # 0 is padding
 VOCAB = 50
@@ -51,7 +54,7 @@ def test_losses_match_numpy():
   logits = rng.normal(size=(3, 5, 7)).astype(np.float32) * 3
   targets = rng.integers(0, 7, (3, 5))
   weights = (rng.random((3, 5)) < 0.6).astype(np.float32)
-  token_loss, loss = objective.masked_lm_loss(logits, targets, weights)
+  token_loss, loss = losses.masked_lm_loss(logits, targets, weights)
   nll = -np.take_along_axis(log_softmax(logits.astype(np.float64), -1),
                             targets[..., None], -1)[..., 0]
   np.testing.assert_allclose(token_loss.numpy(), nll, rtol=1e-5)
@@ -61,7 +64,7 @@ def test_losses_match_numpy():
   disc_logits = rng.normal(size=(3, 6)).astype(np.float32) * 4
   labels = rng.integers(0, 2, (3, 6))
   input_mask = (np.arange(6)[None] < np.array([[6], [4], [1]])).astype(np.int32)
-  example_loss, loss = objective.discriminator_loss(disc_logits, labels, input_mask)
+  example_loss, loss = losses.discriminator_loss(disc_logits, labels, input_mask)
   x = disc_logits.astype(np.float64)
   p = 1 / (1 + np.exp(-x))
   ce = -(labels * np.log(p) + (1 - labels) * np.log(1 - p)) * input_mask
@@ -75,7 +78,7 @@ def test_losses_match_numpy():
 def test_gumbel_sampling_follows_softmax(temperature):
   logits = np.array([2.0, 1.0, 0.0, -1.0, 0.5], np.float32)
   draws = 40000
-  samples = objective.gumbel_sample(np.tile(logits, (draws, 1)), [3, 4],
+  samples = losses.gumbel_sample(np.tile(logits, (draws, 1)), [3, 4],
                                     temperature=temperature).numpy()
   frequencies = np.bincount(samples, minlength=5) / draws
   # Standard error <= 0.0025 per class; 0.012 is about 5 of them.
@@ -85,7 +88,7 @@ def test_gumbel_sampling_follows_softmax(temperature):
 def test_disallow_correct_never_samples_the_original():
   logits = np.tile(np.array([4.0, 0.0, 0.0, 1.0], np.float32), (20000, 1))
   correct = np.zeros(20000, np.int32)  # the likeliest token is the correct one
-  samples = objective.gumbel_sample(logits, [1, 2], disallow_ids=correct).numpy()
+  samples = losses.gumbel_sample(logits, [1, 2], disallow_ids=correct).numpy()
   assert not np.any(samples == 0)
   frequencies = np.bincount(samples, minlength=4)[1:] / 20000
   np.testing.assert_allclose(frequencies, softmax(logits[0, 1:]), atol=0.015)
@@ -96,13 +99,13 @@ def test_corrupt_labels():
   positions = tf.constant([[1, 2, 3, 0]])
   sampled = tf.constant([[10, 20, 21, 30]])  # slot 0 samples the original token
   weights = tf.constant([[1.0, 1.0, 0.0, 0.0]])  # slots 2, 3 unused
-  corrupted, labels = objective.corrupt(original, positions, sampled, weights, False)
+  corrupted, labels = losses.corrupt(original, positions, sampled, weights, False)
   np.testing.assert_array_equal(corrupted.numpy(), [[2, 10, 20, 12, 3, 0]])
   np.testing.assert_array_equal(labels.numpy(), [[0, 0, 1, 0, 0, 0]])
-  _, electric_labels = objective.corrupt(original, positions, sampled, weights, True)
+  _, electric_labels = losses.corrupt(original, positions, sampled, weights, True)
   np.testing.assert_array_equal(electric_labels.numpy(), [[0, 1, 1, 0, 0, 0]])
   # A position drawn twice takes its first slot's sample, whatever the device.
-  corrupted, labels = objective.corrupt(original, tf.constant([[2, 2, 3, 0]]),
+  corrupted, labels = losses.corrupt(original, tf.constant([[2, 2, 3, 0]]),
                                         sampled, tf.constant([[1.0, 1.0, 1.0, 0.0]]),
                                         False)
   np.testing.assert_array_equal(corrupted.numpy(), [[2, 10, 10, 21, 3, 0]])
@@ -293,9 +296,9 @@ def test_missing_vocab_and_bad_variant_are_clear_errors(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
   with pytest.raises(VocabError, match=r"missing \[MASK\]"):
-    objective.special_tokens_from_vocab(str(vocab))
+    pretrain_model.special_tokens_from_vocab(str(vocab))
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-  assert objective.special_tokens_from_vocab(str(vocab)) == SpecialTokens(2, 3, 4)
+  assert pretrain_model.special_tokens_from_vocab(str(vocab)) == SpecialTokens(2, 3, 4)
   with pytest.raises(ValueError, match="untied_generator"):
     PretrainingModel(tiny_config(electric_objective=True, untied_generator=False),
                      SPECIAL)
@@ -313,9 +316,9 @@ def test_fixed_corruption_draws_from_the_batch_unigram_and_is_fixed():
   original, input_mask = tf.constant(ids), batch["input_mask"]
   seed = tf.constant([7, 9], tf.int64)
   corrupted, labels, candidates = (
-      t.numpy() for t in objective.fixed_corruption(original, input_mask, SPECIAL, seed))
-  again = objective.fixed_corruption(original, input_mask, SPECIAL, seed)[0].numpy()
-  other = objective.fixed_corruption(original, input_mask, SPECIAL,
+      t.numpy() for t in losses.fixed_corruption(original, input_mask, SPECIAL, seed))
+  again = losses.fixed_corruption(original, input_mask, SPECIAL, seed)[0].numpy()
+  other = losses.fixed_corruption(original, input_mask, SPECIAL,
                                      tf.constant([7, 10], tf.int64))[0].numpy()
   np.testing.assert_array_equal(corrupted, again)  # a function of the seed alone
   assert (corrupted != other).any()
@@ -340,7 +343,7 @@ def test_fixed_corruption_does_not_depend_on_the_model():
     model = PretrainingModel(tiny_config(seed=config_seed),
                              special_tokens=SPECIAL).build_variables(16)
     outputs.append({k: v.numpy() for k, v in
-                    model.fixed_corruption_outputs(batch, seed).items()})
+                    model.objective.eval_outputs(model, batch, seed).items()})
   np.testing.assert_array_equal(outputs[0]["fixed_labels"], outputs[1]["fixed_labels"])
   np.testing.assert_array_equal(outputs[0]["fixed_weights"], outputs[1]["fixed_weights"])
   assert not np.allclose(outputs[0]["fixed_logits"], outputs[1]["fixed_logits"])
@@ -359,4 +362,21 @@ def test_disc_weight_ramp():
     expected = float(outputs["mlm_loss"]) + 50.0 * share * float(outputs["disc_loss"])
     assert float(loss) == pytest.approx(expected, rel=1e-5)
   constant = PretrainingModel(tiny_config(), SPECIAL)
-  assert float(constant.disc_weight(tf.constant(0))) == 50.0
+  assert float(constant.objective.disc_weight(tf.constant(0))) == 50.0
+
+
+def test_the_config_switches_choose_one_objective_class():
+  cases = [({}, Electra, "pair"), ({"electra_objective": False}, MaskedLM, "generator"),
+           ({"electric_objective": True}, Electric, "discriminator"),
+           ({"electric_objective": True, "electra_objective": False}, Electric,
+            "discriminator"),
+           ({"two_tower_generator": True}, Electra, "discriminator")]
+  for overrides, kind, part in cases:
+    chosen = objective_for(tiny_config(**overrides))
+    assert type(chosen) is kind and chosen.exported_part == part, overrides
+    model = PretrainingModel(tiny_config(**overrides), SPECIAL).build_variables()
+    # disc_lr_multiplier scales exactly the variables the discriminator reads.
+    scaled = {v.ref() for v in chosen.discriminator_variables(model)}
+    reads = {v.ref() for v in model.electra.discriminator.trainable_variables +
+             model.electra.discriminator_head.trainable_variables}
+    assert scaled == (reads if chosen.has_discriminator else set()), overrides

@@ -25,6 +25,7 @@ from model import checkpoint as original_checkpoint
 from pretrain import input_pipeline, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
+from pretrain.objectives import objective_for
 from tests.conftest import ROOT, run_lock_held_elsewhere
 from tests.test_pretrain_input_pipeline import make_data_dir, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
@@ -169,7 +170,8 @@ def test_mlm_only_baseline_trains(data):
   assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
   assert "disc_loss" not in log[20]
   # FLOPs so far (the data's vocabulary sets vocab_size) and a measured rate.
-  per_step = dataclasses.replace(config, vocab_size=vocab_size).flops().train_flops_per_step
+  per_step = objective_for(dataclasses.replace(config, vocab_size=vocab_size)
+                           ).flops().train_flops_per_step
   for step in (5, 20):
     assert log[step]["train_flops"] == pytest.approx(step * per_step)
     assert log[step]["flops_per_s"] > 0
@@ -565,10 +567,9 @@ def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_pat
   # One head x 32768^2 floats x 3 tensors x 8 sequences (plus the generator's), at least.
   assert attention >= 3 * seq * seq * 4 * 8 / 2**30 and err.endswith(fix), err
   # Close to the limit: a warning, and the run goes on.
-  from model.memory import pretraining_step_memory  # pylint: disable=g-import-not-at-top
   config = config_for(data_dir, "x", vocab_size=vocab_size)
-  memory = pretraining_step_memory(config.model_config(), SEQ, 16,
-                                   config.max_predictions_per_seq)
+  assert config.max_seq_length == SEQ
+  memory = objective_for(config).step_memory(16)
   runtime.check_step_memory(tf.distribute.get_strategy(), "float32", memory,
                             available=memory.total / 0.9)
   assert capsys.readouterr().err.startswith(

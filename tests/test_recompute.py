@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from model import encoder
-from pretrain.objective import PretrainingModel
+from pretrain.model import PretrainingModel
 from tests.test_objective import SPECIAL, make_batch, tiny_config
 from training import runtime
 from training.runtime import use_checkpointed_dropout

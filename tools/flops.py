@@ -19,17 +19,19 @@ from util import startup  # pylint: disable=unused-import  # first: sets TensorF
 def summary(config, output_frac=None) -> dict:
   """Everything the command reports, as JSON-ready values."""
   from model import flops  # pylint: disable=g-import-not-at-top
+  from pretrain.objectives import objective_for  # pylint: disable=g-import-not-at-top
   model = config.model_config()
   generator = model.generator_config()
+  objective = objective_for(config)
   if output_frac is None:
-    output_frac = config.max_predictions_per_seq / config.max_seq_length
-  counts = config.flops(output_frac)
-  # Weights beyond the discriminator's: none when one encoder plays both roles, two
-  # towers for Electric; shared embeddings are counted once, in the discriminator.
-  towers = 0 if config.objective == "mlm" or not model.untied_generator else (
-      2 if config.objective == "electric" else 1)
+    output_frac = objective.output_frac()
+  counts = objective.flops(output_frac)
+  # Weights beyond the discriminator's: none when one encoder plays both roles;
+  # shared embeddings are counted once, in the discriminator.
+  towers = objective.generator_towers if (
+      objective.has_discriminator and model.untied_generator) else 0
   return {
-      "model_name": config.model_name, "objective": config.objective,
+      "model_name": config.model_name, "objective": objective.name,
       "vocab_size": config.vocab_size, "max_seq_length": config.max_seq_length,
       "train_batch_size": config.train_batch_size,
       "num_train_steps": config.num_train_steps, "output_frac": output_frac,
