@@ -176,12 +176,16 @@ def test_unknown_strategy_suggests_the_closest():
 
 def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
   from training import runtime  # pylint: disable=g-import-not-at-top
+  from util import cpu  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
   for flags, per_cycle, bf16_per_cycle in (({"sse2"}, 8, 8), ({"avx2", "fma"}, 32, 32),
                                            ({"avx2", "fma", "avx512f"}, 64, 64),
                                            ({"avx512f", "avx512_bf16"}, 64, 128)):
-    monkeypatch.setattr(runtime, "_cpu_flags_and_mhz", lambda f=flags: (f, 2500.0))
+    monkeypatch.setattr(cpu, "cpu_info",
+                        lambda f=flags: cpu.CpuInfo("test", frozenset(f), 2500.0))
     assert runtime.cpu_peak_flops() == 2 * 2500e6 * per_cycle
     assert runtime.cpu_peak_flops("mixed_bfloat16") == 2 * 2500e6 * bf16_per_cycle
-  flags, mhz = runtime._cpu_flags_and_mhz()  # pylint: disable=protected-access
-  assert mhz > 0 and ("fma" in flags or "avx512f" in flags or "sse2" in flags)
+  monkeypatch.undo()
+  info = cpu.cpu_info()
+  assert info.mhz > 0 and ("fma" in info.flags or "avx512f" in info.flags or
+                           "sse2" in info.flags)

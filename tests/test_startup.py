@@ -2,6 +2,7 @@
 ends in one line; TensorFlow's "no GPU" error line (and absl's note before it) is not
 printed on a machine without one, and every other line it writes is."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import time
 
 from tests.conftest import ROOT
-from util import startup, stderr
+from util import cpu, startup, stderr
 
 QUIET_TF = "import tensorflow as tf; tf.constant(1); print('ran')"
 
@@ -64,3 +65,54 @@ def test_ctrl_c_while_tensorflow_loads_prints_one_line(tmp_path):
   assert (process.returncode, out, err) == (
       130, "", "interrupted: Ctrl-C (while starting: nothing was done)\n")
   assert not (tmp_path / "hf").exists()
+
+
+def test_onednn_on_where_tensorflow_leaves_it_off_and_the_users_setting_kept():
+  avx2 = cpu.CpuInfo("test", frozenset({"sse2", "avx2", "fma"}), 2500.0)
+  vnni = cpu.CpuInfo("test", avx2.flags | {"avx512f", "avx512_vnni"}, 2500.0)
+  arm = cpu.CpuInfo("test", frozenset({"neon", "asimd"}), 2500.0)
+  assert cpu.onednn_choice(avx2, {}) == "1"
+  assert cpu.onednn_choice(vnni, {}) is None  # TensorFlow turns it on by itself
+  assert cpu.onednn_choice(arm, {}) is None
+  assert cpu.onednn_choice(avx2, {"TF_ENABLE_ONEDNN_OPTS": "0"}) is None
+
+  show = ("from util import startup; import os; "
+          "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))")
+  env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  env[cpu.ASSUME_CPU_ENV] = "avx2"
+  run = lambda extra: subprocess.run([sys.executable, "-c", show], cwd=ROOT, env={
+      **env, **extra}, capture_output=True, text=True, timeout=120)
+  assert run({}).stdout == ("1\n" if "sse2" in cpu.cpu_info().flags else "None\n")
+  for users in ("0", "1"):
+    assert run({"TF_ENABLE_ONEDNN_OPTS": users}).stdout == users + "\n"
+  bad = run({cpu.ASSUME_CPU_ENV: "avx9"})
+  assert bad.returncode == 2 and bad.stderr == (
+      f"error: {cpu.ASSUME_CPU_ENV}=avx9: expected avx2 or nothing\n")
+
+
+def test_assumed_avx2_cpu_drops_the_newer_flags(monkeypatch):
+  monkeypatch.setenv(cpu.ASSUME_CPU_ENV, "avx2")
+  info = cpu.cpu_info()
+  assert info.assumed == "avx2"
+  assert not any(f.startswith(("avx512", "amx")) or f == "avx_vnni" for f in info.flags)
+  assert not info.tensorflow_enables_onednn and not info.has_bf16
+  monkeypatch.delenv(cpu.ASSUME_CPU_ENV)
+  assert cpu.cpu_info().flags >= info.flags
+
+
+def test_cpu_command_says_who_chose_onednn():
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_ENABLE_ONEDNN_OPTS", cpu.ASSUME_CPU_ENV)}
+  run = lambda extra: json.loads(subprocess.run(
+      [sys.executable, "-m", "tools.cpu", "--json"], cwd=ROOT, env={**env, **extra},
+      capture_output=True, text=True, timeout=120, check=True).stdout)
+  users = run({"TF_ENABLE_ONEDNN_OPTS": "0"})
+  assert not users["onednn"] and users["onednn_chosen_by"].startswith("you")
+  if "sse2" in cpu.cpu_info().flags:
+    avx2 = run({cpu.ASSUME_CPU_ENV: "avx2"})
+    assert avx2["onednn"] and avx2["onednn_chosen_by"].startswith("this project")
+    assert avx2["assumed"] == "avx2" and not avx2["bf16_hardware"]
+    assert "avx512f" not in avx2["flags"]
+  native = run({})
+  assert native["onednn"] == (cpu.cpu_info().tensorflow_enables_onednn or
+                              native["onednn_chosen_by"].startswith("this project"))

@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_keras
 
 from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
-from util import files, hparams
+from util import cpu, files, hparams
 
 
 def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
@@ -148,33 +148,12 @@ GPU_PEAK_FLOPS = {  # name fragment: (float32, bfloat16/float16 tensor cores)
     "A10": (31.2e12, 125e12), "V100": (15.7e12, 125e12), "T4": (8.1e12, 65e12)}
 
 
-def _cpu_flags_and_mhz():
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      text = f.read()
-  except OSError:
-    return set(), 0.0
-  flags, mhz = set(), 0.0
-  for line in text.splitlines():
-    name, _, value = line.partition(":")
-    if name.strip() == "flags" and not flags:
-      flags = set(value.split())
-    elif name.strip() == "cpu MHz" and not mhz:
-      mhz = float(value)
-  try:  # the nominal maximum, when the kernel states it, rather than the current clock
-    with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
-              encoding="utf-8") as f:
-      mhz = int(f.read()) / 1000
-  except (OSError, ValueError):
-    pass
-  return flags, mhz
-
-
 def cpu_peak_flops(precision: str = "float32") -> float:
   """This process's CPU peak FLOP/s: its cores x clock x FLOPs per cycle of the widest
   fused multiply-add the flags show (AVX-512: 2 units x 16 lanes x 2; AVX2 + FMA: 2 x 8
   x 2; else SSE, 8); AVX-512 BF16 doubles it for bfloat16. 0 when it cannot be read."""
-  flags, mhz = _cpu_flags_and_mhz()
+  info = cpu.cpu_info()
+  flags, mhz = info.flags, info.mhz
   per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8)
   if precision == "mixed_bfloat16" and "avx512_bf16" in flags:
     per_cycle *= 2

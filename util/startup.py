@@ -5,7 +5,10 @@ Besides TensorFlow's environment it sets two things a newcomer would otherwise m
 the first seconds: Ctrl-C before the command's work begins (TensorFlow takes seconds to
 import) ends in one `interrupted:` line, not a traceback; and on a machine without a
 GPU, TensorFlow's "failed call to cuInit" error line (it looks for one whenever it
-starts) is not printed, while every other line it writes stays.
+starts) is not printed, while every other line it writes stays. And it turns
+TensorFlow's oneDNN kernels on where TensorFlow would leave them off but they measure
+faster (util/cpu.py), unless the user set TF_ENABLE_ONEDNN_OPTS; `python -m tools.cpu`
+says what was chosen and why.
 """
 
 import glob
@@ -14,13 +17,20 @@ import importlib.util
 import os
 import sys
 
-from util import cli, stderr
+from util import cli, cpu, stderr
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 # tf.keras is then tf_keras (Keras 2, what this project and tf-models-official build
 # on); otherwise TensorFlow also imports Keras 3 as it loads: about 0.8 s of CPU in
 # every command (bench/RESULTS.md, "Start-up").
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+try:
+  ONEDNN_CHOICE = cpu.onednn_choice(cpu.cpu_info())
+except ValueError as e:  # a bad ELECTRA_ASSUME_CPU
+  print(f"error: {e}", file=sys.stderr)
+  sys.exit(cli.EXIT_ERROR)
+if ONEDNN_CHOICE is not None:
+  os.environ[cpu.ONEDNN_ENV] = ONEDNN_CHOICE
 
 
 def _interrupted_while_starting(kind, value, traceback):

@@ -1,0 +1,67 @@
+"""What this CPU means for the commands: `python -m tools.cpu`.
+
+Prints the CPU's model and the flags that change TensorFlow's kernels, whether oneDNN is
+on and who chose it (TensorFlow's default, this project's start-up, or you through
+TF_ENABLE_ONEDNN_OPTS: util/cpu.py says why), and whether mixed_bfloat16 pays here.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from util import startup  # first: sets TensorFlow's environment
+from util import cli, cpu
+
+SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni",
+               "amx_tile", "amx_bf16")
+# bench/bench_bf16.py on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md): speed of
+# mixed_bfloat16 over float32; on an AVX2 CPU it was 0.06-0.10x.
+BF16_SPEEDUP = {"pre-training": 1.21, "fine-tuning": 1.16}
+
+
+def summary() -> dict:
+  info = cpu.cpu_info()
+  users = os.environ.get(cpu.ONEDNN_ENV) if startup.ONEDNN_CHOICE is None else None
+  if users is not None:
+    onednn, by = users not in ("0", "false", "False"), f"you ({cpu.ONEDNN_ENV}={users})"
+  elif startup.ONEDNN_CHOICE is not None:
+    onednn, by = True, ("this project: TensorFlow leaves it off on this CPU, and it "
+                        "measured faster on one (bench/RESULTS.md)")
+  else:
+    onednn, by = info.tensorflow_enables_onednn, "TensorFlow's default on this CPU"
+  return {"cpu": info.model, "assumed": info.assumed or None,
+          "flags": [f for f in SHOWN_FLAGS if f in info.flags], "onednn": onednn,
+          "onednn_chosen_by": by, "bf16_hardware": info.has_bf16,
+          "mixed_bfloat16_speedup": BF16_SPEEDUP if info.has_bf16 else None}
+
+
+def describe(s: dict) -> str:
+  lines = [f"{s['cpu']}" + (f" (read as {s['assumed']})" if s["assumed"] else "") +
+           f": {' '.join(s['flags']) or 'none of ' + ', '.join(SHOWN_FLAGS)}",
+           f"oneDNN: {'on' if s['onednn'] else 'off'}, chosen by {s['onednn_chosen_by']}"]
+  if s["bf16_hardware"]:
+    lines.append("bfloat16: in hardware; \"mixed_precision\": \"mixed_bfloat16\" measured " +
+                 " and ".join(f"{v:.2f}x float32's speed in {k}" for k, v in
+                              s["mixed_bfloat16_speedup"].items()) +
+                 " on such a CPU (bench/RESULTS.md)")
+  else:
+    lines.append("bfloat16: not in hardware; mixed_bfloat16 would be ~10x slower than "
+                 "float32 here")
+  return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--json", action="store_true", help="print one JSON object")
+  args = parser.parse_args(argv)
+
+  def report() -> int:
+    result = summary()
+    print(json.dumps(result) if args.json else describe(result))
+    return 0
+  return cli.run_command(report)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

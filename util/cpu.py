@@ -1,0 +1,84 @@
+"""What this CPU can do, read without TensorFlow, and the oneDNN setting chosen by it.
+
+TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX512_VNNI,
+AVX512_BF16, AVX_VNNI or AMX (tensorflow/core/util/port.cc); elsewhere it runs Eigen's,
+whose batched matrix product loops over the batch one small product at a time: the
+attention's two products. Measured on an AVX2 CPU (emulated: bench/RESULTS.md, "oneDNN
+on AVX2 CPUs"), oneDNN on is faster there, so the commands turn it on where TensorFlow
+would leave it off, unless the user set TF_ENABLE_ONEDNN_OPTS (util/startup.py).
+
+ASSUME_CPU_ENV set to "avx2" makes this module read the CPU as an AVX2-only one (its
+AVX-512, AVX-VNNI and AMX flags dropped), so that the benches' --isa avx2 measure on a
+newer CPU what an AVX2 machine's commands would choose.
+"""
+
+import dataclasses
+import os
+from typing import FrozenSet, Optional
+
+ASSUME_CPU_ENV = "ELECTRA_ASSUME_CPU"
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
+# Any of these and TensorFlow turns oneDNN on by itself (port.cc's IsMKLEnabled).
+TF_ONEDNN_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
+                             "amx_bf16", "amx_int8"})
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # bfloat16 arithmetic in hardware
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuInfo:
+  model: str
+  flags: FrozenSet[str]
+  mhz: float  # the nominal maximum where the kernel states it, else the current clock
+  assumed: str = ""  # ASSUME_CPU_ENV's value when it changed what is read
+
+  @property
+  def x86(self) -> bool:
+    return "sse2" in self.flags
+
+  @property
+  def tensorflow_enables_onednn(self) -> bool:
+    return bool(self.flags & TF_ONEDNN_FLAGS)
+
+  @property
+  def has_bf16(self) -> bool:
+    return bool(self.flags & BF16_FLAGS)
+
+
+def cpu_info() -> CpuInfo:
+  """This machine's CPU from /proc/cpuinfo (empty flags where there is none), as
+  ASSUME_CPU_ENV says to read it."""
+  model, flags, mhz = "unknown", set(), 0.0
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      text = f.read()
+  except OSError:
+    text = ""
+  for line in text.splitlines():
+    name, _, value = line.partition(":")
+    name = name.strip()
+    if name == "flags" and not flags:
+      flags = set(value.split())
+    elif name == "model name" and model == "unknown":
+      model = value.strip()
+    elif name == "cpu MHz" and not mhz:
+      mhz = float(value)
+  try:
+    with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+              encoding="utf-8") as f:
+      mhz = int(f.read()) / 1000
+  except (OSError, ValueError):
+    pass
+  assumed = os.environ.get(ASSUME_CPU_ENV, "")
+  if assumed == "avx2":
+    flags = {f for f in flags if not f.startswith(("avx512", "amx")) and f != "avx_vnni"}
+  elif assumed:
+    raise ValueError(f"{ASSUME_CPU_ENV}={assumed}: expected avx2 or nothing")
+  return CpuInfo(model, frozenset(flags), mhz, assumed)
+
+
+def onednn_choice(info: CpuInfo, environ=os.environ) -> Optional[str]:
+  """The TF_ENABLE_ONEDNN_OPTS value to set: "1" on an x86 CPU where TensorFlow would
+  leave oneDNN off, None where the user set it or TensorFlow's default stands."""
+  if ONEDNN_ENV in environ or not info.x86 or info.tensorflow_enables_onednn:
+    return None
+  return "1"
