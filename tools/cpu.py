@@ -15,9 +15,6 @@ from util import cli, cpu
 
 SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni",
                "amx_tile", "amx_bf16")
-# bench/bench_bf16.py on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md): speed of
-# mixed_bfloat16 over float32; on an AVX2 CPU it was 0.06-0.10x.
-BF16_SPEEDUP = {"pre-training": 1.21, "fine-tuning": 1.16}
 
 
 def summary() -> dict:
@@ -33,18 +30,15 @@ def summary() -> dict:
   return {"cpu": info.model, "assumed": info.assumed or None,
           "flags": [f for f in SHOWN_FLAGS if f in info.flags], "onednn": onednn,
           "onednn_chosen_by": by, "bf16_hardware": info.has_bf16,
-          "mixed_bfloat16_speedup": BF16_SPEEDUP if info.has_bf16 else None}
+          "bfloat16_note": cpu.bfloat16_note(info)}
 
 
 def describe(s: dict) -> str:
   lines = [f"{s['cpu']}" + (f" (read as {s['assumed']})" if s["assumed"] else "") +
            f": {' '.join(s['flags']) or 'none of ' + ', '.join(SHOWN_FLAGS)}",
            f"oneDNN: {'on' if s['onednn'] else 'off'}, chosen by {s['onednn_chosen_by']}"]
-  if s["bf16_hardware"]:
-    lines.append("bfloat16: in hardware; \"mixed_precision\": \"mixed_bfloat16\" measured " +
-                 " and ".join(f"{v:.2f}x float32's speed in {k}" for k, v in
-                              s["mixed_bfloat16_speedup"].items()) +
-                 " on such a CPU (bench/RESULTS.md)")
+  if s["bfloat16_note"]:
+    lines.append(s["bfloat16_note"].replace("note: this CPU", "bfloat16: this CPU"))
   else:
     lines.append("bfloat16: not in hardware; mixed_bfloat16 would be ~10x slower than "
                  "float32 here")

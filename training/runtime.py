@@ -24,6 +24,11 @@ def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
   strategy = make_strategy(settings.distribution_strategy, settings.tpu_address)
   set_precision(settings.mixed_precision)
   use_checkpointed_dropout(seed)
+  if settings.mixed_precision == "float32" and is_chief(strategy) and not (
+      tf.config.list_logical_devices("GPU")):
+    note = cpu.bfloat16_note(cpu.cpu_info())
+    if note:
+      print(note, flush=True)
   return strategy
 
 
