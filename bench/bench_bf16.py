@@ -1,25 +1,24 @@
 """float32 against mixed_bfloat16 on this CPU: pre-training and fine-tuning steps side by side.
 
-  python bench/bench_bf16.py [--pretrain-batch 32] [--pretrain-steps 2] \
+  python -m bench.bench_bf16 [--pretrain-batch 32] [--pretrain-steps 2] \
       [--finetune-steps 3] [--finetune-warmup 2] [--rounds 1] [--threads 2]
 
-Runs by hand, never in CI. Each configuration runs in its own process (peak RSS is its
-own), float32 and mixed_bfloat16 alternating within each round: the electra_small
-pre-training step of bench_pretraining.py (seq 128) and the fine-tuning step of
-bench_finetuning.py (batch 32 x seq 128, "ours" and "ours_bf16"). Prints the CPU's bf16
+Runs by hand, never in CI. Each configuration runs in its own process (bench/child.py:
+peak RSS is its own), float32 and mixed_bfloat16 alternating within each round: the
+electra_small pre-training step of bench_pretraining (seq 128) and the fine-tuning step
+of bench_finetuning (batch 32 x seq 128, "ours" and "ours_bf16"). Prints the CPU's bf16
 flags, one line per process, a table and, last, one JSON line of the figures (the best
 round of each configuration) with the bf16 speed-ups.
 
-  python bench/bench_bf16.py --ops   # where bf16 loses: single ops, float32 vs bfloat16
+  python -m bench.bench_bf16 --ops   # where bf16 loses: single ops, float32 vs bfloat16
 """
 
 import argparse
 import json
 import os
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from bench import bench_finetuning, bench_pretraining, child
+
 BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
@@ -35,11 +34,6 @@ def cpu_flags() -> dict:
       elif key.strip() == "model name" and model == "unknown":
         model = value.strip()
   return {"cpu": model, **{flag: flag in flags for flag in BF16_FLAGS}}
-
-
-def last_json_line(command, env) -> dict:
-  out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-  return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def time_ops(threads: int) -> dict:
@@ -100,28 +94,24 @@ def main():
     print("| op | float32 | bfloat16 | bf16 / float32 |\n|---|---|---|---|")
     print(json.dumps({"threads": args.threads, "bf16_time_ratio": time_ops(args.threads)}))
     return
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-         "TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": "1"}
   flags = cpu_flags()
   print(json.dumps(flags), flush=True)
   runs = {("pretraining", p): [] for p in PRECISIONS}
   runs.update({("finetuning", p): [] for p in PRECISIONS})
   for round_ in range(args.rounds):
     for precision in PRECISIONS:
-      result = last_json_line(
-          [sys.executable, os.path.join(HERE, "bench_pretraining.py"), "--batch-size",
-           str(args.pretrain_batch), "--steps", str(args.pretrain_steps),
-           "--mixed-precision", precision], env)
+      result = child.measure(bench_pretraining.run_ours, {
+          "batch_size": args.pretrain_batch, "steps": args.pretrain_steps,
+          "mixed_precision": precision}, args.threads)
       runs["pretraining", precision].append(
           {"steps_per_s": result["steps_per_s"], "peak_rss_mib": result["peak_rss_mib"]})
       print(f"round {round_ + 1} pretraining {precision:14s} {result['steps_per_s']:.4f} "
             f"steps/s peak RSS {result['peak_rss_mib']} MiB", flush=True)
     for precision in PRECISIONS:
       impl = "ours" if precision == "float32" else "ours_bf16"
-      result = last_json_line(
-          [sys.executable, os.path.join(HERE, "bench_finetuning.py"), "--child", impl,
-           "--steps", str(args.finetune_steps), "--warmup", str(args.finetune_warmup)],
-          env)
+      result = child.measure(bench_finetuning.run_impl, {
+          "impl": impl, "steps": args.finetune_steps, "warmup": args.finetune_warmup,
+          "threads": args.threads, "clock": "wall"}, args.threads)
       runs["finetuning", precision].append(
           {"steps_per_s": result["examples_per_s"] / 32,
            "peak_rss_mib": round(result["peak_rss_mib"])})

@@ -2,7 +2,7 @@
 
 Run by hand (not in CI), with a copy of the earlier code (whose tokenizer imported
 TensorFlow), e.g. `git archive 7b92de7 | tar -x -C /tmp/base`:
-  .venv/bin/python bench/bench_build_workers.py --baseline /tmp/base [--rounds 3]
+  .venv/bin/python -m bench.bench_build_workers --baseline /tmp/base [--rounds 3]
 
 Measures on ../shared/data/corpus/english_corpus.txt (25 MB), in one run:
 1. tokenizer tokens per CPU-second of both checkouts on the whole corpus (fresh
@@ -20,15 +20,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_data_prep as common  # pylint: disable=wrong-import-position
+from bench import BERT_VOCAB, ROOT, SHARED_DATA
+from bench import bench_data_prep as common
 
+# Run by common.child_result in the checkout under test.
 _TOKENIZER_CHILD = """
-import sys, time
-sys.path.insert(0, {root!r})
+import time
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 with open({corpus!r}, encoding="utf-8") as f:
@@ -53,21 +52,20 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--baseline", required=True, help="checkout of the earlier code")
-  parser.add_argument("--corpus", default=os.path.join(common.SHARED, "corpus",
+  parser.add_argument("--corpus", default=os.path.join(SHARED_DATA, "corpus",
                                                        "english_corpus.txt"))
-  parser.add_argument("--vocab", default=os.path.join(common.SHARED, "vocab",
-                                                      "bert_uncased_vocab.txt"))
+  parser.add_argument("--vocab", default=BERT_VOCAB)
   parser.add_argument("--rounds", type=int, default=3)
   args = parser.parse_args()
   corpus, baseline = os.path.abspath(args.corpus), os.path.abspath(args.baseline)
-  roots = {"before (TF tokenizer)": baseline, "after (no TF)": common.ROOT}
+  roots = {"before (TF tokenizer)": baseline, "after (no TF)": ROOT}
   print(f"load average at start: {common.load():.2f} (2 cores shared with others)")
 
-  tps = {name: common.child_result(_TOKENIZER_CHILD.format(root=root, corpus=corpus,
+  tps = {name: common.child_result(_TOKENIZER_CHILD.format(corpus=corpus,
                                                            vocab=args.vocab), root)
          for name, root in roots.items()}
   tf_import = common.child_result("import time; t0 = time.time(); import tensorflow; "
-                                  "print('RESULT', time.time() - t0)", common.ROOT)
+                                  "print('RESULT', time.time() - t0)", ROOT)
   walls = {(name, p): [] for name in roots for p in (1, 2)}
   machine = []
   with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """Data-preparation throughput and memory, side by side with a pure-Python pipeline.
 
-Run by hand (not in CI):  .venv/bin/python bench/bench_data_prep.py [--corpus FILE]
+Run by hand (not in CI):  .venv/bin/python -m bench.bench_data_prep [--corpus FILE]
 
 Measures, on ../shared/data/corpus/english_corpus.txt with the BERT uncased vocab:
 1. tokenizer tokens/s: data_prep.tokenizer (C-level normalization and split, cached WordPiece)
@@ -25,15 +25,14 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
-sys.path.insert(0, ROOT)
+from bench import BERT_VOCAB, ROOT, SHARED_DATA
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# Runs the real script in a child and reports its own and its workers' peak memory.
+# Runs the real script of the checkout it starts in (the child's cwd, first on its
+# sys.path) and reports its own and its workers' peak memory.
 _BUILD_CHILD = """
-import json, resource, sys, time
-sys.path.insert(0, {root!r})
+import json, resource, time
 import build_pretraining_dataset as script
 from data_prep import build
 stats = []
@@ -80,11 +79,12 @@ def build_in_child(corpus_dir, vocab, out, processes, root=ROOT):
   """The build of the checkout at `root` (this one by default), in a fresh process."""
   argv = ["--corpus-dir", corpus_dir, "--vocab-file", vocab, "--output-dir", out,
           "--num-processes", str(processes), "--overwrite", "--no-progress"]
-  return child_result(_BUILD_CHILD.format(root=root, argv=argv), root)
+  return child_result(_BUILD_CHILD.format(argv=argv), root)
 
 
 def child_result(code: str, root: str = ROOT):
-  """Runs Python `code` in a fresh process in `root`; the JSON of its last RESULT line."""
+  """Runs Python `code` in a fresh process in `root` (whose modules it imports); the JSON
+  of its last RESULT line."""
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=root)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
@@ -157,9 +157,9 @@ def bench_python_pipeline(corpus, vocab_file, max_lines, out_dir):
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--corpus", default=os.path.join(SHARED, "corpus", "english_corpus.txt"))
-  parser.add_argument("--vocab", default=os.path.join(SHARED, "vocab",
-                                                      "bert_uncased_vocab.txt"))
+  parser.add_argument("--corpus", default=os.path.join(SHARED_DATA, "corpus",
+                                                       "english_corpus.txt"))
+  parser.add_argument("--vocab", default=BERT_VOCAB)
   parser.add_argument("--sample-every", type=int, default=10,
                       help="tokenizer comparison on every n-th line (default: 10)")
   parser.add_argument("--python-lines", type=int, default=None,

@@ -1,15 +1,16 @@
 """Fine-tuning throughput: electra_small, seq 128, batch 32, ours vs Hugging Face PyTorch.
 
-  python bench/bench_finetuning.py [--steps 30] [--warmup 5] [--rounds 2] [--layers]
+  python -m bench.bench_finetuning [--steps 30] [--warmup 5] [--rounds 2] [--layers]
       [--threads N] [--clock wall|cpu]
 
-Runs by hand, never in CI. Each implementation runs in its own subprocess (so peak RSS
-is its own), alternating for --rounds rounds, on random token ids (speed does not depend
-on the weights). Ours is the real training step of run_finetuning.py: the shared
-TrainLoop's compiled step with the AdamW optimizer, layer-wise learning rates, dropout
-and a classification head, called directly and timed after --warmup steps (before
-2026-11-23 the timing also held a second run's start-up: restore, tracing, the final
-checkpoint and plot, which understated ours by about a quarter at 15 steps). The peer is transformers' ElectraForSequenceClassification with
+Runs by hand, never in CI. Each implementation runs in its own process (bench/child.py,
+so peak RSS is its own), alternating for --rounds rounds, on random token ids (speed
+does not depend on the weights). Ours is the real training step of run_finetuning.py
+for a 2-class GLUE task (bench/steps.py: Finetuner.train_loop's model, AdamW with
+layer-wise learning rates, the task's loss, dropout; TrainLoop.train_step), timed after
+--warmup steps (before 2026-11-23 the timing also held a second run's start-up: restore,
+tracing, the final checkpoint and plot, which understated ours by about a quarter at 15
+steps). The peer is transformers' ElectraForSequenceClassification with
 torch.optim.AdamW and gradient clipping at 1.0; it must be installed for the benchmark
 only: pip install torch==2.13.0 transformers==5.23.0
 """
@@ -17,18 +18,11 @@ only: pip install torch==2.13.0 transformers==5.23.0
 import argparse
 import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLOCKS = {"wall": time.perf_counter,
-          # The process's own CPU seconds: with --threads 1 on a core other jobs share,
-          # the time the step computed, without the time it waited for the core.
-          "cpu": time.process_time}
-clock = CLOCKS["wall"]
+from bench import child
+from bench.steps import CLOCKS, finetuning_step, time_steps
+
 BATCH, SEQ, VOCAB = 32, 128, 30522
 
 
@@ -39,53 +33,22 @@ def random_batch(np, seed=0):
           "segment_ids": np.zeros_like(ids), "label": rng.integers(0, 2, BATCH)}
 
 
-def run_ours(steps: int, warmup: int, xla: bool, precision: str = "float32",
-             fused: bool = True) -> float:
-  sys.path.insert(0, ROOT)
+def run_ours(impl: str, steps: int, warmup: int, clock: str) -> float:
+  """Seconds of `steps` training steps of run_finetuning.py after `warmup` ones."""
   import numpy as np
-  import tensorflow as tf
-  from finetune.modeling import FinetuningModel
-  from finetune.sentence.head import SentenceHead
-  from model.config import ModelConfig
   from model.fused import use_fused
-  from training.loop import LoopSettings, TrainLoop
-  from training.optimization import create_optimizer
-  from training.runtime import set_precision, use_checkpointed_dropout
-
-  set_precision(precision)
-  use_checkpointed_dropout(0)  # as run_finetuning.py: dropout from checkpointed generators
   batch = random_batch(np)
   batch["label"] = batch["label"].astype(np.float32)
-  model = FinetuningModel(ModelConfig.from_size("small"), {"task": SentenceHead(2)})
-  model.build_variables(seq_length=SEQ)
-  optimizer = create_optimizer(3e-4, 10000, 1000, 0.01,
-                               lr_multiplier=model.lr_multiplier(0.8))
-  use_fused(model, fused)
-
-  def loss_fn(features, step, replica_id, micro_step):
-    logits = model(features, training=True)["task"]
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        tf.cast(features["label"], tf.int32), logits))
-    return loss * BATCH, {}
-
-  with tempfile.TemporaryDirectory() as model_dir:
-    settings = LoopSettings(model_dir=model_dir, num_train_steps=warmup + steps,
-                            use_xla=xla)
-    loop = TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn, settings)
-    # The loop's own step function, timed without its start-up (restore, tracing),
-    # checkpoints, logs or curves, as the peer's loop is.
-    step_fn = loop._build_step(distributed=False)  # pylint: disable=protected-access
-    iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
-    for _ in range(warmup):
-      float(step_fn(iterator)["loss"])
-    start = clock()
-    for _ in range(steps):
-      loss = step_fn(iterator)["loss"]
-    float(loss)
-    return clock() - start
+  with tempfile.TemporaryDirectory() as folder:
+    hparams = {"model_size": "small", "train_batch_size": BATCH, "max_seq_length": SEQ,
+               "use_xla": impl == "ours_xla",
+               "mixed_precision": "mixed_bfloat16" if impl == "ours_bf16" else "float32"}
+    loop, step = finetuning_step("glue/sst2", batch, warmup + steps, hparams, folder)
+    use_fused(loop.model, impl != "ours_unfused")
+    return time_steps(step, steps, warmup, clock)
 
 
-def run_hf(steps: int, warmup: int) -> float:
+def run_hf(steps: int, warmup: int, clock: str) -> float:
   import numpy as np
   import torch
   from transformers import ElectraConfig, ElectraForSequenceClassification
@@ -105,13 +68,9 @@ def run_hf(steps: int, warmup: int) -> float:
     out.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
+    return out.loss
 
-  for _ in range(warmup):
-    step()
-  start = clock()
-  for _ in range(steps):
-    step()
-  return clock() - start
+  return time_steps(step, steps, warmup, clock)
 
 
 # One electra_small layer's matrix products, as tf-models-official writes them (Einsum):
@@ -130,17 +89,17 @@ TORCH_PRODUCTS = {"query, key, value, output (256->256)": [[B * T, H], [H, H]],
                   "attention context": [[B, N, T, T], [B, N, T, W]]}
 
 
-def best_ms(run, repeats: int = 10) -> float:
+def best_ms(run, clock: str, repeats: int = 10) -> float:
   run()
   seconds = []
   for _ in range(repeats):
-    start = clock()
+    start = CLOCKS[clock]()
     run()
-    seconds.append(clock() - start)
+    seconds.append(CLOCKS[clock]() - start)
   return 1000 * min(seconds)
 
 
-def time_layer(framework: str) -> dict:
+def time_layer(framework: str, clock: str) -> dict:
   """Milliseconds, forward + backward (input and weight gradients), of one electra_small
   transformer layer (batch 32 x 128, training mode) with dropout 0.1 and 0 (TensorFlow:
   fused, model/fused.py, and unfused, tf-models-official's own call), and of its
@@ -149,7 +108,6 @@ def time_layer(framework: str) -> dict:
   ms = {}
   if framework == "tf":
     import tensorflow as tf
-    sys.path.insert(0, ROOT)
     from model.config import ModelConfig
     from model.encoder import ElectraEncoder
     from training.runtime import use_checkpointed_dropout
@@ -172,11 +130,13 @@ def time_layer(framework: str) -> dict:
         layer = ElectraEncoder(config).transformer_layers[0]
         layer([x, mask])
         layer.fused = fused
-        ms[f"layer{'' if fused else ' unfused'}, dropout {rate}"] = best_ms(fwd_bwd(
-            lambda x: layer([x, mask], training=True), [x], layer.trainable_variables))
+        run = fwd_bwd(lambda x: layer([x, mask], training=True), [x],
+                      layer.trainable_variables)
+        ms[f"layer{'' if fused else ' unfused'}, dropout {rate}"] = best_ms(run, clock)
     for name, (equation, shapes, count) in PRODUCTS.items():
       args = [tf.random.normal(shape) for shape in shapes]
-      ms[name] = count * best_ms(fwd_bwd(lambda a, b: tf.einsum(equation, a, b), args))
+      ms[name] = count * best_ms(fwd_bwd(lambda a, b: tf.einsum(equation, a, b), args),
+                                 clock)
   else:
     import torch
     from transformers import ElectraConfig
@@ -194,32 +154,25 @@ def time_layer(framework: str) -> dict:
       layer = ElectraLayer(ElectraConfig(
           hidden_size=H, num_attention_heads=N, intermediate_size=I,
           hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)).train()
-      ms[f"layer, dropout {rate}"] = best_ms(fwd_bwd(layer, [x], layer.parameters()))
+      ms[f"layer, dropout {rate}"] = best_ms(fwd_bwd(layer, [x], layer.parameters()),
+                                             clock)
     for name, shapes in TORCH_PRODUCTS.items():
       args = [torch.randn(*shape, requires_grad=True) for shape in shapes]
-      ms[name] = PRODUCTS[name][2] * best_ms(fwd_bwd(torch.matmul, args))
+      ms[name] = PRODUCTS[name][2] * best_ms(fwd_bwd(torch.matmul, args), clock)
   ms["matrix products, sum"] = sum(ms[name] for name in PRODUCTS)
   return ms
 
 
-def child(impl: str, steps: int, warmup: int, threads: int, clock_name: str):
-  global clock
-  clock = CLOCKS[clock_name]
+def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str) -> dict:
+  """One implementation's figures, in the process bench/child.py starts for it."""
   if impl in ("hf", "torch_layer"):
     import torch
     torch.set_num_threads(threads)
   if impl in ("tf_layer", "torch_layer"):
-    print(json.dumps({"impl": impl, "ms": time_layer(impl.split("_")[0])}))
-    return
-  if impl == "hf":
-    seconds = run_hf(steps, warmup)
-  else:
-    seconds = run_ours(steps, warmup, impl == "ours_xla",
-                       "mixed_bfloat16" if impl == "ours_bf16" else "float32",
-                       fused=impl != "ours_unfused")
-  peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-  print(json.dumps({"impl": impl, "examples_per_s": steps * BATCH / seconds,
-                    "seconds": seconds, "peak_rss_mib": peak_mib}))
+    return {"impl": impl, "ms": time_layer(impl.split("_")[0], clock)}
+  run = run_hf if impl == "hf" else lambda *a: run_ours(impl, *a)
+  seconds = run(steps, warmup, clock)
+  return {"impl": impl, "examples_per_s": steps * BATCH / seconds, "seconds": seconds}
 
 
 def main():
@@ -241,22 +194,15 @@ def main():
   parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
                       "--threads 1 on a core that other jobs share)")
-  parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
-  if args.child:
-    return child(args.child, args.steps, args.warmup, args.threads, args.clock)
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-         "TF_NUM_INTRAOP_THREADS": str(args.threads), "TF_NUM_INTEROP_THREADS": "1"}
   impls = args.impls.split(",")
   layer_children = ["tf_layer", "torch_layer"] if args.layers else []
   results = []
   for round_ in range(args.rounds):
     for impl in impls + layer_children:
-      out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps",
-                            str(args.steps), "--warmup", str(args.warmup),
-                            "--threads", str(args.threads), "--clock", args.clock],
-                           capture_output=True, text=True, env=env, check=True)
-      result = json.loads(out.stdout.strip().splitlines()[-1])
+      result = child.measure(run_impl, {"impl": impl, "steps": args.steps,
+                                        "warmup": args.warmup, "threads": args.threads,
+                                        "clock": args.clock}, threads=args.threads)
       results.append(result)
       if impl in layer_children:
         print(f"round {round_ + 1} {impl:13s} " + ", ".join(
@@ -290,7 +236,6 @@ def step_flops() -> float:
   """Training FLOPs of one step as the project counts them (model/flops.py, the
   original's convention: backward = forward, the embedding lookup as a one-hot matrix
   product), not what the hardware executes."""
-  sys.path.insert(0, ROOT)
   from model.config import ModelConfig
   from model.flops import finetuning_flops_per_step
   return finetuning_flops_per_step(ModelConfig.from_size("small"), SEQ, BATCH)

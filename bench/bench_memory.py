@@ -1,12 +1,12 @@
 """Peak memory and seconds per step of the training step, default against `recompute`.
 
-  python bench/bench_memory.py                  # pre-training, electra_small 128 x 128
-  python bench/bench_memory.py --task squad --batch-size 16   # SQuAD fine-tuning, seq 512
-  python bench/bench_memory.py --variants default,autodiff_gelu,recompute
+  python -m bench.bench_memory                  # pre-training, electra_small 128 x 128
+  python -m bench.bench_memory --task squad --batch-size 16   # SQuAD fine-tuning, seq 512
+  python -m bench.bench_memory --variants default,autodiff_gelu,recompute
 
 Runs by hand, never in CI. Each variant runs in its own process, one after the other
-(peak RSS, from getrusage, is per process): bench_pretraining.py's or
-bench_qa_memory.py's real training step on random ids, float32. Variants: "default";
+(bench/child.py: peak RSS, from getrusage, is per process): bench_pretraining's or
+bench_qa_memory's real training step on random ids, float32. Variants: "default";
 "recompute" (gradient checkpointing of every transformer layer, the `recompute: true`
 setting); "autodiff_gelu" (pre-training only: the GELU differentiated op by op, as before
 model/encoder.py's gelu had its own gradient). Prints each variant's JSON line, then one
@@ -16,33 +16,28 @@ JSON line with all the figures and the ratios to "default".
 import argparse
 import json
 import os
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FLAGS = {"default": [], "recompute": ["--recompute"], "autodiff_gelu": ["--autodiff-gelu"]}
+from bench import bench_pretraining, bench_qa_memory, child
 
-
-def command(task: str, variant: str, batch: int, steps: int) -> list:
-  if task == "pretraining":
-    return [sys.executable, os.path.join(HERE, "bench_pretraining.py"), "--batch-size",
-            str(batch), "--steps", str(steps), *FLAGS[variant]]
-  if variant == "autodiff_gelu":
-    raise SystemExit("--variants: autodiff_gelu is measured for pre-training only")
-  return [sys.executable, os.path.join(HERE, "bench_qa_memory.py"), "--child",
-          f"{batch}x1", "--steps", str(steps), *FLAGS[variant]]
+VARIANTS = {"default": {}, "recompute": {"recompute": True},
+            "autodiff_gelu": {"autodiff_gelu": True}}
 
 
 def measure(task: str, variant: str, batch: int, steps: int) -> dict:
-  run = subprocess.run(command(task, variant, batch, steps), capture_output=True,
-                       text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  lines = run.stdout.strip().splitlines()
-  if run.returncode or not lines:
-    return {"error": run.stderr.strip()[-300:]}
-  figures = json.loads(lines[-1])
+  if task == "pretraining":
+    function = bench_pretraining.run_ours
+    kwargs = {"batch_size": batch, "steps": steps, **VARIANTS[variant]}
+  elif variant == "autodiff_gelu":
+    raise SystemExit("--variants: autodiff_gelu is measured for pre-training only")
+  else:
+    function = bench_qa_memory.run_setting
+    kwargs = {"batch": batch, "accumulation": 1, "steps": steps, **VARIANTS[variant]}
+  try:
+    figures = child.measure(function, kwargs)
+  except child.ChildFailed as e:
+    return {"error": str(e)}
   seconds = figures.get("seconds_per_step") or 1 / figures["steps_per_s"]
-  peak = figures.get("peak_rss_mib") or round(figures["peak_rss_gib"] * 1024)
-  return {"peak_rss_mib": peak, "seconds_per_step": round(seconds, 2)}
+  return {"peak_rss_mib": figures["peak_rss_mib"], "seconds_per_step": round(seconds, 2)}
 
 
 def main():
@@ -51,13 +46,13 @@ def main():
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--variants", default="default,recompute",
-                      help="comma-separated, of " + ", ".join(FLAGS))
+                      help="comma-separated, of " + ", ".join(VARIANTS))
   args = parser.parse_args()
   variants = args.variants.split(",")
-  unknown = [v for v in variants if v not in FLAGS]
+  unknown = [v for v in variants if v not in VARIANTS]
   if unknown:
     raise SystemExit(f"--variants: unknown {', '.join(unknown)}; expected some of "
-                     f"{', '.join(FLAGS)}")
+                     f"{', '.join(VARIANTS)}")
   results = {}
   for variant in variants:
     results[variant] = measure(args.task, variant, args.batch_size, args.steps)

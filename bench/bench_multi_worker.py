@@ -1,6 +1,6 @@
 """Two workers on one host (127.0.0.1) against one worker, same global batch.
 
-    python bench/bench_multi_worker.py [--steps 200] [--batch-size 32] [--work-dir DIR]
+    python -m bench.bench_multi_worker [--steps 200] [--batch-size 32] [--work-dir DIR]
 
 Builds a small pre-training dataset from ../shared/data (the first --corpus-mb MB of the
 English corpus, a learned 4,000-token vocabulary, 4 shards), then pre-trains the debug
@@ -19,12 +19,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from bench import ROOT, SHARED_DATA
+from training.curves import LOG_NAME, read_log
 
-from training.curves import LOG_NAME, read_log  # pylint: disable=wrong-import-position
-
-CORPUS = os.path.join(ROOT, "..", "shared", "data", "corpus", "english_corpus.txt")
+CORPUS = os.path.join(SHARED_DATA, "corpus", "english_corpus.txt")
 
 
 def free_port() -> int:

@@ -1,51 +1,37 @@
 """Pre-training throughput: steps/s, tokens/s and peak memory of the real training step.
 
-Runs the same compiled step as run_pretraining.py (training/loop.py's TrainLoop with the
-pretrain/objective.py model and training/optimization.py optimizer) on random token ids,
-after one untimed step (tracing). Prints one JSON line per configuration.
+Runs the same compiled step as run_pretraining.py (pretrain/trainer.py's Pretrainer: its
+model, optimizer and input pipeline, on TrainLoop.train_step) on random token ids,
+after one untimed step (tracing), each configuration in its own process
+(bench/child.py: peak RSS is per process). Prints one JSON line per run.
 
-  python bench/bench_pretraining.py --model-size small --batch-size 128 --steps 5
-  python bench/bench_pretraining.py --mixed-precision mixed_bfloat16 --use-xla  # GPU
-  python bench/bench_pretraining.py --impl hf   # the PyTorch peer, same step
-  python bench/bench_pretraining.py --impls ours,ours_unfused,hf --rounds 2 --threads 1 \
-      --clock cpu  # each in its own process, alternating; the best of the rounds, ratios
+  python -m bench.bench_pretraining --model-size small --batch-size 128 --steps 5
+  python -m bench.bench_pretraining --mixed-precision mixed_bfloat16 --use-xla  # GPU
+  python -m bench.bench_pretraining --impl hf   # the PyTorch peer, same step
+  python -m bench.bench_pretraining --impls ours,ours_unfused,hf --rounds 2 --threads 1 \
+      --clock cpu  # alternating; the best of the rounds, ratios
 
 --impl hf runs the same ELECTRA step built from Hugging Face transformers' PyTorch
 ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator): shared
 embeddings, the original's masking, generator logits at the masked positions only,
 Gumbel sampling, loss = MLM + 50 x discriminator, AdamW and clipping at 1.0. It needs
 torch and transformers, installed for the benchmark only:
-pip install torch==2.13.0 transformers==5.23.0. Run each --impl in its own process (peak
-RSS is per process).
+pip install torch==2.13.0 transformers==5.23.0.
 """
 
 import argparse
 import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from data_prep import records  # pylint: disable=wrong-import-position
-from model.fused import use_fused  # pylint: disable=wrong-import-position
-from pretrain import trainer  # pylint: disable=wrong-import-position
-from pretrain.config import load_config  # pylint: disable=wrong-import-position
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-                     "shared", "data", "vocab", "bert_uncased_vocab.txt")
+from bench import BERT_VOCAB, child
+from bench.steps import CLOCKS, time_steps
 
 
 def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int = 512):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from data_prep import records  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   path = os.path.join(folder, "pretrain_tfrecords",
                       records.FILE_PATTERN.format(index=0, count=1))
@@ -59,10 +45,48 @@ def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int 
           "segment_ids": feature([0] * seq_length)})).SerializeToString())
 
 
-def peak_gpu_bytes() -> int:
-  if not tf.config.list_physical_devices("GPU"):
-    return 0
-  return tf.config.experimental.get_memory_info("GPU:0")["peak"]
+def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 128,
+             seq_length: int = 128, steps: int = 5, mixed_precision: str = "float32",
+             use_xla: bool = False, vocab_file: str = BERT_VOCAB, recompute: bool = False,
+             autodiff_gelu: bool = False, clock: str = "wall") -> dict:
+  """Our step's figures: the Pretrainer of a config for these sizes, on random records."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from model.fused import use_fused  # pylint: disable=import-outside-toplevel
+  from pretrain import trainer  # pylint: disable=import-outside-toplevel
+  from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  if autodiff_gelu:
+    import tf_keras  # pylint: disable=import-outside-toplevel
+    from model import encoder  # pylint: disable=import-outside-toplevel
+    encoder.gelu = tf_keras.activations.gelu
+
+  with tempfile.TemporaryDirectory() as folder:
+    with open(vocab_file, encoding="utf-8") as f:
+      vocab = f.read()
+    with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+      f.write(vocab)
+    vocab_size = len(vocab.splitlines())
+    write_random_data(folder, seq_length, vocab_size)
+    config = load_config(f"electra_{model_size}", folder, {
+        "model_size": model_size, "train_batch_size": batch_size,
+        "max_seq_length": seq_length, "mixed_precision": mixed_precision,
+        "use_xla": use_xla, "num_train_steps": steps + 1, "num_warmup_steps": 1,
+        "vocab_size": vocab_size, "recompute": recompute})
+    pretrainer = trainer.Pretrainer(config)
+    if impl == "ours_unfused" or autodiff_gelu:
+      use_fused(pretrainer.model, False)
+    step = pretrainer.loop.train_step()
+    iterator = pretrainer.loop.iterator(pretrainer.dataset_fn(training=True))
+    seconds = time_steps(lambda: step(iterator)["loss"], steps, clock=clock)
+  steps_per_s = steps / seconds
+  gpu = tf.config.list_physical_devices("GPU")
+  peak_gpu = tf.config.experimental.get_memory_info("GPU:0")["peak"] if gpu else 0
+  return {
+      "impl": impl, "model": f"electra_{model_size}", "batch": batch_size,
+      "seq": seq_length, "precision": mixed_precision, "xla": use_xla,
+      "recompute": recompute, "gelu": "autodiff" if autodiff_gelu else "custom",
+      "device": "GPU" if gpu else "CPU", "steps_per_s": round(steps_per_s, 4),
+      "tokens_per_s": round(steps_per_s * batch_size * seq_length),
+      "peak_gpu_mib": round(peak_gpu / 2**20)}
 
 
 def main():
@@ -73,13 +97,13 @@ def main():
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--mixed-precision", default="float32")
   parser.add_argument("--use-xla", action="store_true")
-  parser.add_argument("--vocab-file", default=VOCAB)
+  parser.add_argument("--vocab-file", default=BERT_VOCAB)
   parser.add_argument("--impl", default="ours", choices=("ours", "ours_unfused", "hf"),
                       help="ours_unfused: the transformer layer's elementwise work "
                       "unfused (model/fused.py off), as before issue 22")
   parser.add_argument("--impls", default=None,
                       help="comma-separated --impl values, each run in its own process, "
-                      "alternating for --rounds rounds")
+                      "alternating for --rounds rounds; then a table of the best of each")
   parser.add_argument("--rounds", type=int, default=1)
   parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
@@ -94,60 +118,35 @@ def main():
                       "to measure what that gradient saves (with the layer unfused: the "
                       "fused layer computes its own GELU)")
   args = parser.parse_args()
+  impls = args.impls.split(",") if args.impls else [args.impl]
+  shared = {"model_size": args.model_size, "batch_size": args.batch_size,
+            "seq_length": args.seq_length, "steps": args.steps, "clock": args.clock}
+  ours = {**shared, "mixed_precision": args.mixed_precision, "use_xla": args.use_xla,
+          "vocab_file": args.vocab_file, "recompute": args.recompute,
+          "autodiff_gelu": args.autodiff_gelu}
+  results = []
+  for _ in range(args.rounds):
+    for impl in impls:
+      if impl == "hf":
+        result = child.measure(run_hf, {**shared, "threads": args.threads}, args.threads)
+      else:
+        result = child.measure(run_ours, {**ours, "impl": impl}, args.threads)
+      results.append(result)
+      print(json.dumps(result), flush=True)
   if args.impls:
-    return alternate(args)
-  if args.impl == "hf":
-    return run_hf(args)
-  if args.autodiff_gelu:
-    from model import encoder  # pylint: disable=g-import-not-at-top
-    encoder.gelu = tf_keras.activations.gelu
-
-  with tempfile.TemporaryDirectory() as folder:
-    with open(args.vocab_file, encoding="utf-8") as f:
-      vocab_size = sum(1 for _ in f)
-    with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
-      f.write(open(args.vocab_file, encoding="utf-8").read())
-    write_random_data(folder, args.seq_length, vocab_size)
-    config = load_config(f"electra_{args.model_size}", folder, {
-        "model_size": args.model_size, "train_batch_size": args.batch_size,
-        "max_seq_length": args.seq_length, "mixed_precision": args.mixed_precision,
-        "use_xla": args.use_xla, "num_train_steps": args.steps + 1,
-        "num_warmup_steps": 1, "vocab_size": vocab_size, "recompute": args.recompute})
-    pretrainer = trainer.Pretrainer(config)
-    loop = pretrainer.loop
-    if args.impl == "ours_unfused" or args.autodiff_gelu:
-      use_fused(pretrainer.model, False)
-    # The loop's own step function, timed without checkpoints or logs.
-    step_fn = loop._build_step(distributed=False)  # pylint: disable=protected-access
-    iterator = iter(pretrainer._dataset_fn(  # pylint: disable=protected-access
-        args.batch_size, training_data=True)(loop.input_context()))
-    float(step_fn(iterator)["loss"])  # tracing and the first step
-    start = CLOCKS[args.clock]()
-    for _ in range(args.steps):
-      loss = step_fn(iterator)["loss"]
-    float(loss)
-    elapsed = CLOCKS[args.clock]() - start
-  steps_per_s = args.steps / elapsed
-  print(json.dumps({
-      "impl": args.impl, "model": f"electra_{args.model_size}", "batch": args.batch_size,
-      "seq": args.seq_length, "precision": args.mixed_precision, "xla": args.use_xla,
-      "recompute": args.recompute, "gelu": "autodiff" if args.autodiff_gelu else "custom",
-      "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU",
-      "steps_per_s": round(steps_per_s, 4),
-      "tokens_per_s": round(steps_per_s * args.batch_size * args.seq_length),
-      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-      "peak_gpu_mib": round(peak_gpu_bytes() / 2**20)}))
+    compare(impls, results)
 
 
-def run_hf(args):
+def run_hf(model_size: str, batch_size: int, seq_length: int, steps: int, threads: int,
+           clock: str) -> dict:
   """The PyTorch peer: the same ELECTRA step with transformers' modules."""
   import torch  # pylint: disable=g-import-not-at-top
-  if args.threads:
-    torch.set_num_threads(args.threads)
+  if threads:
+    torch.set_num_threads(threads)
   from transformers import (ElectraConfig, ElectraForMaskedLM,  # pylint: disable=g-import-not-at-top
                             ElectraForPreTraining)
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
-  disc = ModelConfig.from_size(args.model_size)
+  disc = ModelConfig.from_size(model_size)
   gen = disc.generator_config()
   hf = lambda c: ElectraConfig(
       vocab_size=30522, embedding_size=c.embedding_width, hidden_size=c.hidden_size,
@@ -160,7 +159,7 @@ def run_hf(args):
   params = {id(p): p for m in (generator, discriminator) for p in m.parameters()}
   optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, eps=1e-6,
                                 weight_decay=0.01)
-  batch, seq = args.batch_size, args.seq_length
+  batch, seq = batch_size, seq_length
   n_pred = int((0.15 + 0.005) * seq)
   rng = torch.Generator().manual_seed(0)
   ids = torch.randint(1000, 30522, (batch, seq), generator=rng)
@@ -193,41 +192,17 @@ def run_hf(args):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
     optimizer.step()
-    return float(loss)
+    return loss
 
-  step()
-  start = CLOCKS[args.clock]()
-  for _ in range(args.steps):
-    step()
-  elapsed = CLOCKS[args.clock]() - start
-  steps_per_s = args.steps / elapsed
-  print(json.dumps({
-      "model": f"electra_{args.model_size}", "impl": "hf-pytorch", "batch": batch,
-      "seq": seq, "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
-      "tokens_per_s": round(steps_per_s * batch * seq),
-      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+  steps_per_s = steps / time_steps(step, steps, clock=clock)
+  return {"impl": "hf", "model": f"electra_{model_size}", "batch": batch, "seq": seq,
+          "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
+          "tokens_per_s": round(steps_per_s * batch * seq)}
 
 
-def alternate(args):
-  """Each of --impls in its own process (peak RSS is per process), alternating for
-  --rounds rounds; prints each run, then the best tokens/s of each and its ratio to the
-  last impl's."""
-  impls = args.impls.split(",")
-  env = dict(os.environ)
-  if args.threads:
-    env.update(TF_NUM_INTRAOP_THREADS=str(args.threads), TF_NUM_INTEROP_THREADS="1")
-  passed = [f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items()
-            if name in ("model_size", "batch_size", "seq_length", "steps",
-                        "mixed_precision", "vocab_file", "threads", "clock")]
-  results = []
-  for round_ in range(args.rounds):
-    for impl in impls:
-      out = subprocess.run([sys.executable, __file__, "--impl", impl, *passed],
-                           capture_output=True, text=True, env=env, check=True)
-      results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-      results[-1]["impl"] = impl
-      print(f"round {round_ + 1} {impl:13s} {results[-1]['tokens_per_s']:7d} tokens/s "
-            f"peak RSS {results[-1]['peak_rss_mib']:6d} MiB", flush=True)
+def compare(impls, results):
+  """The best tokens/s of each of `impls` over the rounds, and its ratio to the last
+  one's."""
   best = {impl: max((r for r in results if r["impl"] == impl),
                     key=lambda r: r["tokens_per_s"]) for impl in impls}
   peer = best[impls[-1]]["tokens_per_s"]

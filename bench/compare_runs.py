@@ -1,26 +1,22 @@
 """Pre-training runs side by side: smoothed training curves against tokens seen.
 
-  python bench/compare_runs.py --output attempts.png NAME=MODEL_DIR [NAME=MODEL_DIR ...]
+  python -m bench.compare_runs --output attempts.png NAME=MODEL_DIR [NAME=MODEL_DIR ...]
 
 Reads each model dir's train_log.jsonl, averages every scalar over windows of --window
 steps (one logged batch is noisy) and draws one panel per scalar with one line per run,
 against millions of training tokens (runs with other batch sizes stay comparable). Also
 prints, per run, the windowed figures at a few points as a table. With --eval, the
-held-out metrics of every kept checkpoint instead (bench/eval_checkpoints.py).
+held-out metrics of every kept checkpoint instead (bench.eval_checkpoints).
 """
 
 import argparse
 import json
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log  # pylint: disable=wrong-import-position
+from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
-# --eval: the held-out metrics of every kept checkpoint (bench/eval_checkpoints.py).
+# --eval: the held-out metrics of every kept checkpoint (bench.eval_checkpoints).
 EVAL_SCALARS = ("masked_lm_accuracy", "disc_auc", "disc_auc_fixed", "disc_state_cosine")
 
 
@@ -44,7 +40,7 @@ def main():
   parser.add_argument("runs", nargs="+", help="NAME=MODEL_DIR (its train_log.jsonl)")
   parser.add_argument("--window", type=int, default=200)
   parser.add_argument("--eval", action="store_true",
-                      help="draw each run's eval_curve.jsonl (bench/eval_checkpoints.py) "
+                      help="draw each run's eval_curve.jsonl (bench.eval_checkpoints) "
                       "instead of its windowed training log")
   parser.add_argument("--output", required=True, help="PNG path")
   args = parser.parse_args()

@@ -1,14 +1,14 @@
 """ELECTRA vs BERT-style masked LM at equal pre-training compute (paper Figure 1, Table 1).
 
-  python bench/compute_efficiency.py           # the whole study; re-run to resume
-  python bench/compute_efficiency.py --table   # re-print the results, run nothing
+  python -m bench.compute_efficiency           # the whole study; re-run to resume
+  python -m bench.compute_efficiency --table   # re-print the results, run nothing
 
 An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version). In
 <work-dir>:
 1. data: records and a --vocab-size vocabulary learned from <shared-data>/corpus
    (build_pretraining_dataset.py); finetuning_data/ with the GLUE folders, chunk/
    (CoNLL-2000) and squadv1/ (the SQuAD 1.1 dev file split by article, as
-   bench/exp_transfer.py does), training files cut to SCHEDULES' sizes.
+   bench.exp_transfer does), training files cut to SCHEDULES' sizes.
 2. pre-training (run_pretraining.py), the recipe's preset (configs/pretraining/<size>)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
@@ -34,11 +34,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-# bench/ is sys.path[0] when this runs as a script.
-from exp_transfer import split_squad  # pylint: disable=wrong-import-position
-from util.files import atomic_write  # pylint: disable=wrong-import-position
+from bench import ROOT, SHARED_DATA
+from bench.exp_transfer import split_squad
+from util.files import atomic_write
 
 FRACTIONS = ("1/4", "1/2", "1")
 ARMS = ("electra", "mlm")
@@ -428,8 +426,7 @@ def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.error = fail  # one line, as the project's commands
   parser.add_argument("--work-dir", default=os.path.join("data", "compute_efficiency"))
-  parser.add_argument("--shared-data",
-                      default=os.path.join(os.path.dirname(ROOT), "shared", "data"),
+  parser.add_argument("--shared-data", default=SHARED_DATA,
                       help="holds corpus/, glue/, conll2000/ and squad/")
   parser.add_argument("--model-size", default="tiny",
                       help="the recipe: configs/pretraining/ and configs/finetuning/")

@@ -1,23 +1,18 @@
 """Evaluates every kept checkpoint of a pre-training run: eval metrics against steps.
 
-  python bench/eval_checkpoints.py --data-dir DATA --model-name NAME [--hparams JSON]
+  python -m bench.eval_checkpoints --data-dir DATA --model-name NAME [--hparams JSON]
 
 The run's own config (its pretrain_config.json, then --hparams) with num_eval_steps
 --eval-batches; each checkpoint not yet in <model_dir>/eval_curve.jsonl is evaluated
 (one TensorFlow start for all) and appended as a line, so re-running adds only new
 checkpoints. Keep them with "keep_checkpoint_max" at least num_train_steps /
 save_checkpoints_steps. The run's training_curves.png is redrawn with them as markers;
-bench/compare_runs.py --eval draws several runs' curves.
+`python -m bench.compare_runs --eval` draws several runs' curves.
 """
 
 import argparse
 import json
 import os
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
 
 
 def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):

@@ -2,10 +2,10 @@
 
   # 1. records and ~30 min of debug-size pre-training (see bench/RESULTS.md for flags)
   # 2. both arms, then the side-by-side table:
-  python bench/exp_transfer.py --data-dir EXP --arm random
-  python bench/exp_transfer.py --data-dir EXP --arm pretrained \
+  python -m bench.exp_transfer --data-dir EXP --arm random
+  python -m bench.exp_transfer --data-dir EXP --arm pretrained \
       --init-checkpoint EXP/models/electra_debug/export
-  python bench/exp_transfer.py --data-dir EXP --table
+  python -m bench.exp_transfer --data-dir EXP --table
 
 An experiment run by hand, never in CI. EXP/finetuning_data/ must hold the GLUE folders
 (CoLA, SST-2, MRPC, STS-B, RTE) and chunk/ (CoNLL-2000); --squad-file splits the SQuAD
@@ -22,7 +22,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import ROOT
+
 # Each arm's results live under <data-dir>/models/<name>; --pretrained-name keeps a
 # second pre-trained model's fine-tuning runs apart from the first's.
 ARMS = {"pretrained": "electra_debug", "random": "random_debug"}
@@ -92,7 +93,6 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   """How alike the encoder's outputs are across inputs before fine-tuning: the mean
   pairwise cosine of [CLS] vectors over SST-2 dev sentences, and of the real tokens'
   vectors within each sentence. Near 1 means the input barely shows in the output."""
-  sys.path.insert(0, ROOT)
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from data_prep.tokenizer import Tokenizer  # pylint: disable=g-import-not-at-top
@@ -130,7 +130,6 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
 
 
 def table(data_dir: str, names) -> str:
-  sys.path.insert(0, ROOT)
   from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
   rows = ["| task | metric | pre-trained: median (trials) | random init: median "
           "(trials) |", "|---|---|---|---|"]

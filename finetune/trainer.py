@@ -294,7 +294,6 @@ class Finetuner:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir)
     runtime.use_checkpointed_dropout(seed)
-    strategy = self.strategy
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size
@@ -306,50 +305,22 @@ class Finetuner:
           f"batches x num_train_epochs {config.num_train_epochs:g} = "
           f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
           "raise num_train_epochs or lower train_batch_size")
-    if batch % config.gradient_accumulation_steps:
-      raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
-                       f" must divide train_batch_size {batch}")
-    if config.do_train:  # before any model call: one too big would never return
-      pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
-      runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
-          self.model_config, config.max_seq_length, max(1, batch // pieces),
-          config.recompute))
-    with strategy.scope():
-      model = self.build_model()
-      use_recompute(model, config.recompute)
-      optimizer = create_optimizer(
-          config.learning_rate, max(1, num_steps),
-          int(num_steps * config.warmup_proportion), config.weight_decay_rate,
-          lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay),
-          mixed_precision=config.mixed_precision)
     history, scores = [], None
     if config.do_train:
-      init = self.init
+      loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step")
+      model, init = loop.model, self.init
       if not init and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
-      settings = LoopSettings(
-          model_dir=model_dir, num_train_steps=num_steps,
-          save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
-          log_every_steps=config.log_every_steps, use_xla=config.use_xla,
-          gradient_accumulation_steps=config.gradient_accumulation_steps,
-          tokens_per_step=batch * config.max_seq_length,
-          flops_per_step=model_flops.finetuning_flops_per_step(
-              self.model_config, config.max_seq_length, batch),
-          peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
-          learning_rate=logged_learning_rate(optimizer), label=f"trial {trial} step")
-      loop = TrainLoop(strategy, model, optimizer,
-                       self.loss_fn(model, batch), settings)
       resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
                                 finetuning=config.to_dict(),
                                 model=self.model_config.to_dict())
       epochs = max(1, int(np.ceil(config.num_train_epochs)))
       boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
                            for e in range(epochs)})
-      order = self.example_order(n, num_steps * batch, seed)
-      dataset_fn = lambda context: self.dataset(train, order, batch, context)
+      dataset_fn = self.dataset_fn(train, num_steps, seed)
       for epoch, end in enumerate(boundaries, 1):
-        settings.num_train_steps = end
+        loop.settings.num_train_steps = end
         loop.run(dataset_fn, init_fn=(lambda: model.load_pretrained(init)) if init
                  else None)
         if config.do_eval:
@@ -362,6 +333,8 @@ class Finetuner:
                                   config.do_lower_case, config.max_seq_length, model_dir)
         self.log(f"wrote the serving SavedModel {exported}")
     else:
+      with self.strategy.scope():
+        model = self.build_model()
       try:
         self.restore(model, trial)
       except NotFinetunedError as e:
@@ -376,6 +349,47 @@ class Finetuner:
       shutil.rmtree(model_dir, ignore_errors=True)
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
+
+  def train_loop(self, features: Dict[str, np.ndarray], num_steps: int, model_dir: str,
+                 label: str = "step") -> TrainLoop:
+    """The model (built on `features`), its optimizer and the loop that trains it for
+    num_steps steps of train_batch_size features into model_dir: a trial's training,
+    and the step the benches time (TrainLoop.train_step)."""
+    config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
+    if batch % config.gradient_accumulation_steps:
+      raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
+                       f" must divide train_batch_size {batch}")
+    # Before any model call: one too big would never return.
+    pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
+    runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
+        self.model_config, config.max_seq_length, max(1, batch // pieces),
+        config.recompute))
+    with strategy.scope():
+      model = self.build_model(features)
+      use_recompute(model, config.recompute)
+      optimizer = create_optimizer(
+          config.learning_rate, max(1, num_steps),
+          int(num_steps * config.warmup_proportion), config.weight_decay_rate,
+          lr_multiplier=model.lr_multiplier(config.layerwise_lr_decay),
+          mixed_precision=config.mixed_precision)
+    settings = LoopSettings(
+        model_dir=model_dir, num_train_steps=num_steps,
+        save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
+        log_every_steps=config.log_every_steps, use_xla=config.use_xla,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        tokens_per_step=batch * config.max_seq_length,
+        flops_per_step=model_flops.finetuning_flops_per_step(
+            self.model_config, config.max_seq_length, batch),
+        peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
+        learning_rate=logged_learning_rate(optimizer), label=label)
+    return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
+
+  def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):
+    """The input pipeline of training: num_steps batches of train_batch_size
+    `features`, a fresh order each epoch, as TrainLoop.run and iterator take it."""
+    batch = self.config.train_batch_size
+    order = self.example_order(len(features["input_ids"]), num_steps * batch, seed)
+    return lambda context: self.dataset(features, order, batch, context)
 
   @staticmethod
   def example_order(n: int, count: int, seed: int) -> np.ndarray:

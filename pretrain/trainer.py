@@ -225,13 +225,17 @@ class Pretrainer:
           outputs["input_mask"])
     return loss, scalars
 
-  def _dataset_fn(self, batch_size: int, training_data: bool):
+  def dataset_fn(self, training: bool = True):
+    """The input pipeline of training (train_batch_size, shuffled, repeated) or eval
+    batches, as TrainLoop.run, evaluate and iterator take it."""
+    batch_size = self.config.train_batch_size if training else self.config.eval_batch_size
+
     def dataset_fn(context: tf.distribute.InputContext):
       per_replica = context.get_per_replica_batch_size(batch_size)
       local_replicas = context.num_replicas_in_sync // context.num_input_pipelines
       return input_pipeline.make_dataset(
           self.files, per_replica * local_replicas, self.config.max_seq_length,
-          training=training_data, seed=self.config.seed,
+          training=training, seed=self.config.seed,
           static_mask_length=self.static_mask_length, input_context=context)
     return dataset_fn
 
@@ -284,7 +288,7 @@ class Pretrainer:
                        f"{self.strategy.num_replicas_in_sync} replica(s) x "
                        f"{self.config.gradient_accumulation_steps} accumulation steps")
     return self._reading_data(lambda: self.loop.run(
-        self._dataset_fn(batch, training_data=True), init_fn=self._init_from_checkpoint))
+        self.dataset_fn(training=True), init_fn=self._init_from_checkpoint))
 
   def evaluate(self, checkpoint: Optional[str] = None, write: bool = True
                ) -> Dict[str, float]:
@@ -312,8 +316,7 @@ class Pretrainer:
 
     fixed = FixedCorruptionMetrics()
     for outputs in self._reading_data(lambda: self.loop.evaluate(
-        self._dataset_fn(self.config.eval_batch_size, training_data=False), replica_fn,
-        self.config.num_eval_steps)):
+        self.dataset_fn(training=False), replica_fn, self.config.num_eval_steps)):
       fixed.update(outputs)
     results = {**metrics.result(), **fixed.result(),
                "global_step": int(self.loop.step.numpy())}

@@ -1,9 +1,10 @@
-"""bench/compute_efficiency.py end to end on a tiny budget, and its fine-tuning data.
+"""bench.compute_efficiency end to end on a tiny budget, and its fine-tuning data.
 
-The driver runs as a subprocess on a shared-data mirror whose corpus is cut to a few
-thousand lines (the rest is linked): both pre-training arms at equal FLOPs, their
-exports at 1/4, 1/2 and all of the run, seven encoders fine-tuned on RTE, the table,
-JSON and plot; a second run skips every unit.
+The driver runs as a subprocess (`python -m bench.compute_efficiency` from the root) on
+a shared-data mirror whose corpus is cut to a few thousand lines (the rest is linked):
+both pre-training arms at equal FLOPs, their exports at 1/4, 1/2 and all of the run,
+seven encoders fine-tuned on RTE, the table, JSON and plot; a second run skips every
+unit.
 """
 
 import json
@@ -13,10 +14,10 @@ import subprocess
 import sys
 import time
 
+from bench import compute_efficiency
 from tests.conftest import ROOT, shared_path
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import compute_efficiency  # pylint: disable=g-import-not-at-top,wrong-import-position
+STUDY = [sys.executable, "-m", "bench.compute_efficiency"]
 
 ENCODERS = [f"{arm}@{f}" for arm in ("electra", "mlm") for f in ("1/4", "1/2", "1")] + [
     "random"]
@@ -36,14 +37,13 @@ def shared_mirror(tmp_path, corpus_lines: int):
 
 def run_study(mirror, work, *extra):
   command = [
-      sys.executable, os.path.join(ROOT, "bench", "compute_efficiency.py"),
-      "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
+      *STUDY, "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
       "--vocab-size", "2000", "--budget-steps", "8", "--max-train-examples", "64",
       "--trials", "1", "--tasks", "glue/rte",
       "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
       "--mlm-hparams", '{"learning_rate": 3e-4}',
       "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}', *extra]
-  return subprocess.run(command, capture_output=True, text=True, timeout=600)
+  return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def numbers(value):
@@ -102,9 +102,8 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   assert {t["status"] for t in timings.values()} == {"skipped"}
   assert "GLUE avg" in second.stdout
 
-  table_only = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "bench", "compute_efficiency.py"), "--table",
-       "--work-dir", str(work)], capture_output=True, text=True, timeout=60)
+  table_only = subprocess.run([*STUDY, "--table", "--work-dir", str(work)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
   assert table_only.returncode == 0 and table_only.stdout.strip() == "\n".join(table)
 
 
@@ -117,9 +116,8 @@ def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_
          ["--model-size", "nope"], ["--shared-data", str(tmp_path)], ["--jobs", "x"],
          ["--shared-data", shared_path()]]
   for flags in bad:
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "compute_efficiency.py"),
-         "--work-dir", str(work), *flags], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*STUDY, "--work-dir", str(work), *flags], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, flags
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, \
         (flags, result.stderr)

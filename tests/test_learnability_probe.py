@@ -1,16 +1,13 @@
-"""bench/learnability_probe.py end to end: its corpus, records by the real build, the
+"""bench.learnability_probe end to end: its corpus, records by the real build, the
 tiny model pre-trained by run_pretraining.py from the mimetic start, every checkpoint
 evaluated; the generator learns the successor map (masked-LM accuracy >= 0.9)."""
 
 import json
-import os
 import subprocess
 import sys
 
+from bench import learnability_probe
 from tests.conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import learnability_probe  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Measured at this size (100 words, 32 tokens; bench/RESULTS.md): eval masked-LM accuracy
 # 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a 150-step run from the mimetic
@@ -43,9 +40,8 @@ def test_corpus_is_a_successor_map(tmp_path):
 
 def test_mimetic_start_learns_the_successor_map(tmp_path):
   result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "bench", "learnability_probe.py"),
-       "--work-dir", str(tmp_path), "--arm",
-       'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
+      [sys.executable, "-m", "bench.learnability_probe", "--work-dir", str(tmp_path),
+       "--arm", 'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
        "--steps", str(PROBE_STEPS), "--eval-every", str(PROBE_STEPS), "--eval-batches", "2",
        "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],
       cwd=ROOT, capture_output=True, text=True, check=False)

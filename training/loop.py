@@ -157,12 +157,20 @@ class TrainLoop:
                                       input_pipeline_id=worker,
                                       num_replicas_in_sync=self.strategy.num_replicas_in_sync)
 
-  def _iterator(self, dataset):
-    """(iterator, is_distributed). Plain tf.data iterators can be checkpointed; for
-    several local replicas the step splits the worker's batch itself (below)."""
-    if isinstance(self.strategy, tf.distribute.TPUStrategy):
-      return iter(self.strategy.experimental_distribute_dataset(dataset)), True
-    return iter(dataset), False
+  @property
+  def _distributed_input(self) -> bool:
+    """Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
+    can be checkpointed; for several local replicas the step splits the worker's batch
+    itself (below)."""
+    return isinstance(self.strategy, tf.distribute.TPUStrategy)
+
+  def iterator(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
+    """This worker's iterator over `dataset_fn(input_context)`'s batches, as train_step
+    and evaluate read them."""
+    dataset = dataset_fn(self.input_context())
+    if self._distributed_input:
+      return iter(self.strategy.experimental_distribute_dataset(dataset))
+    return iter(dataset)
 
   def _split_over_replicas(self, batch):
     """The worker's batch, cut into equal consecutive slices, one per local replica."""
@@ -236,7 +244,10 @@ class TrainLoop:
       kwargs["experimental_aggregate_gradients"] = False  # summed above, once
     self.optimizer.apply_gradients(grads_and_vars, **kwargs)
 
-  def _build_step(self, distributed: bool):
+  def train_step(self) -> Callable[..., Dict[str, tf.Tensor]]:
+    """The compiled step, `train_step(iterator) -> scalars`: one optimizer step on the
+    next batch of `iterator` (self.iterator). run() calls it between its checkpoints and
+    logs; the benches time it alone."""
     self._gradients = tf.function(self._compute_gradients, autograph=False,
                                   jit_compile=self.settings.use_xla or None)
     with self.strategy.scope():
@@ -249,7 +260,7 @@ class TrainLoop:
     @tf.function(autograph=False)
     def train_step(iterator):
       batch = next(iterator)
-      if not distributed:
+      if not self._distributed_input:
         batch = self._split_over_replicas(batch)
       scalars = self.strategy.run(self._replica_step, args=(batch,))
       scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
@@ -279,11 +290,11 @@ class TrainLoop:
     Returns the last logged scalars. Raises NonFiniteLossError or TrainingInterrupted.
     """
     settings = self.settings
-    iterator, distributed = self._iterator(dataset_fn(self.input_context()))
+    iterator = self.iterator(dataset_fn)
     # First: a lost state file is rebuilt before the manager reads it.
     self.latest_checkpoint()
     manager = self._manager()
-    data_manager = None if distributed else self._data_manager(iterator)
+    data_manager = None if self._distributed_input else self._data_manager(iterator)
     restored = self.restore()
     if not restored and init_fn is not None:
       init_fn()
@@ -303,7 +314,7 @@ class TrainLoop:
             flush=True)
     if start >= settings.num_train_steps:
       return {}
-    train_step = self._build_step(distributed)
+    train_step = self.train_step()
     writer = tf.summary.create_file_writer(os.path.join(settings.model_dir, "train")) \
         if self.chief else tf.summary.create_noop_writer()
     progress = Progress(settings.label, settings.num_train_steps, "steps", start=start,
@@ -365,12 +376,12 @@ class TrainLoop:
     what it returns, if anything, comes back as a list with one NumPy nest per batch and
     local replica (for figures that need every value on the host).
     """
-    iterator, distributed = self._iterator(dataset_fn(self.input_context()))
+    iterator = self.iterator(dataset_fn)
 
     @tf.function(autograph=False)  # as train_step: nothing here branches on tensors
     def eval_step(iterator, index):
       batch = next(iterator)
-      if not distributed:
+      if not self._distributed_input:
         batch = self._split_over_replicas(batch)
       return self.strategy.run(replica_fn, args=(batch, index))
 
