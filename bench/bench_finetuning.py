@@ -194,6 +194,7 @@ def main():
   parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
                       "--threads 1 on a core that other jobs share)")
+  child.add_arguments(parser)
   args = parser.parse_args()
   impls = args.impls.split(",")
   layer_children = ["tf_layer", "torch_layer"] if args.layers else []
@@ -202,7 +203,9 @@ def main():
     for impl in impls + layer_children:
       result = child.measure(run_impl, {"impl": impl, "steps": args.steps,
                                         "warmup": args.warmup, "threads": args.threads,
-                                        "clock": args.clock}, threads=args.threads)
+                                        "clock": args.clock}, threads=args.threads,
+                             isa=args.isa,
+                             onednn=args.onednn if impl.startswith(("ours", "tf")) else "auto")
       results.append(result)
       if impl in layer_children:
         print(f"round {round_ + 1} {impl:13s} " + ", ".join(
@@ -211,7 +214,8 @@ def main():
         print(f"round {round_ + 1} {impl:13s} {result['examples_per_s']:8.1f} examples/s "
               f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
   print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {args.threads} threads, "
-        f"{args.clock} clock, "
+        f"{args.clock} clock, CPU {args.isa}" + (" (emulated)" if args.isa != "native" else "")
+        + f", oneDNN {args.onednn}, "
         f"best of {args.rounds} rounds:")
   figures = {}
   flops_per_example = step_flops() / BATCH

@@ -117,6 +117,7 @@ def main():
                       help="the GELU before its custom gradient (autodiff of tf.nn.gelu), "
                       "to measure what that gradient saves (with the layer unfused: the "
                       "fused layer computes its own GELU)")
+  child.add_arguments(parser)
   args = parser.parse_args()
   impls = args.impls.split(",") if args.impls else [args.impl]
   shared = {"model_size": args.model_size, "batch_size": args.batch_size,
@@ -128,9 +129,11 @@ def main():
   for _ in range(args.rounds):
     for impl in impls:
       if impl == "hf":
-        result = child.measure(run_hf, {**shared, "threads": args.threads}, args.threads)
+        result = child.measure(run_hf, {**shared, "threads": args.threads}, args.threads,
+                               args.isa)
       else:
-        result = child.measure(run_ours, {**ours, "impl": impl}, args.threads)
+        result = child.measure(run_ours, {**ours, "impl": impl}, args.threads, args.isa,
+                               args.onednn)
       results.append(result)
       print(json.dumps(result), flush=True)
   if args.impls:
@@ -206,6 +209,9 @@ def compare(impls, results):
   best = {impl: max((r for r in results if r["impl"] == impl),
                     key=lambda r: r["tokens_per_s"]) for impl in impls}
   peer = best[impls[-1]]["tokens_per_s"]
+  isa = results[0]["isa"]
+  print(f"CPU {isa}" + (" (emulated)" if isa != "native" else "") +
+        f", ours' oneDNN {best[impls[0]]['onednn']}")
   for impl, r in best.items():
     print(f"| {impl} | {r['tokens_per_s']:,} tokens/s | {r['tokens_per_s'] / peer:.2f}x "
           f"{impls[-1]} | {r['peak_rss_mib']:,} MiB peak RSS |")

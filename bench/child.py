@@ -16,19 +16,44 @@ import sys
 from util import startup  # pylint: disable=unused-import  # first: TensorFlow's environment
 
 from bench import ROOT  # pylint: disable=wrong-import-position
+from util import cpu  # pylint: disable=wrong-import-position
+
+# --isa avx2: an AVX2-only CPU emulated on a newer one. Both frameworks' oneDNN kernels
+# (and the peer's MKL) are capped at AVX2, and the start-up reads the CPU as AVX2-only,
+# so ours chooses its oneDNN setting as it would on such a machine (util/cpu.py).
+ISA_ENV = {"native": {},
+           "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                    cpu.ASSUME_CPU_ENV: "avx2"}}
+# --onednn: TensorFlow's oneDNN kernels as the start-up chooses them (auto), or forced.
+ONEDNN_ENV = {"auto": None, "on": "1", "off": "0"}
+
+
+def add_arguments(parser):
+  """The flags every measuring bench takes for the CPU it emulates and oneDNN."""
+  parser.add_argument("--isa", choices=sorted(ISA_ENV), default="native",
+                      help="avx2: measure as on an AVX2-only CPU (emulated: kernels "
+                      "capped at AVX2, the CPU read as AVX2-only)")
+  parser.add_argument("--onednn", choices=sorted(ONEDNN_ENV), default="auto",
+                      help="TensorFlow's oneDNN kernels: as the commands choose them "
+                      "(auto), or on / off")
 
 
 class ChildFailed(RuntimeError):
   """The child exited with an error; the message ends with the end of its stderr."""
 
 
-def measure(function, kwargs: dict, threads: int = 0) -> dict:
+def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
+            onednn: str = "auto") -> dict:
   """function(**kwargs)'s dict, computed in a new process, with its peak RSS in MiB.
-  `threads`: TensorFlow's intra-op threads (and one inter-op thread); 0, its default."""
+  `threads`: TensorFlow's intra-op threads (and one inter-op thread); 0, its default.
+  `isa` and `onednn` as add_arguments' flags say."""
   module = function.__module__
   if module == "__main__":  # a bench run as `python -m bench.<name>`
     module = sys.modules["__main__"].__spec__.name
-  env = dict(os.environ)
+  env = {k: v for k, v in os.environ.items() if k not in ISA_ENV["avx2"]}
+  env.update(ISA_ENV[isa])
+  if ONEDNN_ENV[onednn] is not None:
+    env[cpu.ONEDNN_ENV] = ONEDNN_ENV[onednn]
   if threads:
     env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS="1")
   run = subprocess.run(
@@ -45,7 +70,9 @@ def main():
   module, name, kwargs = json.loads(sys.argv[1])
   result = getattr(importlib.import_module(module), name)(**kwargs)
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-  print(json.dumps({**result, "peak_rss_mib": round(peak)}))
+  print(json.dumps({**result, "peak_rss_mib": round(peak),
+                    "isa": os.environ.get(cpu.ASSUME_CPU_ENV) or "native",
+                    "onednn": os.environ.get(cpu.ONEDNN_ENV, "tensorflow's default")}))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,17 @@ def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child():
   result = json.loads(lines[0])
   assert result["impl"] == "ours" and result["model"] == "electra_debug"
   assert result["steps_per_s"] > 0 and result["peak_rss_mib"] > 100  # the child's own
-  assert lines[1].startswith("| ours | ") and json.loads(lines[-1])["ours"]["peak_rss_mib"]
+  assert result["isa"] == "native"
+  assert lines[2].startswith("| ours | ") and json.loads(lines[-1])["ours"]["peak_rss_mib"]
+
+  # An AVX2-only CPU emulated, with ours' oneDNN forced off (TensorFlow's own choice on
+  # one): the child reads the CPU as AVX2-only and gets the setting.
+  emulated = bench("bench_pretraining", "--model-size", "debug", "--batch-size", "4",
+                   "--seq-length", "32", "--steps", "1", "--isa", "avx2",
+                   "--onednn", "off")
+  assert emulated.returncode == 0, emulated.stderr[-3000:]
+  result = json.loads(emulated.stdout.strip().splitlines()[0])
+  assert (result["isa"], result["onednn"]) == ("avx2", "0")
 
 
 def test_the_benches_finetuning_step_is_the_commands(tmp_path):
