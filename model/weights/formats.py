@@ -23,8 +23,8 @@ from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.weights import CheckpointError, huggingface, original, run_dir
 
-# Asked in this order; no two claim one path (a folder of Hugging Face directories holds
-# no checkpoint, and original.py leaves run dirs to run_dir.py).
+# Asked in this order, the first to claim a path reads it; none claims another's path
+# (original.py leaves run dirs to run_dir.py, Hugging Face directories hold no prefix).
 FORMATS = (huggingface, run_dir, original)
 
 
