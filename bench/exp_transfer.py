@@ -99,9 +99,9 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from finetune import tasks  # pylint: disable=g-import-not-at-top
   from finetune.sentence.features import encode  # pylint: disable=g-import-not-at-top
-  from model import checkpoint  # pylint: disable=g-import-not-at-top
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.encoder import ElectraEncoder  # pylint: disable=g-import-not-at-top
+  from model.weights.formats import open_weights  # pylint: disable=g-import-not-at-top
 
   def mean_cosine(vectors, mask=None):
     unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
@@ -118,12 +118,13 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   arms = {"pretrained": init_checkpoint, "random": ""}
   for arm, path in arms.items():
     tf_keras.utils.set_random_seed(0)  # the random arm's weights, the same every run
-    config = checkpoint.config_from_checkpoint(path, "discriminator") if path else \
+    weights = open_weights(path) if path else None
+    config = weights.model_config("discriminator") if weights else \
         ModelConfig.from_size("debug")
     encoder = ElectraEncoder(config)
     encoder({k: v[:1] for k, v in inputs.items()})  # creates the variables
-    if path:
-      checkpoint.load_discriminator_encoder(encoder, path)
+    if weights:
+      weights.load_encoder(encoder)
     hidden = np.asarray(encoder(inputs, training=False), np.float64)
     print(f"{arm}: [CLS] across sentences {mean_cosine(hidden[:, 0]):.3f}, tokens within "
           f"a sentence {mean_cosine(hidden, inputs['input_mask'].astype(bool)):.3f}")

@@ -12,9 +12,10 @@ from typing import Dict
 import tensorflow as tf
 import tf_keras
 
-from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.encoder import ElectraEncoder
+from model.weights.formats import Weights
+from model.weights.original import encoder_variables
 
 
 class FinetuningModel(tf_keras.Model):
@@ -42,17 +43,17 @@ class FinetuningModel(tf_keras.Model):
     self(example_batch, training=False)
     return self
 
-  def load_pretrained(self, path: str) -> str:
-    """Loads the encoder from an original-format (or our exported) checkpoint."""
+  def load_pretrained(self, weights: Weights) -> str:
+    """Loads the encoder from pre-trained weights (the discriminator's)."""
     if not self.built:
       self.build_variables()
-    return ckpt.load_discriminator_encoder(self.encoder, path)
+    return weights.load_encoder(self.encoder)
 
   def layer_depths(self) -> Dict[int, int]:
     """id(variable) -> depth, from the variables' names in the original layout."""
     top = self.model_config.num_hidden_layers + 2
     depths = {}
-    for name, variable, _ in ckpt.encoder_variables(self.encoder, "electra"):
+    for name, variable, _ in encoder_variables(self.encoder, "electra"):
       layer = re.search(r"/layer_(\d+)/", name)
       depths[id(variable)] = int(layer.group(1)) + 1 if layer else 0
     for head in self.heads.values():

@@ -17,6 +17,7 @@ from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
+from model.weights.run_files import FINETUNING_RECORD
 from training import resume
 from util.progress import Progress
 
@@ -32,7 +33,7 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
                      f"{len(config.task_names)} ({','.join(config.task_names)})")
   finetuner = Finetuner(config, log)
   checkpoint = finetuner.finetuned_checkpoint(TRIAL)  # refuse before reading the file
-  saved = resume.read_record(finetuner.trial_dir(TRIAL), resume.FINETUNING_RECORD)
+  saved = resume.read_record(finetuner.trial_dir(TRIAL), FINETUNING_RECORD)
   if saved:  # the sizes it was trained with, whatever init says now
     finetuner.model_config = ModelConfig(**saved["model"])
   if not os.path.isfile(path):

@@ -25,17 +25,18 @@ from finetune import serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
-from model import checkpoint as ckpt
-from model import huggingface as hf
 from model import flops as model_flops
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
+from model.weights import CheckpointError
+from model.weights.formats import Weights, open_weights
+from model.weights.run_files import FINETUNING_RECORD
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
-RUN_CONFIG = resume.FINETUNING_RECORD
+RUN_CONFIG = FINETUNING_RECORD
 # Fields that may change between runs on one model dir: they do not change the trained
 # weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
 RESUMABLE_FIELDS = (
@@ -75,12 +76,12 @@ class Finetuner:
                        f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
     vocab = load_vocab(self.vocab_file())
     if self.init:
-      self.model_config = ckpt.config_from_checkpoint(self.init, "discriminator")
-      self.model_config.check_sequence_length(config.max_seq_length, self.init)
+      self.model_config = self.init.model_config("discriminator")
+      self.model_config.check_sequence_length(config.max_seq_length, self.init.location)
     else:
       self.model_config = config.model_config()
     if len(vocab) != self.model_config.vocab_size:
-      source = self.init or "the configured model"
+      source = self.init.location if self.init else "the configured model"
       raise ValueError(f"{config.vocab_file} has {len(vocab)} tokens but {source} has a "
                        f"vocabulary of {self.model_config.vocab_size}; use the vocab.txt "
                        "the model was pre-trained with")
@@ -159,41 +160,37 @@ class Finetuner:
         example, self.config.max_seq_length)
 
   def vocab_file(self) -> str:
-    """The configured vocab.txt or, when it is missing, the checkpoint's: beside an
-    original-format one (a released model's zip holds both), inside a Hugging Face
-    directory (the discriminator's first)."""
+    """The configured vocab.txt or, when it is missing, the checkpoint's (Weights.vocab:
+    a released model's zip and a Hugging Face directory hold one)."""
     path = self.config.vocab_file
     if not os.path.isfile(path) and self.init:
-      parts = hf.hf_parts(self.init)
-      folders = ([parts[k] for k in sorted(parts)] if parts else
-                 [os.path.dirname(self.init)])
-      found = [p for p in (os.path.join(f, "vocab.txt") for f in folders)
-               if os.path.isfile(p)]
-      if found:
-        return found[0]
+      try:
+        return self.init.vocab()
+      except CheckpointError:
+        pass
     if not os.path.isfile(path):
       raise ValueError(f"{path}: no such vocabulary; put the vocab.txt the model was "
                        "pre-trained with there, or set \"vocab_file\" in --hparams")
     return path
 
-  def init_checkpoint(self) -> str:
-    """The pre-trained weights to start from, or "" (random, with a warning)."""
+  def init_checkpoint(self) -> Optional[Weights]:
+    """The pre-trained weights to start from, or None (random, with a warning)."""
     config = self.config
     if config.init_checkpoint:  # a bad path fails, in debug runs too
-      return ckpt.resolve_checkpoint(config.init_checkpoint)
+      return open_weights(config.init_checkpoint)
     if config.debug:
-      return ""
+      return None
     for path in (os.path.join(config.pretrained_model_dir, "export"),
                  config.pretrained_model_dir):
       try:
-        return ckpt.resolve_checkpoint(path)
-      except ckpt.CheckpointError:
+        return open_weights(path)
+      except CheckpointError:
         pass
-    return ""
+    return None
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (resume.check_resume compares it)."""
-    return {"init_checkpoint": os.path.abspath(self.init) if self.init else "",
+    return {"init_checkpoint": os.path.abspath(self.init.location) if self.init else "",
             "model": self.model_config.to_dict(),
             **{k: v for k, v in self.config.to_dict().items()
                if k not in RESUMABLE_FIELDS}}

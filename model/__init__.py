@@ -1,4 +1,4 @@
 """The ELECTRA model: sizes, the Keras encoder and heads, the generator/discriminator
-pair, the original and Hugging Face checkpoint formats, FLOPs counting. Knows no data
-and no training: imports only training/ and util/ (neither pretrain/ nor finetune/, nor
+pair, the weight formats (weights/: one module per format), FLOPs counting. Knows no
+data and no training: imports only util/ (neither training/, pretrain/, finetune/ nor
 data_prep/)."""

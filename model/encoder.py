@@ -12,7 +12,7 @@ from official.nlp.modeling import layers as tfm_layers
 
 from model import fused
 from model.config import ModelConfig
-from training import runtime
+from model.dropout import dropout_generators
 
 ATTENTION_DIRECTIONS = ("bidirectional", "ltr", "rtl")
 
@@ -183,7 +183,7 @@ def recomputed_call(layer: tf_keras.layers.Layer, x, mask):
   other masks, and is refused.
   """
   try:
-    generators = runtime.dropout_generators(layer, strict=True)
+    generators = dropout_generators(layer, strict=True)
   except ValueError as e:
     raise ValueError(f"recompute: {e}") from None
   states = [tf.identity(g.state) for g in generators]

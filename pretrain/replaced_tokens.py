@@ -1,7 +1,7 @@
 """The discriminator as a tool: how likely each word-piece of a text is to be replaced.
 
 `Scorer` loads a pre-trained model (our export, an original checkpoint, or a Hugging
-Face directory: model/checkpoint.py reads each) with its vocabulary and scores lines.
+Face directory: model/weights/ reads each) with its vocabulary and scores lines.
 With `corrupt_seed`, it first corrupts each line the way pre-training does (mask 15%,
 let the generator sample the masked word-pieces; a sample equal to the original is not
 a replacement) and scores the corrupted text, so the discriminator's calls can be set
@@ -14,10 +14,10 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from data_prep import masking, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model import checkpoint as ckpt
-from data_prep import masking, records
+from model.weights.formats import open_weights
 from pretrain.objectives import losses
 
 THRESHOLD = 0.5  # above it, the discriminator calls a word-piece replaced
@@ -47,8 +47,9 @@ class Scorer:
 
   def __init__(self, checkpoint: str, vocab: str = "", lower_case: bool = True,
                corrupt: bool = False):
-    vocab = load_vocab(ckpt.find_vocab(checkpoint, vocab))
-    self.pair = ckpt.load_pair(checkpoint, part="pair" if corrupt else "discriminator")
+    weights = open_weights(checkpoint)
+    vocab = load_vocab(weights.vocab(vocab))
+    self.pair = weights.load_pair(part="pair" if corrupt else "discriminator")
     config = self.pair.model_config
     if len(vocab) != config.vocab_size:
       raise ValueError(f"{vocab.path} has {len(vocab)} tokens but {checkpoint} has a "

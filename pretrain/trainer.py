@@ -17,11 +17,13 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from model import checkpoint as original_checkpoint
-from model import huggingface as hf
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
+from model.weights.formats import open_weights
+from model.weights.original import save_original
+from model.weights.run_dir import TRAINED_PART
+from model.weights.run_files import CHECKPOINT_NAME, PRETRAINING_RECORD
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
@@ -31,11 +33,11 @@ from pretrain.objectives import objective_for
 from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
-from training.loop import CHECKPOINT_NAME, LoopSettings, TrainLoop
+from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util import files
 
-RUN_CONFIG = resume.PRETRAINING_RECORD
+RUN_CONFIG = PRETRAINING_RECORD
 EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
 FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
@@ -83,7 +85,8 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
   is full width, generator_hidden_size 1.0); refuses other size mismatches, saying
   which hparam to set."""
   path = config.init_checkpoint
-  theirs, ours = original_checkpoint.config_from_checkpoint(path), config.model_config()
+  weights = open_weights(path)
+  theirs, ours = weights.model_config(), config.model_config()
   if theirs.vocab_size != config.vocab_size:
     raise InputError(f"init_checkpoint {path} has a vocabulary of {theirs.vocab_size} "
                      f"tokens but vocab_size is {config.vocab_size} ({config.vocab_file}); "
@@ -99,10 +102,8 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
       ours = config.model_config()
   theirs_sizes = dict(theirs.to_dict(), embedding_size=theirs.embedding_width)
   ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
-  # Original-format weights do not store the head count (it was inferred as H // 64):
-  # only a Hugging Face config.json states it.
-  stated = SIZE_HPARAMS if hf.hf_parts(path) else tuple(
-      n for n in SIZE_HPARAMS if n != "num_attention_heads")
+  # Sizes a format infers (the original's head count, H // 64) are not compared.
+  stated = tuple(n for n in SIZE_HPARAMS if n not in weights.format.INFERRED)
   differ = {name: theirs_sizes[name] for name in stated
             if theirs_sizes[name] != ours_sizes[name]}
   if theirs.untied_generator != ours.untied_generator:
@@ -162,8 +163,11 @@ def write_run_config(config: PretrainingConfig, step: int = 0):
   start = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
       {"init_checkpoint": os.path.abspath(config.init_checkpoint)}
       if config.init_checkpoint else {"init_scheme": config.init_scheme})
+  # What the run trains, for the weights' readers (model/weights/run_dir.py), which
+  # cannot ask the objective themselves.
   resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
-                          config=config.to_dict(), history=history, start=start)
+                          config=config.to_dict(), history=history, start=start,
+                          **{TRAINED_PART: objective_for(config).exported_part})
 
 
 class Pretrainer:
@@ -242,8 +246,7 @@ class Pretrainer:
   def _init_from_checkpoint(self):
     """A fresh run's start: init_checkpoint's weights, else the init_scheme."""
     if self.config.init_checkpoint:
-      path = original_checkpoint.load_original(self.model.electra,
-                                               self.config.init_checkpoint)
+      path = open_weights(self.config.init_checkpoint).load_into(self.model.electra)
       print(f"initialized the generator and discriminator from {path}", flush=True)
       if self.config.init_scheme != PretrainingConfig.init_scheme:
         print(f"note: init_scheme {self.config.init_scheme} does not apply: every weight "
@@ -344,9 +347,7 @@ class Pretrainer:
             else "none") + "); save_checkpoints_steps and keep_checkpoint_max decide")
       tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
       folder = os.path.join(folder, f"step_{step}")
-    # Electric's generator is its two-tower model, which the original format lacks;
-    # the MLM-only baseline has no discriminator (its encoder is saved as "electra").
-    prefix = original_checkpoint.save_original(
+    prefix = save_original(
         self.model.electra, os.path.join(folder, f"model.ckpt-{step}"),
         part=self.model.objective.exported_part, global_step=step)
     with files.atomic_write(os.path.join(folder, "config.json")) as f:

@@ -37,16 +37,16 @@ def shared_path(*parts: str) -> str:
 def write_tiny_pretrained_model(data):
   """<data>/vocab.txt (BERT's) and a tiny random model named "tiny", exported where
   run_pretraining.py exports (<data>/models/tiny/export/), for fine-tuning tests."""
-  from model import checkpoint  # pylint: disable=g-import-not-at-top
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
+  from model.weights.original import save_original  # pylint: disable=g-import-not-at-top
   with open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb") as f:
     (data / "vocab.txt").write_bytes(f.read())
   config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
                                       num_hidden_layers=2, embedding_size=16,
                                       max_position_embeddings=128))
-  checkpoint.save_original(ElectraPair(config).build_variables(),
-                           str(data / "models" / "tiny" / "export" / "model.ckpt"))
+  save_original(ElectraPair(config).build_variables(),
+                str(data / "models" / "tiny" / "export" / "model.ckpt"))
 
 
 @contextlib.contextmanager

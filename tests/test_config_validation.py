@@ -192,5 +192,5 @@ def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
   config = finetune_config.load_config("electra_small", [task], str(data),
                                        {"debug": True, "init_checkpoint": export})
   finetuner = finetune_trainer.Finetuner(config)
-  assert finetuner.init.endswith("/tiny/export/model.ckpt")
+  assert finetuner.init.location.endswith("/tiny/export/model.ckpt")
   assert finetuner.model_config.hidden_size == 32  # debug size: 144

@@ -15,7 +15,7 @@ from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.data import SentenceExample
-from model import checkpoint as ckpt
+from model.weights.formats import open_weights
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
 from tools import export_hf, reference_outputs
@@ -66,7 +66,7 @@ def test_discriminator_and_generator(tmp_path, inputs, capsys):
   data.mkdir()
   write_tiny_pretrained_model(data)
   export = data / "models" / "tiny" / "export"
-  pair = ckpt.load_pair(str(export))
+  pair = open_weights(str(export)).load_pair()
   ours = {k: tf.constant(v) for k, v in inputs.items()}
   mask = inputs["input_mask"].astype(bool)
 

@@ -16,7 +16,8 @@ from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.data import SentenceExample
-from model import checkpoint as ckpt
+from model.weights.formats import open_weights
+from model.weights.original import save_original
 from model import flops as model_flops
 from model.config import ModelConfig
 from model.electra import ElectraPair
@@ -229,7 +230,7 @@ def test_vocab_size_mismatch_is_refused(tmp_path):
                                             "a", "b"]) + "\n")
   config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
                                       num_hidden_layers=1, embedding_size=16))
-  ckpt.save_original(ElectraPair(config).build_variables(),
+  save_original(ElectraPair(config).build_variables(),
                      str(data / "models" / "m" / "model.ckpt"))
   with pytest.raises(ValueError, match="has 7 tokens but .* vocabulary of 30522"):
     trainer.Finetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))
@@ -241,9 +242,9 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
   data.mkdir()
   write_tiny_pretrained_model(data)
   task = write_reviews_task(tmp_path, 48)
-  export = ckpt.resolve_checkpoint(str(data / "models" / "tiny" / "export"))
-  other = ckpt.save_original(  # another pre-trained model of the same size
-      ElectraPair(ckpt.config_from_checkpoint(export)).build_variables(),
+  export = open_weights(str(data / "models" / "tiny" / "export")).location
+  other = save_original(  # another pre-trained model of the same size
+      ElectraPair(open_weights(export).model_config()).build_variables(),
       str(tmp_path / "other" / "model.ckpt"))
   model_dir = data / "models" / "tiny" / "finetuning_models" / "reviews_model"
   trial_dir = f"{model_dir}_1"
@@ -310,7 +311,7 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   # Training FLOPs in the original's convention: 2 x the encoder's forward per example.
   log = read_log(os.path.join(f"{config.model_dir}_2", LOG_NAME))
   step = max(log)
-  model = ckpt.config_from_checkpoint(str(tmp_path / "data" / "models" / "tiny" / "export"),
-                                      "discriminator")
+  model = open_weights(str(tmp_path / "data" / "models" / "tiny" / "export")).model_config(
+      "discriminator")
   assert log[step]["train_flops"] == pytest.approx(
       step * 2 * 8 * model_flops.inference_flops(model, 16))

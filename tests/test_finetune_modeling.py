@@ -6,6 +6,7 @@ import pytest
 from finetune.modeling import FinetuningModel
 from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
+from model.weights.formats import open_weights
 from tests import numpy_electra
 from tests.test_model import TINY, batch, make_checkpoint
 
@@ -16,7 +17,7 @@ def test_encoder_loads_and_heads_read_cls(tmp_path):
                                       embedding_size=24, max_position_embeddings=40))
   model = FinetuningModel(config, {"glue/sst2": SentenceHead(2),
                                    "glue/stsb": SentenceHead(1)})
-  model.load_pretrained(prefix)
+  model.load_pretrained(open_weights(prefix))
   inputs = batch(97)
   out = model(inputs, training=False)
   hidden = numpy_electra.forward(weights, **inputs, disc_heads=1,

@@ -14,9 +14,10 @@ import transformers
 
 from finetune import config as finetune_config
 from finetune import trainer as finetune_trainer
-from model import checkpoint as ckpt
 from model.config import ModelConfig
 from model.electra import ElectraPair
+from model.weights.formats import open_weights
+from model.weights.original import original_variables, save_original
 from pretrain import trainer
 from pretrain.config import load_config
 from tests.test_pretrain_input_pipeline import make_data_dir
@@ -62,7 +63,7 @@ def torch_outputs(model, inputs):
 
 def test_pair_from_transformers_matches_it(tmp_path, capsys):
   disc, gen = hf_pair(tmp_path)
-  config = ckpt.config_from_checkpoint(str(tmp_path))
+  config = open_weights(str(tmp_path)).model_config()
   assert (config.hidden_size, config.num_attention_heads, config.intermediate_size,
           config.generator_hidden_size, config.generator_layers) == (32, 2, 40, 0.5, 0.5)
   inputs = batch()
@@ -98,9 +99,9 @@ def test_pair_from_transformers_matches_it(tmp_path, capsys):
   disc.save_pretrained(str(tmp_path / "bin"), safe_serialization=False)
   for folder in ("discriminator", "bin"):
     path = str(tmp_path / folder)
-    encoder = ElectraPair(ckpt.config_from_checkpoint(path, "discriminator")) \
+    encoder = ElectraPair(open_weights(path).model_config("discriminator")) \
         .build_variables().discriminator
-    assert ckpt.load_discriminator_encoder(encoder, path) == path
+    assert open_weights(path).load_encoder(encoder) == path
     hidden = encoder({k: tf.constant(v) for k, v in inputs.items()}, training=False)
     expected = torch_outputs(disc.electra, inputs).last_hidden_state.numpy()
     np.testing.assert_allclose(hidden.numpy()[real], expected[real], atol=1e-4)
@@ -111,7 +112,7 @@ def test_round_trip_is_bit_identical(tmp_path, capsys):
   config = ModelConfig.from_dict(dict(SIZES, hidden_size=32, num_hidden_layers=2,
                                       generator_hidden_size=0.5))
   pair = ElectraPair(config).build_variables()
-  ckpt.save_original(pair, str(tmp_path / "ours" / "model.ckpt"))
+  save_original(pair, str(tmp_path / "ours" / "model.ckpt"))
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                            + [f"t{i}" for i in range(5, SIZES["vocab_size"])]))
@@ -119,10 +120,10 @@ def test_round_trip_is_bit_identical(tmp_path, capsys):
     assert export_hf.main(["--checkpoint", str(tmp_path / "ours"), "--output",
                            str(tmp_path / "hf" / part), "--part", part,
                            "--vocab", str(vocab)]) == 0
-  again = ckpt.load_pair(str(tmp_path / "hf"))
+  again = open_weights(str(tmp_path / "hf")).load_pair()
   assert again.model_config == config
-  before = ckpt.original_variables(pair)
-  after = ckpt.original_variables(again)
+  before = original_variables(pair)
+  after = original_variables(again)
   assert [n for n, _, _ in before] == [n for n, _, _ in after]
   for (name, a, _), (_, b, _) in zip(before, after):
     assert np.array_equal(a.numpy(), b.numpy()), name

@@ -13,7 +13,8 @@ import transformers
 from data_prep import masking
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model import checkpoint as ckpt
+from model.weights.formats import open_weights
+from model.weights.original import save_original
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.initialization import apply_init_scheme, prior_discriminator_head, sinusoids
@@ -124,10 +125,10 @@ def test_mimetic_start_round_trips(tmp_path, vocab, masked_text, prior_head):
     np.testing.assert_allclose(pair.discriminator_logits(masked_text).numpy(),
                                np.log(0.15 / 0.85), rtol=1e-6)
   folder = tmp_path / "export"
-  ckpt.save_original(pair, str(folder / "model.ckpt-0"))
+  save_original(pair, str(folder / "model.ckpt-0"))
   (folder / "config.json").write_text(json.dumps(pair.model_config.to_dict()))
   (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab.tokens))
-  loaded = ckpt.load_pair(str(folder))
+  loaded = open_weights(str(folder)).load_pair()
   ours = pair.discriminator_logits(masked_text).numpy()
   np.testing.assert_allclose(loaded.discriminator_logits(masked_text).numpy(), ours,
                              atol=1e-6)

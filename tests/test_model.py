@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from model import checkpoint as ckpt
-from tools import reference_outputs
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.heads import DiscriminatorHead
+from model.weights import CheckpointError
+from model.weights.formats import open_weights
+from model.weights.original import save_original
+from tools import reference_outputs
 from tests import numpy_electra
 from tests.conftest import ROOT
 
@@ -63,7 +65,7 @@ def test_keras_matches_numpy_reference(tmp_path, sizes):
 
 def test_untied_generator_embeddings_match_numpy(tmp_path):
   prefix, weights = make_checkpoint(tmp_path, TINY, untied_gen_embeddings=True)
-  config = ckpt.config_from_checkpoint(prefix)
+  config = open_weights(prefix).model_config()
   assert config.untied_generator_embeddings
   inputs = batch(TINY["vocab"])
   got = reference_outputs.compute(prefix, inputs)
@@ -75,7 +77,7 @@ def test_untied_generator_embeddings_match_numpy(tmp_path):
 
 def test_inferred_config_follows_the_original_rules(tmp_path):
   prefix, _ = make_checkpoint(tmp_path, SMALL)
-  config = ckpt.config_from_checkpoint(prefix)
+  config = open_weights(prefix).model_config()
   assert (config.vocab_size, config.embedding_size, config.hidden_size) == (30522, 128, 256)
   assert (config.num_hidden_layers, config.num_attention_heads) == (12, 4)
   gen = config.generator_config()
@@ -133,7 +135,7 @@ def test_round_trip_keeps_names_shapes_and_values(tmp_path):
                                       embedding_size=24, generator_hidden_size=0.5,
                                       max_position_embeddings=40))
   pair = ElectraPair(config).build_variables()
-  prefix = ckpt.save_original(pair, str(tmp_path / "out" / "model.ckpt"), global_step=7)
+  prefix = save_original(pair, str(tmp_path / "out" / "model.ckpt"), global_step=7)
   listed = dict(tf.train.list_variables(prefix))
   want = numpy_electra.original_shapes(**TINY)
   assert listed.pop("global_step") == []
@@ -141,7 +143,7 @@ def test_round_trip_keeps_names_shapes_and_values(tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path / "out")) == prefix
 
   again = ElectraPair(config).build_variables()
-  ckpt.load_original(again, str(tmp_path / "out"))
+  open_weights(str(tmp_path / "out")).load_into(again)
   for a, b in zip(pair.weights, again.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
 
@@ -192,25 +194,25 @@ def test_adam_slots_and_global_step_are_ignored(tmp_path):
   slots = {f"{n}/adam_{s}": np.zeros_like(v) for n, v in list(weights.items())[:5]
            for s in "mv"}
   prefix = numpy_electra.write_tf1_checkpoint(weights, str(tmp_path / "m"), slots)
-  pair = ckpt.load_pair(prefix)
+  pair = open_weights(prefix).load_pair()
   np.testing.assert_array_equal(pair.generator_head.output_bias.numpy(),
                                 weights["generator_predictions/output_bias"])
 
 
 def test_parts_load_alone(tmp_path):
   prefix, weights = make_checkpoint(tmp_path / "gen", TINY, discriminator=False)
-  pair = ckpt.load_pair(prefix, part="generator")
+  pair = open_weights(prefix).load_pair(part="generator")
   np.testing.assert_array_equal(
       pair.generator.transformer_layers[1]._output_dense.bias.numpy(),
       weights["generator/encoder/layer_1/output/dense/bias"])
   full, _ = make_checkpoint(tmp_path / "full", TINY)
-  disc = ckpt.load_pair(full, part="discriminator")
+  disc = open_weights(full).load_pair(part="discriminator")
   assert disc.model_config.hidden_size == 32
 
 
 def expect_error(path, *fragments, part="pair"):
-  with pytest.raises(ckpt.CheckpointError) as info:
-    ckpt.load_pair(str(path), part=part)
+  with pytest.raises(CheckpointError) as info:
+    open_weights(str(path)).load_pair(part=part)
   message = str(info.value)
   assert "\n" not in message
   for fragment in fragments:
@@ -235,18 +237,18 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
   weights = numpy_electra.random_weights(numpy_electra.original_shapes(**TINY))
   del weights["electra/encoder/layer_1/output/LayerNorm/beta"]
   partial = numpy_electra.write_tf1_checkpoint(weights, str(tmp_path / "partial" / "m"))
-  config = ckpt.config_from_checkpoint(partial)
-  with pytest.raises(ckpt.CheckpointError, match="missing: electra/encoder/layer_1/output/"
+  config = open_weights(partial).model_config()
+  with pytest.raises(CheckpointError, match="missing: electra/encoder/layer_1/output/"
                      "LayerNorm/beta"):
-    ckpt.load_pair(partial, config)
+    open_weights(partial).load_pair(config)
 
   full, _ = make_checkpoint(tmp_path / "full", TINY)
   wrong = ModelConfig.from_dict(dict(vocab_size=98, hidden_size=32, num_hidden_layers=2,
                                      embedding_size=24, generator_hidden_size=0.5,
                                      max_position_embeddings=40))
-  with pytest.raises(ckpt.CheckpointError, match=r"word_embeddings has \[97, 24\], "
+  with pytest.raises(CheckpointError, match=r"word_embeddings has \[97, 24\], "
                      r"expected \[98, 24\]"):
-    ckpt.load_pair(full, wrong)
+    open_weights(full).load_pair(wrong)
 
 
 def test_released_zip_layout_with_stale_state_file(tmp_path):
@@ -255,7 +257,7 @@ def test_released_zip_layout_with_stale_state_file(tmp_path):
   prefix, _ = make_checkpoint(tmp_path, TINY)
   (tmp_path / "checkpoint").write_text(
       'model_checkpoint_path: "/home/someone/electra_small/model.ckpt-1000000"\n')
-  assert ckpt.resolve_checkpoint(str(tmp_path)) == prefix
+  assert open_weights(str(tmp_path)).location == prefix
 
 
 def test_config_accepts_bert_fields_and_refuses_unknown_ones():
@@ -282,7 +284,7 @@ def test_mixed_bfloat16_runs_close_to_float32(tmp_path):
   want = reference_outputs.compute(prefix, inputs)
   tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:
-    pair = ckpt.load_pair(prefix)
+    pair = open_weights(prefix).load_pair()
     with tf.GradientTape() as tape:
       got = pair(inputs, training=True)
       loss = tf.reduce_mean(got["generator_logits"]) + tf.reduce_mean(

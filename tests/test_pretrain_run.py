@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from model import checkpoint as original_checkpoint
+from model.weights.formats import open_weights
+from model.weights.original import save_original
 from pretrain import input_pipeline, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
@@ -144,7 +145,7 @@ def test_debug_model_learns_then_eval_and_export(data):
   names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-100")))
   assert names["electra/embeddings/word_embeddings"] == [vocab_size, 144]
   assert "generator_predictions/output_bias" in names and "global_step" in names
-  pair = original_checkpoint.load_pair(export)
+  pair = open_weights(export).load_pair()
   assert pair.model_config.hidden_size == 144
   assert os.path.getsize(os.path.join(config.model_dir, CURVES_NAME)) > 10000
   assert tf.io.gfile.glob(os.path.join(config.model_dir, "train", "events.*"))
@@ -169,6 +170,8 @@ def test_mlm_only_baseline_trains(data):
   log = read_log(os.path.join(config.model_dir, LOG_NAME))
   assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
   assert "disc_loss" not in log[20]
+  with open(os.path.join(config.model_dir, trainer.RUN_CONFIG), encoding="utf-8") as f:
+    assert json.load(f)["trained_part"] == "generator"  # for the weights' readers
   # FLOPs so far (the data's vocabulary sets vocab_size) and a measured rate.
   per_step = objective_for(dataclasses.replace(config, vocab_size=vocab_size)
                            ).flops().train_flops_per_step
@@ -252,7 +255,7 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
   pair = ElectraPair(ModelConfig.from_size("debug", vocab_size=100)).build_variables()
-  original_checkpoint.save_original(pair, small_vocab)
+  save_original(pair, small_vocab)
   assert f"has a vocabulary of 100 tokens but vocab_size is {vocab_size}" in error(
       config_for(data_dir, "x", init_checkpoint=small_vocab))
 

@@ -8,18 +8,18 @@ import tensorflow as tf
 import tf_keras
 
 from model import encoder
+from model.dropout import dropout_generators
 from pretrain.model import PretrainingModel
 from tests.test_objective import SPECIAL, make_batch, tiny_config
-from training import runtime
 from training.runtime import use_checkpointed_dropout
 
 
 def dropout_states(model):
-  return [g.state.numpy() for g in runtime.dropout_generators(model)]
+  return [g.state.numpy() for g in dropout_generators(model)]
 
 
 def set_dropout_states(model, states):
-  for generator, state in zip(runtime.dropout_generators(model), states):
+  for generator, state in zip(dropout_generators(model), states):
     generator.state.assign(state)
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model import checkpoint as ckpt
+from model.weights.formats import open_weights
 from tests.conftest import write_tiny_pretrained_model
 from tools import export_hf, replaced_tokens
 
@@ -41,7 +41,7 @@ def json_lines(out):
 
 def direct_probabilities(checkpoint, ids_per_line):
   """sigmoid(discriminator logits) of [CLS] ids [SEP], one line at a time."""
-  pair = ckpt.load_pair(str(checkpoint))
+  pair = open_weights(str(checkpoint)).load_pair()
   out = []
   for ids in ids_per_line:
     row = tf.constant([[101, *ids, 102]], tf.int32)
@@ -144,5 +144,6 @@ def test_bad_input_one_line(model, tmp_path, capsys):
   assert code == 2 and len(err.splitlines()) == 1
   assert "a Hugging Face discriminator only; the pair needs its generator too" in err
   code, _, err = run(capsys, "--checkpoint", tmp_path / "nothing", "--text", "x")
-  assert (code, err) == (2, f"error: {tmp_path / 'nothing'}: no vocab.txt beside the "
-                         "checkpoint; pass --vocab FILE")
+  assert (code, err) == (2, f"error: {tmp_path / 'nothing'}: no such checkpoint (expected "
+                         "the prefix of <prefix>.index / <prefix>.data-*, or a directory "
+                         "holding one)")

@@ -27,38 +27,30 @@ from finetune import tasks as task_registry
 from finetune.sentence.data import SentenceTask
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
-from model import checkpoint as ckpt
-from model import huggingface as hf
 from model.config import ModelConfig
-from training import resume
+from model.weights import huggingface as hf, read_json
+from model.weights.formats import open_weights
+from model.weights.original import encoder_variables, original_variables
+from model.weights.run_files import FINETUNING_RECORD
 from util import cli
 from util.files import atomic_write
 
-FINETUNING_CONFIG = resume.FINETUNING_RECORD
 
-
-def _read_json(path: str):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise ValueError(f"{path}: cannot read ({e})") from None
-
-
-def pretrained(path: str, part: str):
-  """(weights, config.json, model sizes) of a part of an original-format checkpoint."""
-  pair = ckpt.load_pair(path, part=part)
-  weights = hf.state_dict(ckpt.original_variables(pair, part))
-  if part == "discriminator":
-    return weights, hf.config_json(pair.model_config, hf.DISCRIMINATOR), pair.model_config
-  sizes = pair.generator_model_config
-  return weights, hf.config_json(sizes, hf.GENERATOR), sizes
+def pretrained(path: str, part: str, vocab: str):
+  """(weights, config.json, model sizes, vocab.txt) of a part of a pre-trained model;
+  the vocabulary `vocab`, else the model's."""
+  opened = open_weights(path)
+  pair = opened.load_pair(part=part)
+  weights = hf.state_dict(original_variables(pair, part))
+  sizes = pair.model_config if part == "discriminator" else pair.generator_model_config
+  kind = hf.DISCRIMINATOR if part == "discriminator" else hf.GENERATOR
+  return weights, hf.config_json(sizes, kind), sizes, opened.vocab(vocab)
 
 
 def finetuned(folder: str):
   """(weights, config.json, model sizes, fine-tuning settings) of a fine-tuned sentence
   classifier or regressor."""
-  saved = _read_json(os.path.join(folder, FINETUNING_CONFIG))
+  saved = read_json(os.path.join(folder, FINETUNING_RECORD))
   settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
   names = settings["task_names"]
   task = task_registry.get_task(names[0])
@@ -68,14 +60,14 @@ def finetuned(folder: str):
                      "class (ElectraForSequenceClassification)")
   latest = tf.train.latest_checkpoint(folder)
   if not latest:
-    raise ValueError(f"{folder}: holds {FINETUNING_CONFIG} but no checkpoint")
+    raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
   runner = runner_for(task, None, None)
   model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
   model.build_variables()
   # Every weight of the model must come from the checkpoint (its optimizer slots do not).
   tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
       .expect_partial()
-  weights = hf.state_dict(ckpt.encoder_variables(model.encoder, "electra"))
+  weights = hf.state_dict(encoder_variables(model.encoder, "electra"))
   dense = model.heads[runner.head_name].dense
   last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
   weights.update(hf.classifier_weights(dense.kernel.numpy(), dense.bias.numpy(),
@@ -89,7 +81,7 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
            lower_case: bool = True) -> str:
   """Writes HF_DIR; returns the transformers class it holds."""
   folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-  if os.path.isfile(os.path.join(folder, FINETUNING_CONFIG)):
+  if os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
     if part:
       raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported as "
                        "ElectraForSequenceClassification); --part applies to "
@@ -98,8 +90,7 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
     lower_case = settings["do_lower_case"]
     vocab = vocab or settings["vocab_file"]
   else:
-    weights, config, sizes = pretrained(checkpoint, part or "discriminator")
-    vocab = ckpt.find_vocab(checkpoint, vocab)
+    weights, config, sizes, vocab = pretrained(checkpoint, part or "discriminator", vocab)
   vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
   if vocab_size != sizes.vocab_size:
     raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "

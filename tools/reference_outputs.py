@@ -23,8 +23,8 @@ from util import startup  # pylint: disable=unused-import  # first: sets TensorF
 
 import numpy as np  # pylint: disable=wrong-import-order
 
-from model import checkpoint as ckpt
 from model.config import ModelConfig
+from model.weights.formats import open_weights
 from util import cli
 from util.files import atomic_write
 
@@ -63,13 +63,14 @@ def read_config(path: str):
 def compute(checkpoint: str, inputs, config=None, log=print):
   """Every output the checkpoint's networks give: a discriminator alone (as a Hugging
   Face ElectraForPreTraining directory is most often downloaded) gives its two."""
-  part = ckpt.available_part(checkpoint)
+  weights = open_weights(checkpoint)
+  part = weights.part_held()
   if part != "pair":
     missing = "generator" if part == "discriminator" else "discriminator"
     log(f"note: {checkpoint} holds the {part} only: {missing}_hidden and "
         f"{missing}_logits are not written (they need the {missing}: give a folder "
         "holding both Hugging Face directories, or the whole pre-trained pair)")
-  pair = ckpt.load_pair(checkpoint, config, part)
+  pair = weights.load_pair(config, part)
   sizes = pair.model_config
   for name, size, what in (("input_ids", sizes.vocab_size, "vocabulary"),
                            ("segment_ids", sizes.type_vocab_size, "type_vocab_size")):

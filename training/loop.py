@@ -17,29 +17,24 @@ import dataclasses
 import glob
 import json
 import os
-import re
 import shutil
 import signal
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 import tf_keras
 
+from model.dropout import dropout_generators
+from model.weights.run_files import CHECKPOINT_NAME, first_readable, kept_checkpoints
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
-from training.runtime import dropout_generators, is_chief, worker_position
-from util import cli, files, stderr
+from training.runtime import is_chief, worker_position
+from util import cli, stderr
 from util.progress import Progress, format_duration
-
-CHECKPOINT_NAME = "ckpt"
 
 
 class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
-
-
-class CheckpointError(ValueError):
-  """A model dir whose checkpoints cannot be read."""
 
 
 class TrainingInterrupted(cli.Interrupted):
@@ -443,88 +438,6 @@ def first_step_note(flops_per_step: float, peak_flops: float) -> Optional[str]:
   return (f"note: one training step is {flops_per_step:.2g} FLOPs: the first takes at "
           f"least {format_duration(seconds)} on these devices (and compiles first); no "
           "line comes before it ends")
-
-
-def first_readable(newest_first: List[str], model_dir: str,
-                   note: Callable[[str], None]) -> str:
-  """The first of these checkpoints that reads whole, saying through `note` why each
-  one before it was skipped; a CheckpointError naming the first's file if none does."""
-  first_problem = None
-  for path in newest_first:
-    problem = unreadable_checkpoint(path)
-    if problem is None:
-      return path
-    first_problem = first_problem or problem
-    note(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be read "
-         f"({problem})")
-  raise CheckpointError(f"{first_problem}; no checkpoint in {model_dir} reads whole: "
-                        f"delete {model_dir} to start the run over")
-
-
-def newest_readable(model_dir: str, note: Callable[[str], None]) -> Optional[str]:
-  """The newest checkpoint of a model dir that reads whole (first_readable); None when
-  the model dir has none."""
-  paths = kept_checkpoints(model_dir, note)
-  return first_readable(list(reversed(paths)), model_dir, note) if paths else None
-
-
-_CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.(index|data-\d+-of-\d+)$")
-
-
-def kept_checkpoints(model_dir: str, note: Callable[[str], None],
-                     repair: bool = False) -> List[str]:
-  """The model dir's checkpoint prefixes, oldest first, as its state file (`checkpoint`)
-  lists them. When that file is gone (deleted, a copy that missed it) but checkpoints
-  are on disk, they are found by their file names, saying so through `note`, and with
-  `repair` listed in a new state file, so that the run resumes from them (and later
-  saves keep managing them) instead of starting over."""
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state and state.all_model_checkpoint_paths:
-    return list(state.all_model_checkpoint_paths)
-  listed = tf.io.gfile.listdir(model_dir) if tf.io.gfile.isdir(model_dir) else []
-  # Files only: a directory under a checkpoint file's name is in the way of a save, not
-  # a checkpoint (the save then fails, naming it).
-  steps = sorted({int(m.group(1)) for m in map(_CHECKPOINT_FILE.match, listed)
-                  if m and not tf.io.gfile.isdir(os.path.join(model_dir, m.group(0)))})
-  if not steps:
-    return []
-  found = [os.path.join(model_dir, f"{CHECKPOINT_NAME}-{step}") for step in steps]
-  names = [os.path.basename(p) for p in found]
-  shown = ", ".join(names) if len(names) <= 4 else (
-      f"{names[0]}, {names[1]}, ..., {names[-1]} ({len(names)})")
-  note(f"note: {os.path.join(model_dir, 'checkpoint')}, the list of the run's "
-       f"checkpoints, is missing; found {shown} on disk")
-  whole = [p for p in found if tf.io.gfile.exists(p + ".index")]
-  if repair and whole:
-    # With their times, as CheckpointManager writes them: without, it would treat them
-    # as preserved for good and never delete them past keep_checkpoint_max.
-    times = [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in whole]
-    with files.atomic_write(os.path.join(model_dir, "checkpoint")) as f:
-      f.write(f'model_checkpoint_path: "{os.path.basename(whole[-1])}"\n')
-      f.writelines(f'all_model_checkpoint_paths: "{os.path.basename(p)}"\n'
-                   for p in whole)
-      f.writelines(f"all_model_checkpoint_timestamps: {t!r}\n" for t in times)
-      f.write(f"last_preserved_timestamp: {min(times) - 1!r}\n")
-  return found
-
-
-def unreadable_checkpoint(prefix: str) -> Optional[str]:
-  """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError, IndexError) as e:
-    return f"{prefix}.index: {_first_line(e)}"
-  try:
-    for name in reader.get_variable_to_shape_map():
-      reader.get_tensor(name)
-  except (tf.errors.OpError, ValueError, IndexError) as e:
-    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
-    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {_first_line(e)}"
-  return None
-
-
-def _first_line(e: Exception) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:

@@ -13,10 +13,6 @@ from typing import Dict, List, Optional
 
 from util import files, hparams
 
-# The record each phase writes in its model dir (other rooms read them to tell a
-# pre-training model dir from a fine-tuned one).
-PRETRAINING_RECORD = "pretrain_config.json"
-FINETUNING_RECORD = "finetuning_config.json"
 # Every message that suggests overwrite_model_dir says what it costs.
 OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
                     "included, and start over")

@@ -76,26 +76,6 @@ def use_checkpointed_dropout(seed: int):
   tf_keras.utils.set_random_seed(seed)
 
 
-def dropout_generators(layer: tf_keras.layers.Layer, strict: bool = False) -> list:
-  """The tf.random.Generators of the dropout layers inside `layer`, created now (Keras
-  makes them at the first training call). `strict`: a dropout layer drawing from Keras'
-  legacy stateful ops (no generator to save or rewind) is an error."""
-  generators = []
-  for module in layer.submodules:
-    rng = getattr(module, "_random_generator", None)
-    if rng is None:
-      continue
-    rng._maybe_init()  # pylint: disable=protected-access
-    if rng._generator is not None:  # pylint: disable=protected-access
-      generators.append(rng._generator)  # pylint: disable=protected-access
-    elif strict and getattr(module, "rate", 0):
-      raise ValueError(
-          f"dropout layer {module.name} draws from Keras' legacy stateful ops, whose "
-          "masks cannot be drawn again; call training.runtime.use_checkpointed_dropout "
-          "before building the model")
-  return generators
-
-
 def _is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
   return task_type in (None, "chief") or (
       task_type == "worker" and task_id == 0 and "chief" not in cluster)

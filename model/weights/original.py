@@ -1,32 +1,31 @@
-"""Reading and writing the original release's TF1 name-based checkpoints.
+"""The original release's TF1 checkpoints: variables by name.
 
 One mapping table (`original_variables`) pairs each Keras variable with its name in the
-original checkpoint and the shape it has there; reading and writing both use it. The only
-layout differences are the attention projections, which tf_keras's MultiHeadAttention
-keeps per head ([H, heads, head] and [heads, head, H]) where the original has [H, H].
+original checkpoint and the shape it has there; every format loads through it (the
+Hugging Face names and a run's object graph are converted to these names), and
+`save_original` writes it. The only layout differences are the attention projections,
+which tf_keras's MultiHeadAttention keeps per head ([H, heads, head] and [heads, head,
+H]) where the original has [H, H].
 
-The loading functions below take any pre-trained model's path: an original-format
-checkpoint; run_pretraining.py's model dir (its newest training checkpoint, a TF2
-object graph, read into a pair of the run's recorded sizes); or a Hugging Face ELECTRA
-directory, or a folder holding a discriminator's and a generator's, which
-model/huggingface.py reads through the same table.
+A checkpoint is a prefix (<prefix>.index, <prefix>.data-*) or a directory holding one,
+as a released zip unpacks; sizes are inferred from the shapes (the heads as the
+original's max(1, H // 64)), or taken from the config.json run_pretraining.py exports
+beside its checkpoint.
 """
 
 import os
 import re
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from model import huggingface as hf
-from model.huggingface import CheckpointError  # pylint: disable=unused-import  # part of this module's interface
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
-from training import resume
-from training.loop import newest_readable
+from model.weights import CheckpointError, read_json
+from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from util import cli
 from util.files import atomic_write
 
@@ -121,16 +120,18 @@ def original_variables(pair: ElectraPair, part: str = "pair") -> Mapping:
   return out
 
 
-def resolve_checkpoint(path: str) -> str:
-  """A checkpoint prefix from a prefix, or a directory holding one (a released zip);
-  a Hugging Face directory (or folder of two) as it is."""
-  if not path:
-    raise CheckpointError("no checkpoint path given")
-  if hf.hf_parts(path):
-    return path
-  run = pretraining_run(path)
-  if run:
-    return run[1]
+# Fields `model_config` cannot read from a checkpoint's shapes: it infers them.
+INFERRED = ("num_attention_heads",)
+
+
+def locate(path: str) -> Optional[str]:
+  """The checkpoint prefix at `path` (a prefix, its .index file, or a directory holding
+  one); None for anything else, a run dir's training checkpoints included (TensorFlow
+  2's object graph, not these names: run_dir.py reads them)."""
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  if any(os.path.isfile(os.path.join(folder, record))
+         for record in (PRETRAINING_RECORD, FINETUNING_RECORD)):
+    return None
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest and tf.io.gfile.exists(latest + ".index"):
@@ -138,114 +139,18 @@ def resolve_checkpoint(path: str) -> str:
     # A "checkpoint" state file may hold paths from the machine that wrote it: look
     # for the prefixes themselves, newest step first.
     prefixes = [f[:-len(".index")] for f in os.listdir(path) if f.endswith(".index")]
-    weights = None if prefixes else hf.weights_without_config(path)
-    if weights:
-      raise CheckpointError(
-          f"{path}: {weights} is Hugging Face weights without their config.json: a "
-          f"Hugging Face directory needs the config.json downloaded with them, in "
-          f"{os.path.dirname(weights)}")
     if not prefixes:
-      raise CheckpointError(f"{path}: directory holds no checkpoint (no *.index file); "
-                            "expected a TF checkpoint prefix or a directory holding one")
+      return None
     step = lambda p: int(m.group(1)) if (m := re.search(r"-(\d+)$", p)) else -1
     return os.path.join(path, max(prefixes, key=lambda p: (step(p), p)))
   if tf.io.gfile.exists(path + ".index"):
     return path
   if path.endswith(".index") and tf.io.gfile.exists(path):
     return path[:-len(".index")]
-  raise CheckpointError(f"{path}: no such checkpoint (expected the prefix of "
-                        "<prefix>.index / <prefix>.data-*, or a directory holding one)")
+  return None
 
 
-def refuse_finetuned(path: str):
-  """A fine-tuned model where a pre-trained one is expected: say so."""
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  if os.path.isfile(os.path.join(folder, resume.FINETUNING_RECORD)):
-    raise CheckpointError(
-        f"{path}: a fine-tuned model (its folder holds {resume.FINETUNING_RECORD}); "
-        "expected a pre-trained one: run_pretraining.py's model dir or its export/, a "
-        "released ELECTRA checkpoint, or a Hugging Face ELECTRA directory")
-
-
-def pretraining_run(path: str) -> Optional[Tuple[str, str]]:
-  """(model dir, checkpoint prefix) when `path` is run_pretraining.py's model dir (its
-  newest training checkpoint that reads whole) or one of its training checkpoints;
-  None for anything else."""
-  refuse_finetuned(path)
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  if not os.path.isfile(os.path.join(folder, resume.PRETRAINING_RECORD)):
-    return None
-  if not os.path.isdir(path):
-    return (folder, path) if tf.io.gfile.exists(path + ".index") else None
-  try:
-    prefix = newest_readable(folder, note=lambda line: print(line, flush=True))
-  except ValueError as e:
-    raise CheckpointError(str(e)) from None
-  if prefix is None:
-    raise CheckpointError(f"{path}: a pre-training model dir without a checkpoint yet; "
-                          "train it first (run_pretraining.py saves every "
-                          "save_checkpoints_steps)")
-  return folder, prefix
-
-
-def find_vocab(path: str, given: str = "") -> str:
-  """The vocab.txt `given`, else the one that goes with the checkpoint at `path`: beside
-  it (ours, a released zip's, a Hugging Face directory's), its pre-training run's
-  vocab_file, or the data dir's above an export/."""
-  if given:
-    return given
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  candidates = [os.path.join(f, "vocab.txt") for f in [folder, *sorted(
-      hf.hf_parts(path).values())]]
-  if pretraining_run(path):
-    recorded = resume.read_record(folder, resume.PRETRAINING_RECORD).get("config", {})
-    candidates.append(recorded.get("vocab_file", ""))
-  candidates.append(os.path.join(folder, os.pardir, "vocab.txt"))
-  for candidate in candidates:
-    if candidate and os.path.isfile(candidate):
-      return candidate
-  raise CheckpointError(f"{path}: no vocab.txt beside the checkpoint; pass --vocab FILE")
-
-
-def _run_record(folder: str) -> Dict:
-  return resume.read_record(folder, resume.PRETRAINING_RECORD)["signature"]
-
-
-def _run_part(signature: Dict) -> str:
-  """What a pre-training run trains, as its export names it: Electric's generator is
-  not an ElectraPair's, and the masked-LM baseline has no discriminator."""
-  if signature.get("two_tower_generator") or signature.get("electric_objective"):
-    return "discriminator"
-  return "pair" if signature.get("electra_objective", True) else "generator"
-
-
-def _run_values(folder: str, prefix: str, what: str) -> Dict[str, np.ndarray]:
-  """The original-format arrays of `what` from a pre-training run's checkpoint, read
-  into a pair built at the run's sizes (its checkpoint is TensorFlow 2's object graph:
-  the run's model holds the pair as `electra`)."""
-  signature = _run_record(folder)
-  held = _run_part(signature)
-  if held != "pair" and what != held:
-    raise CheckpointError(f"{folder}: its run trained the {held} only (objective "
-                          f"{'Electric' if held == 'discriminator' else 'masked LM'}); "
-                          f"cannot load the {what}")
-  pair = ElectraPair(ModelConfig.from_dict(signature["model"])).build_variables()
-  parts = {"discriminator": ("discriminator", "discriminator_head"),
-           "generator": ("generator", "generator_head")}
-  wanted = parts.get(held, parts["discriminator"] + parts["generator"])
-  holder = tf.train.Checkpoint(model=tf.train.Checkpoint(electra=tf.train.Checkpoint(
-      **{name: getattr(pair, name) for name in wanted})))
-  try:
-    holder.restore(prefix).assert_existing_objects_matched().expect_partial()
-  except (AssertionError, tf.errors.OpError, ValueError, IndexError) as e:
-    raise CheckpointError(f"{prefix}: not a checkpoint of the model its run dir "
-                          f"records ({str(e).splitlines()[0][:200]})") from None
-  return {name: np.reshape(variable.numpy(), shape)
-          for name, variable, shape in original_variables(pair, held)}
-
-
-def read_shapes(path: str) -> Dict[str, Tuple[int, ...]]:
-  prefix = resolve_checkpoint(path)
+def read_shapes(prefix: str) -> Dict[str, Tuple[int, ...]]:
   try:
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError) as e:
@@ -263,7 +168,7 @@ def _check_names(prefix: str, shapes: Dict[str, tuple]):
     raise CheckpointError(
         f"{prefix}: a TensorFlow 2 training checkpoint, not ELECTRA's original format; "
         "give run_pretraining.py's model dir (the folder holding "
-        f"{resume.PRETRAINING_RECORD}) or its export/")
+        f"{PRETRAINING_RECORD}) or its export/")
   bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
   hint = ("; this looks like a BERT checkpoint (bert/, cls/)" if bert else "")
   raise CheckpointError(f"{prefix}: not an ELECTRA checkpoint: {len(unexpected)} "
@@ -271,31 +176,18 @@ def _check_names(prefix: str, shapes: Dict[str, tuple]):
                         f"generator_predictions/, discriminator_predictions/){hint}")
 
 
-def available_part(path: str) -> str:
-  """What a checkpoint holds: "pair", "discriminator" or "generator"."""
-  parts = hf.hf_parts(path)
-  if parts:
-    return "pair" if len(parts) == 2 else next(iter(parts))
-  run = pretraining_run(path)
-  if run:
-    return _run_part(_run_record(run[0]))
-  shapes = read_shapes(path)
+def part_held(prefix: str) -> str:
+  """What the checkpoint holds: "pair", "discriminator" or "generator"."""
+  shapes = read_shapes(prefix)
   heads = (("discriminator", "discriminator_predictions/dense/kernel"),
            ("generator", "generator_predictions/output_bias"))
   held = [part for part, name in heads if name in shapes]
   return "pair" if len(held) != 1 else held[0]
 
 
-def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
-  """Infers the sizes from variable shapes (heads by the original's max(1, H // 64)),
-  or reads them from a Hugging Face directory's config.json."""
-  parts = hf.hf_parts(path)
-  if parts:
-    return hf.pair_config(path, parts, part)
-  run = pretraining_run(path)
-  if run:
-    return ModelConfig.from_dict(_run_record(run[0])["model"])
-  prefix = resolve_checkpoint(path)
+def model_config(prefix: str, part: str = "pair") -> ModelConfig:
+  """The sizes of `part`, inferred from the variables' shapes (heads by the original's
+  max(1, H // 64))."""
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
 
@@ -343,53 +235,47 @@ def config_from_checkpoint(path: str, part: str = "pair") -> ModelConfig:
   return ModelConfig.from_dict(values)
 
 
-def load_mapping(mapping: Mapping, path: str, what: str) -> str:
-  """Assigns every variable of `mapping` from the checkpoint at `path`; returns its prefix.
+def saved_model_config(prefix: str) -> Optional[ModelConfig]:
+  """The whole config run_pretraining.py exports beside its checkpoint (config.json),
+  or None."""
+  saved = os.path.join(os.path.dirname(prefix), "config.json")
+  if not os.path.isfile(saved):
+    return None
+  return ModelConfig.from_dict(read_json(saved), source=saved)
 
-  Every mapped variable must be present with its shape; names outside ELECTRA's scopes
-  are refused; global_step, Adam slots and fine-tuning heads are ignored.
-  """
-  parts = hf.hf_parts(path)
-  if parts:
-    hf.load_weights(mapping, path, parts, what)
-    return path
-  run = pretraining_run(path)
-  if run:
-    prefix = run[1]
-    values = _run_values(*run, what)
-    shapes, read = {n: v.shape for n, v in values.items()}, values.__getitem__
-  else:
-    prefix = resolve_checkpoint(path)
-    shapes = read_shapes(prefix)
-    _check_names(prefix, shapes)
-    read = tf.train.load_checkpoint(prefix).get_tensor
+
+def vocab_files(prefix: str) -> List[str]:
+  """None but the vocab.txt beside the checkpoint, where formats.py looks for all."""
+  del prefix
+  return []
+
+
+def load(mapping: Mapping, prefix: str, what: str):
+  """Assigns the mapping from the checkpoint; names outside ELECTRA's scopes are refused,
+  global_step, Adam slots and fine-tuning heads ignored."""
+  shapes = read_shapes(prefix)
+  _check_names(prefix, shapes)
+  assign(mapping, shapes, tf.train.load_checkpoint(prefix).get_tensor, prefix, what)
+
+
+def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],
+           read: Callable[[str], np.ndarray], source: str, what: str):
+  """Assigns every variable of `mapping` from `read(name)`, after checking that each
+  is among `shapes` (those `source` holds) with its shape."""
   missing = [n for n, _, _ in mapping if n not in shapes]
   if missing:
     hint = ""
     if what != "generator" and not any(n.startswith("electra/encoder/") for n in shapes):
       hint = " (the file holds no discriminator encoder: a generator-only checkpoint?)"
-    raise CheckpointError(f"{prefix}: {len(missing)} variable(s) the {what} needs are "
+    raise CheckpointError(f"{source}: {len(missing)} variable(s) the {what} needs are "
                           f"missing: {cli.listed(missing)}{hint}")
   wrong = [f"{n} has {list(shapes[n])}, expected {list(s)}" for n, _, s in mapping
            if shapes[n] != s]
   if wrong:
-    raise CheckpointError(f"{prefix}: {len(wrong)} variable(s) with the wrong shape "
+    raise CheckpointError(f"{source}: {len(wrong)} variable(s) with the wrong shape "
                           f"for this config: {'; '.join(wrong[:3])}")
   for name, variable, _ in mapping:
     variable.assign(np.reshape(read(name), variable.shape))
-  return prefix
-
-
-def load_original(pair: ElectraPair, path: str, part: str = "pair") -> str:
-  """Loads `part` of the pair from an original-format checkpoint; returns its prefix."""
-  if not pair.built:
-    pair.build_variables()
-  return load_mapping(original_variables(pair, part), path, part)
-
-
-def load_discriminator_encoder(encoder: ElectraEncoder, path: str) -> str:
-  """Loads a lone (built) encoder from the discriminator's variables, for fine-tuning."""
-  return load_mapping(encoder_variables(encoder, "electra"), path, "discriminator")
 
 
 def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
@@ -414,18 +300,3 @@ def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
     name = os.path.basename(prefix)
     f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
   return prefix
-
-
-def load_pair(path: str, config: Optional[ModelConfig] = None,
-              part: str = "pair") -> ElectraPair:
-  """Builds a pair and loads `part` from `path`. Its sizes are `config`, else those
-  run_pretraining.py exported beside the checkpoint (config.json), else inferred."""
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  saved = os.path.join(folder, "config.json")
-  if config is None and not hf.hf_parts(path) and os.path.isfile(saved):
-    config = ModelConfig.from_dict(hf.read_json(saved), source=saved)
-  if config is None:
-    config = config_from_checkpoint(path, part)
-  pair = ElectraPair(config).build_variables()
-  load_original(pair, path, part)
-  return pair

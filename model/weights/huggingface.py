@@ -1,6 +1,6 @@
 """Hugging Face transformers' ELECTRA layout: its weight names, shapes and config.json.
 
-Names follow from the original checkpoint's (model/checkpoint.py's mapping table) the
+Names follow from the original checkpoint's (original.py's mapping table) the
 way transformers' own converter reads an original checkpoint: scopes become dotted
 modules (layer_3 -> layer.3), kernel/gamma -> weight (kernels transposed to torch's
 [out, in]), beta -> bias, an embedding table gets .weight, the discriminator's dense_1
@@ -15,13 +15,11 @@ output is bounded: |x_i| <= |gamma_i| sqrt(H - 1) + |beta_i|), GELU is the ident
 float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
 
 Reading goes the same way (the last part of this module): a transformers directory, or
-a folder holding a discriminator's and a generator's, is loaded through
-model/checkpoint.py's mapping table (load_weights: each variable looked up by
-hf_name); `model_config_values` turns transformers' config.json back into our sizes
-(pair_config). model/checkpoint.py's loading functions send such paths here.
+a folder holding a discriminator's and a generator's, is loaded through original.py's
+mapping table (each variable looked up by hf_name); `model_config_values` turns
+transformers' config.json back into our sizes (model_config).
 """
 
-import json
 import os
 import re
 from typing import Dict, List, Optional, Tuple
@@ -29,11 +27,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from model.config import ModelConfig
+from model.weights import CheckpointError, read_json
 from util import cli
-
-class CheckpointError(ValueError):
-  """A checkpoint (of either format: model/checkpoint.py raises it too) that is missing,
-  unreadable, or does not fit the model."""
 
 
 # Where the names of transformers' three ELECTRA classes start.
@@ -160,6 +155,8 @@ def model_config_values(config: Dict[str, object]) -> Dict[str, object]:
 # ---- reading a transformers directory -------------------------------------------------
 
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# config.json states every size: none is inferred.
+INFERRED = ()
 
 
 def _is_hf_dir(path: str) -> bool:
@@ -185,14 +182,6 @@ def weights_without_config(path: str) -> Optional[str]:
   return None
 
 
-def read_json(path: str) -> Dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise CheckpointError(f"{path}: cannot read ({e})") from None
-
-
 def hf_config(folder: str) -> Dict:
   """A Hugging Face directory's config.json, refused unless it is ELECTRA's."""
   path = os.path.join(folder, "config.json")
@@ -207,7 +196,7 @@ def hf_config(folder: str) -> Dict:
 
 def hf_parts(path: str) -> Dict[str, str]:
   """{"discriminator"/"generator": directory} of a Hugging Face directory or of a folder
-  holding one of each; {} for anything else (an original-format checkpoint)."""
+  holding one of each; {} for anything else."""
   if not path or not os.path.isdir(path):
     return {}
   if _is_hf_dir(path):
@@ -226,6 +215,38 @@ def hf_parts(path: str) -> Dict[str, str]:
   return parts
 
 
+def locate(path: str) -> Optional[str]:
+  """`path` when it is a Hugging Face ELECTRA directory, or a folder holding a
+  discriminator's and a generator's; None for anything else. Transformers' weights
+  without their config.json are refused, naming what is missing."""
+  if hf_parts(path):
+    return path
+  if os.path.isdir(path) and not any(f.endswith(".index") for f in os.listdir(path)):
+    weights = weights_without_config(path)
+    if weights:
+      raise CheckpointError(
+          f"{path}: {weights} is Hugging Face weights without their config.json: a "
+          f"Hugging Face directory needs the config.json downloaded with them, in "
+          f"{os.path.dirname(weights)}")
+  return None
+
+
+def part_held(path: str) -> str:
+  parts = hf_parts(path)
+  return "pair" if len(parts) == 2 else next(iter(parts))
+
+
+def saved_model_config(path: str) -> None:
+  """None: transformers' config.json is one network's, read per part by `model_config`."""
+  del path
+
+
+def vocab_files(path: str) -> List[str]:
+  """Each directory's vocab.txt, the discriminator's first."""
+  parts = hf_parts(path)
+  return [os.path.join(parts[kind], "vocab.txt") for kind in sorted(parts)]
+
+
 def _sizes(folder: str) -> Dict:
   try:
     return model_config_values(hf_config(folder))
@@ -233,7 +254,9 @@ def _sizes(folder: str) -> Dict:
     raise CheckpointError(f"{folder}/config.json: {e}") from None
 
 
-def pair_config(path: str, parts: Dict[str, str], part: str) -> ModelConfig:
+def model_config(path: str, part: str = "pair") -> ModelConfig:
+  """The sizes of `part`, from the config.json of each directory it needs."""
+  parts = hf_parts(path)
   disc, gen = parts.get("discriminator"), parts.get("generator")
   if part == "generator" or disc is None:
     if gen is None or part != "generator":
@@ -307,17 +330,18 @@ def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
   return path, weights
 
 
-def load_weights(mapping, path: str, parts: Dict[str, str], what: str):
+def load(mapping, path: str, what: str):
   """Assigns the mapping from transformers' weights, each looked up by hf_name (kernels
   transposed); every one must be present with its shape, and nothing of the encoder
   left over (transformers' heads other than ELECTRA's two are ignored)."""
+  parts = hf_parts(path)
   groups = {}
   for original, variable, shape in mapping:
     generator = what == "generator" or original.startswith(("generator/",
                                                              "generator_predictions/"))
     folder = parts.get("generator" if generator else "discriminator")
     if folder is None:
-      pair_config(path, parts, what)  # raises, saying which directory is missing
+      model_config(path, what)  # raises, saying which directory is missing
     name, kernel = hf_name(original)
     groups.setdefault(folder, []).append(
         (name, variable, tuple(reversed(shape)) if kernel else shape, kernel))

@@ -1,0 +1,106 @@
+"""A run directory's files that the training loop and the weight reader share.
+
+Each phase writes its record (run_pretraining.py's, run_finetuning.py's) and its
+training checkpoints (ckpt-<step>, TensorFlow 2's object graph) in its model dir. A
+checkpoint may not read whole (a full disk, a copy cut short), and the state file that
+lists them (`checkpoint`) may be lost: both the loop, resuming, and run_dir.py, reading
+a run's weights, take the newest one that reads, found on disk when the list is gone.
+"""
+
+import glob
+import os
+import re
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from model.weights import CheckpointError
+from util import files
+
+CHECKPOINT_NAME = "ckpt"
+# The record each phase writes in its model dir (it tells a pre-training model dir from
+# a fine-tuned one).
+PRETRAINING_RECORD = "pretrain_config.json"
+FINETUNING_RECORD = "finetuning_config.json"
+
+
+def first_readable(newest_first: List[str], model_dir: str,
+                   note: Callable[[str], None]) -> str:
+  """The first of these checkpoints that reads whole, saying through `note` why each
+  one before it was skipped; a CheckpointError naming the first's file if none does."""
+  first_problem = None
+  for path in newest_first:
+    problem = unreadable_checkpoint(path)
+    if problem is None:
+      return path
+    first_problem = first_problem or problem
+    note(f"note: skipping checkpoint {os.path.basename(path)}, which cannot be read "
+         f"({problem})")
+  raise CheckpointError(f"{first_problem}; no checkpoint in {model_dir} reads whole: "
+                        f"delete {model_dir} to start the run over")
+
+
+def newest_readable(model_dir: str, note: Callable[[str], None]) -> Optional[str]:
+  """The newest checkpoint of a model dir that reads whole (first_readable); None when
+  the model dir has none."""
+  paths = kept_checkpoints(model_dir, note)
+  return first_readable(list(reversed(paths)), model_dir, note) if paths else None
+
+
+_CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.(index|data-\d+-of-\d+)$")
+
+
+def kept_checkpoints(model_dir: str, note: Callable[[str], None],
+                     repair: bool = False) -> List[str]:
+  """The model dir's checkpoint prefixes, oldest first, as its state file (`checkpoint`)
+  lists them. When that file is gone (deleted, a copy that missed it) but checkpoints
+  are on disk, they are found by their file names, saying so through `note`, and with
+  `repair` listed in a new state file, so that the run resumes from them (and later
+  saves keep managing them) instead of starting over."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state and state.all_model_checkpoint_paths:
+    return list(state.all_model_checkpoint_paths)
+  listed = tf.io.gfile.listdir(model_dir) if tf.io.gfile.isdir(model_dir) else []
+  # Files only: a directory under a checkpoint file's name is in the way of a save, not
+  # a checkpoint (the save then fails, naming it).
+  steps = sorted({int(m.group(1)) for m in map(_CHECKPOINT_FILE.match, listed)
+                  if m and not tf.io.gfile.isdir(os.path.join(model_dir, m.group(0)))})
+  if not steps:
+    return []
+  found = [os.path.join(model_dir, f"{CHECKPOINT_NAME}-{step}") for step in steps]
+  names = [os.path.basename(p) for p in found]
+  shown = ", ".join(names) if len(names) <= 4 else (
+      f"{names[0]}, {names[1]}, ..., {names[-1]} ({len(names)})")
+  note(f"note: {os.path.join(model_dir, 'checkpoint')}, the list of the run's "
+       f"checkpoints, is missing; found {shown} on disk")
+  whole = [p for p in found if tf.io.gfile.exists(p + ".index")]
+  if repair and whole:
+    # With their times, as CheckpointManager writes them: without, it would treat them
+    # as preserved for good and never delete them past keep_checkpoint_max.
+    times = [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in whole]
+    with files.atomic_write(os.path.join(model_dir, "checkpoint")) as f:
+      f.write(f'model_checkpoint_path: "{os.path.basename(whole[-1])}"\n')
+      f.writelines(f'all_model_checkpoint_paths: "{os.path.basename(p)}"\n'
+                   for p in whole)
+      f.writelines(f"all_model_checkpoint_timestamps: {t!r}\n" for t in times)
+      f.write(f"last_preserved_timestamp: {min(times) - 1!r}\n")
+  return found
+
+
+def unreadable_checkpoint(prefix: str) -> Optional[str]:
+  """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    return f"{prefix}.index: {_first_line(e)}"
+  try:
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {_first_line(e)}"
+  return None
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
