@@ -189,3 +189,21 @@ def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
   info = cpu.cpu_info()
   assert info.mhz > 0 and ("fma" in info.flags or "avx512f" in info.flags or
                            "sse2" in info.flags)
+
+
+def test_precision_note_on_a_cpu_with_bfloat16_for_float32_runs_only(monkeypatch):
+  from training import runtime  # pylint: disable=g-import-not-at-top
+  from util import cpu  # pylint: disable=g-import-not-at-top
+  for flags, expected in (({"avx2", "avx512f", "avx512_bf16"}, True), ({"avx2"}, False),
+                          ({"amx_bf16", "amx_tile"}, True)):
+    monkeypatch.setattr(cpu, "cpu_info",
+                        lambda f=flags: cpu.CpuInfo("test", frozenset(f), 2500.0))
+    note = runtime.precision_note()
+    assert (note is not None) == expected, flags
+    if note:
+      assert note.startswith("note: ") and '"mixed_bfloat16"' in note
+  try:
+    runtime.set_precision("mixed_bfloat16")
+    assert runtime.precision_note() is None
+  finally:
+    runtime.set_precision("float32")

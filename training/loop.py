@@ -28,7 +28,7 @@ import tf_keras
 from model.dropout import dropout_generators
 from model.weights.run_files import CHECKPOINT_NAME, first_readable, kept_checkpoints
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
-from training.runtime import is_chief, worker_position
+from training.runtime import is_chief, precision_note, worker_position
 from util import cli, stderr
 from util.progress import Progress, format_duration
 
@@ -318,9 +318,10 @@ class TrainLoop:
                          for s in (signal.SIGINT, signal.SIGTERM)}
     last_saved = restored
     logged = {}
-    note = first_step_note(settings.flops_per_step, settings.peak_flops)
-    if note and self.chief:
-      print(note, flush=True)
+    for note in (precision_note(),
+                 first_step_note(settings.flops_per_step, settings.peak_flops)):
+      if note and self.chief:
+        print(note, flush=True)
     try:
       step = start
       while step < settings.num_train_steps:

@@ -24,11 +24,6 @@ def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
   strategy = make_strategy(settings.distribution_strategy, settings.tpu_address)
   set_precision(settings.mixed_precision)
   use_checkpointed_dropout(seed)
-  if settings.mixed_precision == "float32" and is_chief(strategy) and not (
-      tf.config.list_logical_devices("GPU")):
-    note = cpu.bfloat16_note(cpu.cpu_info())
-    if note:
-      print(note, flush=True)
   return strategy
 
 
@@ -57,6 +52,15 @@ def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute
     return tf.distribute.TPUStrategy(resolver)
   raise ValueError("distribution_strategy: " + hparams.unknown_name_message(
       name, STRATEGIES, "strategy") + f" (expected one of {', '.join(STRATEGIES)})")
+
+
+def precision_note() -> Optional[str]:
+  """The line that says mixed_bfloat16 would be faster, for a float32 run on a CPU with
+  bfloat16 arithmetic (util/cpu.py); None otherwise."""
+  if (tf_keras.mixed_precision.global_policy().name != "float32" or
+      tf.config.list_logical_devices("GPU")):
+    return None
+  return cpu.bfloat16_note(cpu.cpu_info())
 
 
 def set_precision(policy: str):
