@@ -23,9 +23,9 @@ TF_ONEDNN_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile
                              "amx_bf16", "amx_int8"})
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # bfloat16 arithmetic in hardware
 # mixed_bfloat16's speed over float32 where the CPU has BF16_FLAGS: bench/bench_bf16.py
-# on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md, "bfloat16 where the CPU has
-# it"); on an AVX2 CPU it was 0.06-0.10x.
-BF16_SPEEDUP = {"pre-training": 1.21, "fine-tuning": 1.16}
+# on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md, "oneDNN on AVX2 CPUs, an AVX2
+# CPU emulated, and bfloat16 ..."); on an AVX2 CPU it was 0.06-0.10x.
+BF16_SPEEDUP = {"pre-training": 1.20, "fine-tuning": 1.32}
 
 
 @dataclasses.dataclass(frozen=True)
