@@ -20,6 +20,7 @@ import tensorflow as tf
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
+from model.weights import by_name
 from model.weights.formats import open_weights
 from model.weights.original import save_original
 from model.weights.run_dir import TRAINED_PART
@@ -123,7 +124,7 @@ def run_signature(config: PretrainingConfig) -> Dict:
   may not change."""
   values = {k: v for k, v in config.to_dict().items() if k not in RESUMABLE_FIELDS}
   if values["init_checkpoint"]:
-    values["init_checkpoint"] = os.path.abspath(values["init_checkpoint"])
+    values["init_checkpoint"] = by_name.stable(values["init_checkpoint"])
   return {"model": config.model_config().to_dict(), **values}
 
 
@@ -161,7 +162,7 @@ def write_run_config(config: PretrainingConfig, step: int = 0):
   # What the first step started from (init_scheme does not apply to a checkpoint's
   # weights, whatever the config says); kept as the run's first write recorded it.
   start = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
-      {"init_checkpoint": os.path.abspath(config.init_checkpoint)}
+      {"init_checkpoint": by_name.stable(config.init_checkpoint)}
       if config.init_checkpoint else {"init_scheme": config.init_scheme})
   # What the run trains, for the weights' readers (model/weights/run_dir.py), which
   # cannot ask the objective themselves.

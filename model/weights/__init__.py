@@ -11,6 +11,7 @@
 
 formats.py opens any path by asking each format, in its list, whether the path is its
 own; a new format is one module answering the same questions and one line in that list.
+by_name.py turns a release's name or a Hugging Face id into the local path it fetched.
 """
 
 import json

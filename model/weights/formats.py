@@ -21,7 +21,7 @@ from typing import Optional
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
-from model.weights import CheckpointError, huggingface, original, run_dir
+from model.weights import CheckpointError, by_name, huggingface, original, run_dir
 
 # Asked in this order, the first to claim a path reads it; none claims another's path
 # (original.py leaves run dirs to run_dir.py, Hugging Face directories hold no prefix).
@@ -84,9 +84,11 @@ class Weights:
 
 
 def open_weights(path: str) -> Weights:
-  """The weights at `path`, in whichever format claims it."""
+  """The weights at `path` (or named by it: by_name.py), in whichever format claims
+  them."""
   if not path:
     raise CheckpointError("no checkpoint path given")
+  path = by_name.resolve(path)
   for weight_format in FORMATS:
     location = weight_format.locate(path)
     if location:
