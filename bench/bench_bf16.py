@@ -18,22 +18,16 @@ import json
 import os
 
 from bench import bench_finetuning, bench_pretraining, child
+from util import cpu
 
 BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 
 def cpu_flags() -> dict:
-  """Which of BF16_FLAGS /proc/cpuinfo lists, and the CPU's model name."""
-  flags, model = set(), "unknown"
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    for line in f:
-      key, _, value = line.partition(":")
-      if key.strip() == "flags" and not flags:
-        flags = set(value.split())
-      elif key.strip() == "model name" and model == "unknown":
-        model = value.strip()
-  return {"cpu": model, **{flag: flag in flags for flag in BF16_FLAGS}}
+  """Which of BF16_FLAGS the CPU has (util/cpu.py reads it), and its model name."""
+  info = cpu.cpu_info()
+  return {"cpu": info.model, **{flag: flag in info.flags for flag in BF16_FLAGS}}
 
 
 def time_ops(threads: int) -> dict:

@@ -85,8 +85,8 @@ def _release(name: str) -> str:
       with zipfile.ZipFile(archive) as zipped:
         bad = zipped.testzip()
         if bad:
-          raise CheckpointError(f"{name}: {url} gave a zip whose {bad} fails its CRC check; "
-                                "run again to fetch it anew")
+          raise CheckpointError(f"{name}: {url} gave a zip whose {bad} fails its CRC "
+                                "check; run again to fetch it anew")
         zipped.extractall(unpacked)
     except zipfile.BadZipFile as e:
       raise CheckpointError(f"{name}: {url} did not give a readable zip ({e}); run again "
@@ -133,7 +133,8 @@ def _hub(model_id: str) -> str:
   if repo.endswith(tuple(f"-{part}" for part in PARTS)):
     return _snapshot(repo, revision or None, model_id)
   # A family: its two parts side by side, as a folder of two (huggingface.py).
-  parts = {part: _snapshot(f"{repo}-{part}", revision or None, model_id) for part in PARTS}
+  parts = {part: _snapshot(f"{repo}-{part}", revision or None, model_id)
+           for part in PARTS}
   folder = os.path.join(cache_dir(), "hub_pairs", repo.replace("/", "--") +
                         (f"@{revision}" if revision else ""))
   _link_pair(folder, parts)
@@ -158,9 +159,8 @@ def _snapshot(repo: str, revision: Optional[str], asked: str) -> str:
     why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
     raise CheckpointError(
         f"{asked}: no such path, and could not fetch {repo} from the Hugging Face Hub "
-        f"({why}); fetch it "
-        f"where you can (`huggingface-cli download {repo}`) and copy the cache (HF_HOME), "
-        "or pass the path of a transformers directory") from None
+        f"({why}); fetch it where you can (`huggingface-cli download {repo}`) and copy "
+        "the cache (HF_HOME), or pass the path of a transformers directory") from None
 
 
 def _link_pair(folder: str, parts: Dict[str, str]):

@@ -19,4 +19,5 @@ OBJECTIVES = (Electric, Electra, MaskedLM)
 
 def objective_for(config: PretrainingConfig) -> MaskedLM:
   """The objective `config` chooses, for it (every objective extends MaskedLM)."""
-  return next(objective for objective in OBJECTIVES if objective.chosen_by(config))(config)
+  chosen = next(objective for objective in OBJECTIVES if objective.chosen_by(config))
+  return chosen(config)

@@ -35,7 +35,7 @@ class MaskedLM:
 
   name = "mlm"  # as run records and tools.flops name it
   has_discriminator = False
-  exported_part = "generator"  # what its export holds (model/checkpoint.py's parts)
+  exported_part = "generator"  # the part its export holds (model/weights/original.py)
 
   def __init__(self, config: PretrainingConfig):
     self.config = config
