@@ -14,7 +14,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional
 
 from finetune import tasks as task_registry
-from model.config import ModelChoice, ModelConfig
+from model.config import INIT_ADJUSTMENTS, ModelChoice, ModelConfig
 from util import hparams
 from training.settings import ScaleSettings
 
@@ -65,6 +65,12 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   joint_prediction: bool = True
   beam_size: int = hparams.field(20, at_least=1)
   qa_na_threshold: float = -2.75
+
+  # New: a change of the pre-trained weights' values before fine-tuning (names and
+  # shapes stay), for encoders pre-trained briefly from the mimetic start
+  # (model/initialization.py, adjust_pretrained): "attention" starts attention uniform,
+  # "positions" scales the position embeddings to the word embeddings' norm.
+  init_adjustment: str = hparams.field("none", choices=INIT_ADJUSTMENTS)
 
   # Locations; empty means the original layout under data_dir.
   vocab_file: str = ""

@@ -14,6 +14,7 @@ import tf_keras
 
 from model.config import ModelConfig
 from model.encoder import ElectraEncoder
+from model.initialization import adjust_pretrained
 from model.weights.formats import Weights
 from model.weights.original import encoder_variables
 
@@ -43,11 +44,14 @@ class FinetuningModel(tf_keras.Model):
     self(example_batch, training=False)
     return self
 
-  def load_pretrained(self, weights: Weights) -> str:
-    """Loads the encoder from pre-trained weights (the discriminator's)."""
+  def load_pretrained(self, weights: Weights, adjustment: str = "none") -> str:
+    """Loads the encoder from pre-trained weights (the discriminator's), then applies
+    init_adjustment's change of their values (model/initialization.py)."""
     if not self.built:
       self.build_variables()
-    return weights.load_encoder(self.encoder)
+    location = weights.load_encoder(self.encoder)
+    adjust_pretrained(self.encoder, adjustment)
+    return location
 
   def layer_depths(self) -> Dict[int, int]:
     """id(variable) -> depth, from the variables' names in the original layout."""

@@ -8,7 +8,7 @@ its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
 finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
 """
 
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -20,6 +20,13 @@ from model.config import ModelConfig
 PREDICT_SPLIT = "predict"
 # The diagnostic set is predicted by the MNLI classifier.
 SHARED_HEADS = {"glue/ax": "glue/mnli"}
+
+
+def label_entropy(labels: np.ndarray) -> float:
+  """Cross-entropy, in nats, of predicting every label by the labels' frequencies."""
+  _, counts = np.unique(labels, return_counts=True)
+  p = counts / counts.sum()
+  return float(-(p * np.log(p)).sum())
 
 
 class TaskRunner:
@@ -49,6 +56,13 @@ class TaskRunner:
   def loss(self, outputs, batch) -> tf.Tensor:
     """Per-feature float32 loss [B] (the trainer keeps this task's rows)."""
     raise NotImplementedError
+
+  def prior_loss(self, features: Dict[str, np.ndarray]) -> Optional[float]:
+    """The mean loss on these training features of the best prediction that ignores
+    the text (the label frequencies; a regression's mean), or None where the family
+    has no such baseline (finetune/prior_watch.py compares the training loss with it)."""
+    del features
+    return None
 
   def score(self, examples: list, features: Dict[str, np.ndarray], outputs,
             split: str) -> Dict[str, float]:

@@ -24,6 +24,7 @@ from data_prep.vocab import load_vocab
 from finetune import serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
+from finetune.prior_watch import PriorWatch
 from finetune.tasks import runner_for
 from model import flops as model_flops
 from model.encoder import use_recompute
@@ -37,6 +38,8 @@ from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
 RUN_CONFIG = FINETUNING_RECORD
+# What PriorWatch's line recommends.
+PRIOR_REMEDY = ("README, \"Fine-tuning a briefly pre-trained encoder\", says what helps")
 # Fields that may change between runs on one model dir: they do not change the trained
 # weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
 RESUMABLE_FIELDS = (
@@ -74,6 +77,11 @@ class Finetuner:
     if not self.init and not config.debug and not os.path.isfile(config.vocab_file):
       raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
                        f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
+    if config.init_adjustment != "none" and not self.init and config.do_train:
+      raise ValueError(f"init_adjustment {config.init_adjustment} changes pre-trained "
+                       "weights, and this run starts from random weights (no "
+                       "init_checkpoint and no pre-trained model found); set "
+                       "\"init_adjustment\": \"none\" or give --init-checkpoint")
     vocab = load_vocab(self.vocab_file())
     if self.init:
       self.model_config = self.init.model_config("discriminator")
@@ -304,7 +312,8 @@ class Finetuner:
           "raise num_train_epochs or lower train_batch_size")
     history, scores = [], None
     if config.do_train:
-      loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step")
+      loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
+                             on_step=self.prior_watch(num_steps))
       model, init = loop.model, self.init
       if not init and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
@@ -318,7 +327,8 @@ class Finetuner:
       dataset_fn = self.dataset_fn(train, num_steps, seed)
       for epoch, end in enumerate(boundaries, 1):
         loop.settings.num_train_steps = end
-        loop.run(dataset_fn, init_fn=(lambda: model.load_pretrained(init)) if init
+        loop.run(dataset_fn, init_fn=(
+            lambda: model.load_pretrained(init, config.init_adjustment)) if init
                  else None)
         if config.do_eval:
           scores = self.evaluate(model)
@@ -347,8 +357,20 @@ class Finetuner:
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 
+  def prior_watch(self, num_steps: int) -> Optional[PriorWatch]:
+    """The watch on the training loss, where every trained task has a label prior: its
+    loss is the tasks' priors weighted by their shares of the training features."""
+    trained = [i for i, t in enumerate(self.tasks) if t.train_split]
+    sizes = [len(self.split(i, self.tasks[i].train_split).features["input_ids"])
+             for i in trained]
+    priors = [self.runners[i].prior_loss(self.split(i, self.tasks[i].train_split).features)
+              for i in trained]
+    if not trained or None in priors:
+      return None
+    return PriorWatch(float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY)
+
   def train_loop(self, features: Dict[str, np.ndarray], num_steps: int, model_dir: str,
-                 label: str = "step") -> TrainLoop:
+                 label: str = "step", on_step=None) -> TrainLoop:
     """The model (built on `features`), its optimizer and the loop that trains it for
     num_steps steps of train_batch_size features into model_dir: a trial's training,
     and the step the benches time (TrainLoop.train_step)."""
@@ -378,7 +400,7 @@ class Finetuner:
         flops_per_step=model_flops.finetuning_flops_per_step(
             self.model_config, config.max_seq_length, batch),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(optimizer), label=label)
+        learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step)
     return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):

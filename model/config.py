@@ -12,7 +12,9 @@ from typing import Any, Dict, Optional
 from util import hparams
 
 # Start points of pre-training (model/initialization.py).
-INIT_SCHEMES = ("truncated_normal", "mimetic")
+INIT_SCHEMES = ("truncated_normal", "mimetic", "mimetic_generator")
+# Fine-tuning's changes of pre-trained values (model/initialization.py).
+INIT_ADJUSTMENTS = ("none", "attention", "positions", "attention_and_positions")
 
 
 @dataclasses.dataclass(frozen=True)

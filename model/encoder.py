@@ -144,14 +144,23 @@ class ElectraEncoder(tf_keras.Model):
 
   def attention_probs(self, inputs):
     """Every layer's attention weights, [B, heads, S, S] each (inference mode)."""
+    return self.inspect(inputs)[1]
+
+  def hidden_states(self, inputs):
+    """The first layer's input and every layer's output, [B, S, H] each (inference)."""
+    return self.inspect(inputs)[0]
+
+  def inspect(self, inputs):
+    """(hidden_states, attention_probs) of one inference pass."""
     x, mask = self._embed(inputs)
-    probs = []
+    states, probs = [x], []
     for layer in self.transformer_layers:
       _, layer_probs = layer._attention_layer(  # pylint: disable=protected-access
           x, x, attention_mask=mask, return_attention_scores=True)
       probs.append(layer_probs)
       x = layer([x, mask])
-    return probs
+      states.append(x)
+    return states, probs
 
   def call(self, inputs, training=None):
     x, mask = self._embed(inputs, training=training)

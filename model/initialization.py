@@ -13,6 +13,15 @@ the original's names and shapes:
   value x output = vo_noise Z - vo_identity I (Z Gaussian with variance 1/width),
   factored by SVD into the head's kernels. Attention then follows similarity, which
   with dominant smooth positions is locality, from step 0.
+
+"mimetic_generator" gives that start to the generator alone: its attention and, when it
+has its own (untied_generator_embeddings), its position embeddings. The discriminator
+and the embeddings it reads keep the original's start. The mimetic start helps the
+masked LM off its plateau, but a discriminator that keeps it (its rate a tenth of the
+generator's) fine-tunes far worse than random weights: position fills ~86% of its first
+layer's input variance and [CLS] attends to itself and its neighbours, so the
+classifier on [CLS] sees almost nothing of the sentence (bench/RESULTS.md, "Why a
+pre-trained discriminator fine-tuned worse than random weights").
 """
 
 import math
@@ -21,7 +30,8 @@ from typing import Iterable
 import numpy as np
 import tensorflow as tf
 
-from model.config import INIT_SCHEMES
+from model.config import INIT_ADJUSTMENTS, INIT_SCHEMES
+from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.heads import DiscriminatorHead, GeneratorHead
 
@@ -83,9 +93,17 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
   if scheme == "truncated_normal":
     return
   rng = np.random.default_rng(seed)
-  encoders = encoders_of(model)
-  # Shared embeddings (the generator reads the discriminator's) are set once.
-  for embeddings in {id(e.embeddings): e.embeddings for e in encoders}.values():
+  if scheme == "mimetic_generator":
+    pair = next(m for m in [model, *model.submodules] if isinstance(m, ElectraPair))
+    encoders = [pair.generator]
+    # Embeddings the discriminator reads keep the original's start.
+    tables = [] if pair.generator.embeddings is pair.discriminator.embeddings else [
+        pair.generator.embeddings]
+  else:
+    encoders = encoders_of(model)
+    # Shared embeddings (the generator reads the discriminator's) are set once.
+    tables = {id(e.embeddings): e.embeddings for e in encoders}.values()
+  for embeddings in tables:
     table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
     table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
                          table.dtype))
@@ -127,3 +145,27 @@ def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
   """
   bias = head.output_bias
   bias.assign(tf.cast(log_frequencies, bias.dtype))
+
+
+
+def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
+  """A new option for encoders pre-trained briefly from the mimetic start, whose states
+  are mostly position and whose [CLS] attends to itself, so that fine-tuning sits at
+  the label prior for hundreds of steps (bench/RESULTS.md). "attention": every layer's
+  query kernel and bias become zero, so attention starts uniform over the sentence
+  (as random weights' does: [CLS] reads the whole sentence) and learns its pattern
+  anew from the keys, values and feed-forward layers kept; "positions": the position
+  embeddings are scaled so that their rows' mean norm equals the word embeddings'."""
+  if adjustment not in INIT_ADJUSTMENTS:
+    raise ValueError(f"init_adjustment {adjustment!r}: expected one of {INIT_ADJUSTMENTS}")
+  if adjustment in ("attention", "attention_and_positions"):
+    for block in encoder.transformer_layers:
+      query = block._attention_layer._query_dense  # pylint: disable=protected-access
+      query.kernel.assign(tf.zeros_like(query.kernel))
+      query.bias.assign(tf.zeros_like(query.bias))
+  if adjustment in ("positions", "attention_and_positions"):
+    embeddings = encoder.embeddings
+    table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
+    words = tf.reduce_mean(tf.norm(embeddings.embedding_table, axis=-1))
+    positions = tf.reduce_mean(tf.norm(table, axis=-1))
+    table.assign(table * words / positions)

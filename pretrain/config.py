@@ -37,7 +37,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   mask_prob: float = hparams.field(0.15, above=0, at_most=1)
 
   # The start of a fresh run (model/initialization.py): the original's truncated
-  # normal, or "mimetic" (smooth positions, attention that follows similarity).
+  # normal, "mimetic" (smooth positions, attention that follows similarity), or
+  # "mimetic_generator" (the mimetic start for the generator only: nothing the
+  # discriminator reads, so that it fine-tunes as well as random weights from step 0).
   init_scheme: str = hparams.field("truncated_normal", choices=INIT_SCHEMES)
   # New: the discriminator's output layer starts at the base rate (kernel 0, bias
   # log(mask_prob / (1 - mask_prob))) instead of the original's random layer.
@@ -99,6 +101,12 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
         object.__setattr__(self, name, default)
     if self.electric_objective and not self.two_tower_generator:
       object.__setattr__(self, "two_tower_generator", True)  # Electric needs it
+    if self.init_scheme == "mimetic_generator" and not (
+        self.electra_objective and self.untied_generator and not self.two_tower_generator):
+      raise hparams.HParamsError(
+          "init_scheme mimetic_generator starts the generator apart from the "
+          "discriminator: it needs electra_objective true, untied_generator true and "
+          "no two-tower generator; use \"mimetic\" otherwise")
     self.model_config()  # its sizes, and max_seq_length against them, are valid
 
   def with_vocab_file_size(self) -> "PretrainingConfig":

@@ -56,6 +56,9 @@ class LoopSettings:
   peak_flops: float = 0.0  # of the run's devices (runtime.peak_flops), for % of peak
   learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
   label: str = "step"
+  # Called on the chief after every step with the step's scalars (a phase's watch on
+  # its loss: finetune/prior_watch.py); reading a scalar waits for the step.
+  on_step: Optional[Callable[[int, Dict[str, tf.Tensor]], None]] = None
 
 
 class TrainLoop:
@@ -330,6 +333,8 @@ class TrainLoop:
               if step == start else contextlib.nullcontext()):
           scalars = train_step(iterator)
         step += 1
+        if settings.on_step is not None and self.chief:
+          settings.on_step(step, scalars)
         if step == start + 1:  # rates from here on: the first step includes tracing
           progress.start_count, progress.t0 = step, time.time()
         at_end = step == settings.num_train_steps

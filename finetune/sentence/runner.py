@@ -8,7 +8,7 @@ finetune/sentence/metrics.py's, and test predictions become GLUE submission file
 import numpy as np
 import tensorflow as tf
 
-from finetune.runner import TaskRunner
+from finetune.runner import TaskRunner, label_entropy
 from finetune.sentence import data as sentence_data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.features import encode
@@ -47,6 +47,12 @@ class SentenceRunner(TaskRunner):
     # Rows of other tasks may hold any value: only this task's rows are kept.
     ids = tf.clip_by_value(tf.cast(label, tf.int32), 0, len(self.task.labels) - 1)
     return tf.nn.sparse_softmax_cross_entropy_with_logits(ids, outputs)
+
+  def prior_loss(self, features):
+    labels = features["label"]
+    if self.task.is_regression:
+      return float(labels.var())  # squared error of predicting the mean
+    return label_entropy(labels)
 
   def predictions(self, outputs) -> np.ndarray:
     return outputs if self.task.is_regression else outputs.argmax(-1)

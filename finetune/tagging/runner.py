@@ -13,7 +13,7 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
-from finetune.runner import TaskRunner
+from finetune.runner import TaskRunner, label_entropy
 from finetune.tagging import data as tagging_data
 from finetune.tagging import metrics as tagging_metrics
 from finetune.tagging.head import TaggingHead
@@ -68,6 +68,11 @@ class TaggingRunner(TaskRunner):
     per_word = tf.nn.sparse_softmax_cross_entropy_with_logits(batch["word_labels"],
                                                               outputs)
     return tf.reduce_sum(per_word * batch["word_label_mask"], axis=-1)
+
+  def prior_loss(self, features):
+    # The loss sums over a sentence's words: each word costs the entropy's share.
+    mask = features["word_label_mask"].astype(bool)
+    return label_entropy(features["word_labels"][mask]) * float(mask.sum(-1).mean())
 
   def predicted_tags(self, examples, features, outputs):
     """Each sentence's predicted B-/I-/O tags (O for words cut off by max_seq_length)."""
