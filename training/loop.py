@@ -83,6 +83,7 @@ class TrainLoop:
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self._stop_signal = None
+    self._compiled_step = None
     self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
 
   @property
@@ -245,7 +246,10 @@ class TrainLoop:
   def train_step(self) -> Callable[..., Dict[str, tf.Tensor]]:
     """The compiled step, `train_step(iterator) -> scalars`: one optimizer step on the
     next batch of `iterator` (self.iterator). run() calls it between its checkpoints and
-    logs; the benches time it alone."""
+    logs; the benches time it alone. Made once per loop: fine-tuning runs the loop once
+    per epoch, and a new step would be traced and compiled again each time."""
+    if self._compiled_step is not None:
+      return self._compiled_step
     self._gradients = tf.function(self._compute_gradients, autograph=False,
                                   jit_compile=self.settings.use_xla or None)
     with self.strategy.scope():
@@ -271,6 +275,7 @@ class TrainLoop:
       self.step.assign_add(1)
       return scalars
 
+    self._compiled_step = train_step
     return train_step
 
   # ---- the loop ----------------------------------------------------------------
