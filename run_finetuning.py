@@ -37,7 +37,7 @@ def main(argv=None) -> int:
   parser.add_argument("--model-name", default="electra_small")
   parser.add_argument("--init-checkpoint", default="",
                       help="pre-trained checkpoint (prefix or directory), or a Hugging "
-                      "Face ELECTRA directory")
+                      "Face ELECTRA (or BERT) directory")
   parser.add_argument("--data-dir", default="data")
   parser.add_argument("--hparams", default="", help="JSON object or JSON file")
   parser.add_argument("--predict", default="", metavar="FILE",

@@ -2,6 +2,7 @@
 
   python -m bench.compute_efficiency           # the whole study; re-run to resume
   python -m bench.compute_efficiency --table   # re-print the results, run nothing
+  python -m bench.compute_efficiency --encoders random,minilm=DIR   # judge given encoders
 
 An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version). In
 <work-dir>:
@@ -14,19 +15,33 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
    (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/4, 1/2 and all of its FLOPs
    are exported for fine-tuning (the schedule is the full run's, as in the paper).
-3. fine-tuning (run_finetuning.py) of those six encoders and a random one with one
-   recipe (configs/finetuning/<size> + SCHEDULES); GLUE tasks take the median of
-   --trials seeds.
-4. results.md / results.json (one column per encoder) and glue_vs_flops.png.
-Every unit (pre-training arm, encoder x task) is skipped once its results exist, and
+3. fine-tuning (run_finetuning.py) of those six encoders and a random one (or of the
+   --encoders given instead: no pre-training) with one recipe (configs/finetuning/<size>)
+   by a judge, the same for every encoder:
+   - original (the default): the original's recipe (whole training sets, SST-2 cut to
+     --sst2-cap; its epochs per task, from configs/finetuning/task_defaults.json and the
+     config's defaults: 3, 10 for STS-B and RTE; MRPC and STS-B in both orders) at
+     SCHEDULES' lengths, every --lr-grid rate, --trials seeds on every task; per encoder
+     and task the rate of the best dev median is chosen, and the grid is reported.
+     Its data, runs and results live in <work-dir>/judge_original/.
+   - short: SCHEDULES (one epoch of a few thousand examples, the recipe's rate, one seed
+     on chunking and SQuAD), which measures mostly how fast an encoder leaves the label
+     prior; in <work-dir> itself, as the study was first run.
+4. results.md / results.json (one column per encoder) and glue_vs_flops.png, in the
+   judge's folder.
+Every unit (pre-training arm, encoder x task [x rate]) is skipped once its results exist,
+and
 Ctrl-C lets running ones save, so re-running the command resumes; timings.json keeps
 each unit's wall time. On this 2-core CPU, --jobs 2: pre-training ~1.4 s per
---budget-steps step (2600 steps ~60 min), fine-tuning ~60 min (costs at SCHEDULES).
+--budget-steps step (2600 steps ~60 min), fine-tuning by the short judge ~60 min; the
+original judge prints its planned steps per encoder before it starts (a unit runs all
+seeds of one encoder, task and rate in one process: one compilation per shape).
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -64,6 +79,16 @@ SCHEDULES = {
     "chunk": {"max_seq_length": 128, "num_train_epochs": 1.0, "max_train_examples": 2000},
 }
 NO_TRIALS = ("squad/v1.1", "chunk")  # one seed each: long runs, small spread
+JUDGES = ("original", "short")
+# The original judge's tasks: the issue's six. SQuAD (a split of the dev file) stays the
+# short judge's: at the original's 2 epochs on its ~8,000 questions it alone would cost
+# more than the other tasks together.
+JUDGED_TASKS = tuple(t for t in SCHEDULES if t != "squad/v1.1")
+# The metric a rate is chosen by.
+MAIN_METRIC = {**GLUE_MAIN, "chunk": "f1"}
+# The settings each judge's results depend on (beyond the pre-training's).
+JUDGE_SETTINGS = {"original": ("trials", "caps", "finetune_hparams", "lr_grid"),
+                  "short": ("trials", "caps", "finetune_hparams")}
 
 
 def fail(message: str):
@@ -124,7 +149,7 @@ def mirror_task(src: str, dst: str, train_file: str, count: int, header: bool,
 
 
 def write_finetuning_data(args):
-  out = os.path.join(args.work_dir, "finetuning_data")
+  out = os.path.join(args.home, "finetuning_data")
   cap = lambda task: args.caps.get(task, 0)
   for task, folder in GLUE_FOLDERS.items():
     # CoLA's files have no header row (as GLUE distributes them); the others do.
@@ -132,33 +157,49 @@ def write_finetuning_data(args):
                 "train.tsv", cap(task), header=task != "glue/cola")
   mirror_task(os.path.join(args.shared_data, "conll2000"), os.path.join(out, "chunk"),
               "train.txt", cap("chunk"), header=False, blank_separated=True)
-  split_squad(os.path.join(args.shared_data, "squad", "dev-v1.1.json"), args.work_dir,
+  split_squad(os.path.join(args.shared_data, "squad", "dev-v1.1.json"), args.home,
               args.squad_train_articles, cap("squad/v1.1"))
 
 
+def judge_home(work_dir: str, judge: str) -> str:
+  """Where a judge's fine-tuning data, runs and results live: apart, so that the two
+  judges' results never mix (the short judge's where the study first kept them)."""
+  return work_dir if judge == "short" else os.path.join(work_dir, f"judge_{judge}")
+
+
+def data_marker(home: str) -> str:
+  return os.path.join(home, "finetuning_data", "done.json")
+
+
 def prepare_data(args, timings):
-  """Records, vocabulary and fine-tuning data, unless a previous run made them."""
+  """Records and vocabulary (once per work dir) and the judge's fine-tuning data, unless
+  a previous run made them."""
   records = os.path.join(args.work_dir, "pretrain_tfrecords")
-  marker = os.path.join(args.work_dir, "finetuning_data", "done.json")
-  if os.path.isdir(records) and os.listdir(records) and read_json(marker) == args.caps:
-    return timings.record("data", "data", 0.0, "skipped")
+  unit = f"data {args.judge}"
+  # A judge's marker is written only once the records and vocabulary are whole.
+  built = os.path.isdir(records) and os.listdir(records) and any(
+      os.path.exists(data_marker(judge_home(args.work_dir, j))) for j in JUDGES)
+  if built and read_json(data_marker(args.home)) == args.caps:
+    return timings.record(unit, "data", 0.0, "skipped")
   t0 = time.time()
-  print("data: records, vocabulary and fine-tuning data", flush=True)
-  if os.path.isdir(records):
-    shutil.rmtree(records)  # a partial build
-  log = os.path.join(args.work_dir, "logs", "data.log")
-  os.makedirs(os.path.dirname(log), exist_ok=True)
-  with open(log, "w", encoding="utf-8") as f:
-    if subprocess.run(
-        [sys.executable, os.path.join(ROOT, "build_pretraining_dataset.py"),
-         "--corpus-dir", os.path.join(args.shared_data, "corpus"),
-         "--data-dir", args.work_dir, "--vocab-size", str(args.vocab_size),
-         "--num-processes", str(args.jobs), "--no-progress"],
-        stdout=f, stderr=subprocess.STDOUT).returncode:
-      fail(f"build_pretraining_dataset.py failed; see {log}")
+  if not built:
+    print("data: records and vocabulary", flush=True)
+    if os.path.isdir(records):
+      shutil.rmtree(records)  # a partial build
+    log = os.path.join(args.work_dir, "logs", "data.log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w", encoding="utf-8") as f:
+      if subprocess.run(
+          [sys.executable, os.path.join(ROOT, "build_pretraining_dataset.py"),
+           "--corpus-dir", os.path.join(args.shared_data, "corpus"),
+           "--data-dir", args.work_dir, "--vocab-size", str(args.vocab_size),
+           "--num-processes", str(args.jobs), "--no-progress"],
+          stdout=f, stderr=subprocess.STDOUT).returncode:
+        fail(f"build_pretraining_dataset.py failed; see {log}")
+  print(f"data: the {args.judge} judge's fine-tuning data", flush=True)
   write_finetuning_data(args)
-  write_json(marker, args.caps)
-  timings.record("data", "data", time.time() - t0, "ran")
+  write_json(data_marker(args.home), args.caps)
+  timings.record(unit, "data", time.time() - t0, "ran")
 
 
 # ---- the plan ------------------------------------------------------------------------
@@ -170,6 +211,11 @@ def make_plan(args) -> dict:
   from pretrain.objectives import objective_for  # pylint: disable=g-import-not-at-top
   # A learned vocabulary may fall short of --vocab-size.
   vocab_size = len(load_vocab(os.path.join(args.work_dir, "vocab.txt")))
+  random = {"arm": "random", "step": 0, "train_flops": 0.0, "init_checkpoint": ""}
+  if args.encoders:
+    return {"vocab_size": vocab_size, "arms": {}, "encoders": {
+        name: given_encoder(path) if path else random
+        for name, path in args.encoders.items()}}
   base = {**args.pretrain_hparams, "model_size": args.model_size, "vocab_size": vocab_size}
   budget = None  # the electra arm's training FLOPs
   arms, encoders = {}, {}
@@ -199,9 +245,23 @@ def make_plan(args) -> dict:
     arms[arm] = {"model_name": name, "num_train_steps": steps,
                  "train_flops_per_step": per_step, "train_flops_total": steps * per_step,
                  "hparams": hparams, "export_steps": [quarter, 2 * quarter]}
-  encoders["random"] = {"arm": "random", "step": 0, "train_flops": 0.0,
-                        "init_checkpoint": ""}
+  encoders["random"] = random
   return {"vocab_size": vocab_size, "arms": arms, "encoders": encoders}
+
+
+def given_encoder(path: str) -> dict:
+  """An --encoders entry: any checkpoint run_finetuning.py reads (ours, the original's,
+  a Hugging Face ELECTRA or BERT directory), with its own vocabulary."""
+  from model.weights import CheckpointError  # pylint: disable=g-import-not-at-top
+  from model.weights.formats import open_weights  # pylint: disable=g-import-not-at-top
+  try:
+    weights = open_weights(path)
+    weights.model_config("discriminator")  # refused here, not in every unit's log
+    vocab = weights.vocab()
+  except CheckpointError as e:
+    fail(f"--encoders: {e}")
+  return {"arm": "given", "step": 0, "train_flops": None,
+          "init_checkpoint": os.path.abspath(path), "vocab_file": os.path.abspath(vocab)}
 
 
 # ---- units and their scheduling -------------------------------------------------------
@@ -244,41 +304,90 @@ def units_of(args, plan) -> list:
     outputs = [e["init_checkpoint"] for e in plan["encoders"].values() if e["arm"] == arm]
     units.append((f"pretrain {arm}", f"pretrain {arm}", command,
                   [os.path.join(o, "checkpoint") for o in outputs], []))
-  # Random init first: it needs no pre-training, so it fills idle cores. Then the
-  # longest pre-training first, both arms side by side, so that a study cut short
-  # still compares the arms at equal compute.
-  order = {"random": 0, "1": 1, "1/2": 2, "1/4": 3}
-  for encoder in sorted(plan["encoders"], key=lambda e: order[e.partition("@")[2] or e]):
+  # Encoders that need no pre-training first: they fill idle cores. Then the longest
+  # pre-training first, both arms side by side, so that a study cut short still
+  # compares the arms at equal compute.
+  order = {"1": 1, "1/2": 2, "1/4": 3}
+  for encoder in sorted(plan["encoders"], key=lambda e: order.get(e.partition("@")[2], 0)):
     spec = plan["encoders"][encoder]
     for task in args.tasks:
-      schedule = {k: v for k, v in SCHEDULES[task].items() if k != "max_train_examples"}
-      hparams = {"model_size": args.model_size, "vocab_size": plan["vocab_size"],
-                 "num_trials": 1 if task in NO_TRIALS else args.trials,
-                 "results_dir": results_dir(args.work_dir, encoder), **schedule,
-                 "export_serving": False,  # the study wants scores, not servable models
-                 **args.finetune_hparams}
-      command = [python, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
-                 "--model-name", encoder_dir(encoder), "--data-dir", args.work_dir,
-                 "--hparams", json.dumps(hparams)]
-      if spec["init_checkpoint"]:
-        command += ["--init-checkpoint", spec["init_checkpoint"]]
-      units.append((f"finetune {encoder} {task}", f"finetune {spec['arm']}", command,
-                    [results_file(args.work_dir, encoder, task)],
-                    [] if spec["arm"] == "random" else [f"pretrain {spec['arm']}"]))
+      for lr in args.lr_grid or [None]:
+        hparams = {"model_size": args.model_size, "vocab_size": plan["vocab_size"],
+                   "vocab_file": spec.get("vocab_file",
+                                          os.path.join(args.work_dir, "vocab.txt")),
+                   **task_hparams(args, task, lr),
+                   "results_dir": results_dir(args.home, encoder, lr)}
+        command = [python, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
+                   "--model-name", encoder_dir(encoder, lr), "--data-dir", args.home,
+                   "--hparams", json.dumps(hparams)]
+        if spec["init_checkpoint"]:
+          command += ["--init-checkpoint", spec["init_checkpoint"]]
+        name = f"finetune {encoder} {task}" if lr is None else \
+            f"judge {encoder} {task} lr {lr:g}"
+        units.append((name, f"{name.split()[0]} {spec['arm']}", command,
+                      [results_file(args.home, encoder, task, lr)],
+                      [f"pretrain {spec['arm']}"] if spec["arm"] in plan["arms"] else []))
   return units
 
 
-def encoder_dir(encoder: str) -> str:
-  return "finetune_" + encoder.replace("@", "_").replace("/", "of")
+def task_hparams(args, task: str, lr=None) -> dict:
+  """What a judge sets for one task's runs, over the recipe's preset: the original
+  judge leaves the epochs to configs/finetuning/task_defaults.json and the config's
+  defaults (the original's), and sets the rate."""
+  if args.judge == "short":
+    schedule = {k: v for k, v in SCHEDULES[task].items() if k != "max_train_examples"}
+    trials = 1 if task in NO_TRIALS else args.trials
+  else:
+    # Only the last trial's model is kept: a unit's runs are scored, then useless.
+    schedule = {"max_seq_length": SCHEDULES[task]["max_seq_length"],
+                "learning_rate": lr, "keep_all_models": False}
+    trials = args.trials
+  return {"num_trials": trials, **schedule,
+          "export_serving": False,  # the study wants scores, not servable models
+          **args.finetune_hparams}
 
 
-def results_dir(work_dir: str, encoder: str) -> str:
-  return os.path.join(work_dir, "results", encoder_dir(encoder))
+def run_config(args, task: str):
+  """The FinetuningConfig run_finetuning.py resolves for the judge's runs of `task`."""
+  from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
+  return finetune_config.load_config(args.model_size, [task], args.home, {
+      "model_size": args.model_size, **task_hparams(args, task, (args.lr_grid or [None])[0])})
 
 
-def results_file(work_dir: str, encoder: str, task: str) -> str:
+def planned_steps(args) -> dict:
+  """Each task's training steps per run (one seed at one rate), from the judge's data."""
+  from finetune import tasks as task_registry  # pylint: disable=g-import-not-at-top
+  from finetune.trainer import num_train_steps  # pylint: disable=g-import-not-at-top
+  steps = {}
+  for name in args.tasks:
+    config, task = run_config(args, name), task_registry.get_task(name)
+    examples = task_registry.read_examples(task, args.home, task.train_split)
+    # Sentence and tagging tasks make one feature per (prepared) example.
+    runner = task_registry.runner_for(task, config, tokenizer=None)
+    steps[name] = num_train_steps(
+        len(runner.prepare_examples(examples, task.train_split)), config)
+  return steps
+
+
+def choose_lr(trials: dict) -> float:
+  """The rate whose seeds' dev scores have the best median (the first of a tie)."""
+  medians = {lr: statistics.median(scores) for lr, scores in trials.items()}
+  return max(medians, key=medians.get)
+
+
+def encoder_dir(encoder: str, lr=None) -> str:
+  return "finetune_" + encoder.replace("@", "_").replace("/", "of") + (
+      "" if lr is None else f"_lr{lr:g}")
+
+
+def results_dir(home: str, encoder: str, lr=None) -> str:
+  return os.path.join(home, "results", encoder_dir(encoder),
+                      *([] if lr is None else [f"lr_{lr:g}"]))
+
+
+def results_file(home: str, encoder: str, task: str, lr=None) -> str:
   # run_finetuning.py's name for a single task's results (FinetuningConfig.results_file).
-  return os.path.join(results_dir(work_dir, encoder),
+  return os.path.join(results_dir(home, encoder, lr),
                       f"{task.replace('/', '_')}_results.json")
 
 
@@ -339,19 +448,37 @@ def run_units(units, jobs: int, work_dir: str, timings: Timings) -> list:
 
 # ---- results ---------------------------------------------------------------------------
 
+def summaries(report: dict) -> dict:
+  """A results file's metrics: keys "<task> <split> <metric>" -> {"median", "trials"}."""
+  return {k.split(" ")[-1]: v for k, v in report["summary"].items()}
+
+
 def collect(args, plan) -> dict:
-  """Each encoder's FLOPs, per-task summaries (median and trials) and GLUE average."""
+  """Each encoder's FLOPs, per-task summaries (median and trials; the original judge's
+  at the chosen rate, with every rate's median in "lr") and GLUE average."""
   encoders = {}
   for encoder, spec in plan["encoders"].items():
-    tasks = {}
+    tasks, rates = {}, {}
     for task in args.tasks:
-      report = read_json(results_file(args.work_dir, encoder, task))
-      if report:  # keys "<task> <split> <metric>" -> {"median", "trials"}
-        tasks[task] = {k.split(" ")[-1]: v for k, v in report["summary"].items()}
+      if not args.lr_grid:
+        report = read_json(results_file(args.home, encoder, task))
+        if report:
+          tasks[task] = summaries(report)
+        continue
+      reports = {lr: read_json(results_file(args.home, encoder, task, lr))
+                 for lr in args.lr_grid}
+      if all(reports.values()):
+        grid = {lr: summaries(r) for lr, r in reports.items()}
+        main = MAIN_METRIC[task]
+        lr = choose_lr({lr: g[main]["trials"] for lr, g in grid.items()})
+        tasks[task] = grid[lr]
+        rates[task] = {"chosen": lr, main: {f"{r:g}": g[main]["median"]
+                                            for r, g in grid.items()}}
     glue = [t for t in GLUE_MAIN if t in args.tasks]
     glue_avg = statistics.mean(tasks[t][GLUE_MAIN[t]]["median"] for t in glue) if glue and \
         all(t in tasks for t in glue) else None
-    encoders[encoder] = {**spec, "tasks": tasks, "glue_avg": glue_avg}
+    encoders[encoder] = {**spec, "tasks": tasks, "glue_avg": glue_avg,
+                         **({"lr": rates} if args.lr_grid else {})}
   return {"arms": {a: {k: v for k, v in s.items() if k != "hparams"}
                    for a, s in plan["arms"].items()},
           "encoders": encoders}
@@ -377,6 +504,14 @@ def table(args, results: dict) -> str:
         else:
           cells.append(f"{value['median']:.1f}")
       rows.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
+    if args.lr_grid:  # the original judge: the rate chosen, and what each rate gave
+      rates = [s["lr"].get(task) for s in encoders.values()]
+      rows.append(f"| {task} | rate (best dev median) | " + " | ".join(
+          "-" if r is None else f"{r['chosen']:g}" for r in rates) + " |")
+      main = MAIN_METRIC[task]
+      rows.append(f"| {task} | {main} median by rate | " + " | ".join(
+          "-" if r is None else ", ".join(f"{lr}: {m:.1f}" for lr, m in r[main].items())
+          for r in rates) + " |")
   glue = [t.split("/")[1] for t in GLUE_MAIN if t in args.tasks]
   if glue:
     label = "GLUE avg" + ("" if len(glue) == len(GLUE_MAIN) else f" ({', '.join(glue)})")
@@ -413,10 +548,11 @@ def plot(results: dict, path: str):
 def report(args, plan) -> str:
   results = collect(args, plan)
   text = table(args, results)
-  write_json(os.path.join(args.work_dir, "results.json"), results)
-  with atomic_write(os.path.join(args.work_dir, "results.md")) as f:
+  write_json(os.path.join(args.home, "results.json"), results)
+  with atomic_write(os.path.join(args.home, "results.md")) as f:
     f.write(text + "\n")
-  plot(results, os.path.join(args.work_dir, "glue_vs_flops.png"))
+  if plan["arms"]:  # given encoders have no FLOPs to plot against
+    plot(results, os.path.join(args.home, "glue_vs_flops.png"))
   return text
 
 
@@ -438,10 +574,24 @@ def parse_args(argv=None):
                       help="the electra arm's steps (default, 0: the preset's)")
   parser.add_argument("--tasks", default=None,
                       help="comma-separated (default: all); --table: those of the last run")
-  parser.add_argument("--trials", type=int, default=3, help="seeds per GLUE task")
+  parser.add_argument("--judge", choices=JUDGES, default="original",
+                      help="original: the original's fine-tuning recipe, a rate grid, "
+                      "seeds on every task; short: SCHEDULES (the first study's)")
+  parser.add_argument("--encoders", type=encoder_list, default=None,
+                      help="judge these instead of pre-training: NAME=PATH (any "
+                      "--init-checkpoint of run_finetuning.py) or random, comma-separated")
+  parser.add_argument("--trials", type=int, default=3,
+                      help="seeds per task (--judge short: per GLUE task)")
+  parser.add_argument("--lr-grid", default=None,
+                      help="--judge original's learning rates, the same for every "
+                      "encoder (default 1e-4,3e-4,1e-3)")
+  parser.add_argument("--sst2-cap", type=int, default=None,
+                      help="--judge original: SST-2's training examples, the same for "
+                      "every encoder (default 20000; 0: all)")
   parser.add_argument("--max-train-examples", type=int, default=None,
                       help="cut every training set to N examples (SQuAD: questions); 0: "
-                      "full sets; default: SCHEDULES' per-task sizes")
+                      "full sets; default: the judge's (short: SCHEDULES' per-task "
+                      "sizes; original: whole sets, SST-2 --sst2-cap)")
   parser.add_argument("--squad-train-articles", type=int, default=38)
   parser.add_argument("--pretrain-hparams", type=json_object, default={},
                       help="JSON merged into both pre-training arms' hparams")
@@ -456,19 +606,32 @@ def parse_args(argv=None):
   parser.add_argument("--table", action="store_true",
                       help="print the results of a study so far; run nothing")
   args = parser.parse_args(argv)
+  if args.judge == "short":
+    for flag in ("lr_grid", "sst2_cap"):
+      if getattr(args, flag) is not None:
+        fail(f"--{flag.replace('_', '-')} is the original judge's; drop it or use "
+             "--judge original")
+  else:
+    args.sst2_cap = 20000 if args.sst2_cap is None else args.sst2_cap
+    args.lr_grid = rate_list(args.lr_grid or "1e-4,3e-4,1e-3")
+    if "learning_rate" in args.finetune_hparams:
+      fail("--finetune-hparams: learning_rate is --lr-grid's under --judge original")
+  args.home = judge_home(args.work_dir, args.judge)
   # None: all (--table: the last run's).
   args.tasks = None if args.tasks is None else [t for t in args.tasks.split(",") if t]
-  unknown = [t for t in args.tasks or SCHEDULES if t not in SCHEDULES]
+  judged = SCHEDULES if args.judge == "short" else JUDGED_TASKS
+  unknown = [t for t in args.tasks or judged if t not in judged]
   if unknown or args.tasks == []:
-    fail(f"--tasks: unknown {', '.join(unknown) or '(none given)'}; choose from "
-         f"{', '.join(SCHEDULES)}")
+    fail(f"--tasks: {', '.join(unknown) or '(none given)'} not among --judge "
+         f"{args.judge}'s tasks: {', '.join(judged)}")
   for flag in ("vocab_size", "trials", "jobs", "squad_train_articles"):
     if getattr(args, flag) < 1:
       fail(f"--{flag.replace('_', '-')} must be at least 1")
   if args.budget_steps in (1, 2, 3) or args.budget_steps < 0:
     fail("--budget-steps must be at least 4 (a checkpoint at each quarter), or 0")
-  if (args.max_train_examples or 0) < 0:
-    fail("--max-train-examples must not be negative")
+  for flag in ("max_train_examples", "sst2_cap"):
+    if (getattr(args, flag) or 0) < 0:
+      fail(f"--{flag.replace('_', '-')} must not be negative")
   for what in ("pretraining", "finetuning"):
     if not os.path.isfile(os.path.join(ROOT, "configs", what, args.model_size + ".json")):
       fail(f"--model-size {args.model_size}: no configs/{what}/{args.model_size}.json")
@@ -477,41 +640,93 @@ def parse_args(argv=None):
                if not os.path.exists(os.path.join(args.shared_data, p))]
     if missing:
       fail(f"--shared-data {args.shared_data}: missing {', '.join(missing)}")
-  args.caps = {t: s.get("max_train_examples", 0) if args.max_train_examples is None
-               else args.max_train_examples for t, s in SCHEDULES.items()}
+  if args.max_train_examples is not None:
+    args.caps = {t: args.max_train_examples for t in SCHEDULES}
+  elif args.judge == "short":
+    args.caps = {t: s["max_train_examples"] for t, s in SCHEDULES.items()}
+  else:
+    args.caps = {t: args.sst2_cap if t == "glue/sst2" else 0 for t in SCHEDULES}
   return args
+
+
+def encoder_list(text: str) -> dict:
+  """--encoders: {name: path, or None for random weights}."""
+  encoders = {}
+  for item in (i.strip() for i in text.split(",") if i.strip()):
+    name, given, path = (p.strip() for p in item.partition("="))
+    if not re.fullmatch(r"[\w.@/-]+", name) or name in encoders:
+      raise argparse.ArgumentTypeError(f"{name!r}: expected distinct names of letters, "
+                                       "digits and _.@/-")
+    if bool(given) == (name == "random") or (given and not path):
+      raise argparse.ArgumentTypeError(f"{item!r}: expected NAME=PATH, or random alone")
+    if path and not os.path.exists(path):
+      raise argparse.ArgumentTypeError(f"{name}: no such path {path}")
+    encoders[name] = path or None
+  if not encoders:
+    raise argparse.ArgumentTypeError("no encoder given")
+  return encoders
+
+
+def rate_list(text: str) -> list:
+  """--lr-grid: distinct positive rates, in the given order."""
+  try:
+    rates = [float(r) for r in text.split(",") if r.strip()]
+  except ValueError:
+    fail(f"--lr-grid {text}: expected comma-separated numbers, e.g. 1e-4,3e-4,1e-3")
+  if not rates or min(rates) <= 0 or len(set(rates)) < len(rates):
+    fail(f"--lr-grid {text}: expected distinct positive rates")
+  return rates
 
 
 def main(argv=None) -> int:
   args = parse_args(argv)
   plan_file = os.path.join(args.work_dir, "plan.json")
-  # What the results depend on; a work dir serves one setting.
+  judge_file = os.path.join(args.home, "judge.json")
+  # What the encoders depend on (a work dir serves one setting), and what a judge's
+  # results do (each judge's own, so that both can judge one study's encoders).
   settings = {k: getattr(args, k) for k in (
-      "model_size", "vocab_size", "budget_steps", "trials", "caps", "squad_train_articles",
-      "pretrain_hparams", "mlm_hparams", "finetune_hparams")}
+      "model_size", "vocab_size", "budget_steps", "squad_train_articles",
+      "pretrain_hparams", "mlm_hparams", "encoders")}
+  judge_settings = {k: getattr(args, k) for k in JUDGE_SETTINGS[args.judge]}
   saved = read_json(plan_file)
+  # Studies made before there were judges kept the short judge's settings and tasks in
+  # plan.json.
+  judged = read_json(judge_file) or (
+      saved if args.judge == "short" and "tasks" in (saved or {}) else None)
   if args.table:
-    if not saved:
-      fail(f"{plan_file}: no study here yet")
-    args.tasks = args.tasks or saved["tasks"]
+    if not saved or not judged:
+      fail(f"{args.home}: no results of the {args.judge} judge here yet")
+    args.tasks = args.tasks or judged["tasks"]
+    args.lr_grid = judged["settings"].get("lr_grid")
     print(report(args, saved["plan"]))
     return 0
-  if saved and saved["settings"] != settings:
-    changed = [k for k in settings if saved["settings"].get(k) != settings[k]]
-    fail(f"{args.work_dir} holds a study with other settings ({', '.join(changed)}); "
-         "use another --work-dir")
-  args.tasks = args.tasks or list(SCHEDULES)
-  os.makedirs(args.work_dir, exist_ok=True)
+  for what, before, now in (("a study", saved, settings),
+                            (f"the {args.judge} judge's runs", judged, judge_settings)):
+    changed = [k for k in now if before and before["settings"].get(k) != now[k]]
+    if changed:
+      fail(f"{args.work_dir} holds {what} with other settings ({', '.join(changed)}); "
+           "use another --work-dir")
+  args.tasks = args.tasks or list(SCHEDULES if args.judge == "short" else JUDGED_TASKS)
+  os.makedirs(args.home, exist_ok=True)
   signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as Ctrl-C does
   t0 = time.time()
   timings = Timings(os.path.join(args.work_dir, "timings.json"))
   try:
     prepare_data(args, timings)
     plan = saved["plan"] if saved else make_plan(args)
-    write_json(plan_file, {"settings": settings, "plan": plan, "tasks": args.tasks})
+    if not saved:
+      write_json(plan_file, {"settings": settings, "plan": plan})
+    write_json(judge_file, {"settings": judge_settings, "tasks": args.tasks})
     for arm, spec in plan["arms"].items():
       print(f"{arm}: {spec['num_train_steps']} steps x {spec['train_flops_per_step']:.3g}"
             f" = {spec['train_flops_total']:.3g} training FLOPs", flush=True)
+    if args.lr_grid:
+      steps = planned_steps(args)
+      per_encoder = sum(steps.values()) * args.trials * len(args.lr_grid)
+      print(f"the original judge: ({' + '.join(f'{t} {n}' for t, n in steps.items())}) "
+            f"steps x {args.trials} seeds x {len(args.lr_grid)} rates = {per_encoder} "
+            f"fine-tuning steps per encoder; {per_encoder * len(plan['encoders'])} for "
+            f"the {len(plan['encoders'])} encoders", flush=True)
     failed = run_units(units_of(args, plan), args.jobs, args.work_dir, timings)
   except KeyboardInterrupt:
     print("interrupted; run the same command again to resume", file=sys.stderr)

@@ -302,8 +302,7 @@ class Finetuner:
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
     batch = config.train_batch_size
-    # As the original: whole batches per epoch, times the (possibly fractional) epochs.
-    num_steps = int(n // batch * config.num_train_epochs)
+    num_steps = num_train_steps(n, config)
     if config.do_train and num_steps < 1:
       raise ValueError(
           f"{n} training features // train_batch_size {batch} = {n // batch} full "
@@ -426,6 +425,12 @@ class Finetuner:
             .shard(context.num_input_pipelines, context.input_pipeline_id)
             .map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
             .prefetch(tf.data.AUTOTUNE))
+
+
+def num_train_steps(num_features: int, config: FinetuningConfig) -> int:
+  """A trial's steps, as the original: whole batches per epoch, times the (possibly
+  fractional) epochs."""
+  return int(num_features // config.train_batch_size * config.num_train_epochs)
 
 
 def how_to_get_a_model(config: FinetuningConfig) -> str:

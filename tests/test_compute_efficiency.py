@@ -1,10 +1,12 @@
-"""bench.compute_efficiency end to end on a tiny budget, and its fine-tuning data.
+"""bench.compute_efficiency end to end on a tiny budget, its judges and fine-tuning data.
 
 The driver runs as a subprocess (`python -m bench.compute_efficiency` from the root) on
 a shared-data mirror whose corpus is cut to a few thousand lines (the rest is linked):
 both pre-training arms at equal FLOPs, their exports at 1/4, 1/2 and all of the run,
-seven encoders fine-tuned on RTE, the table, JSON and plot; a second run skips every
-unit.
+seven encoders fine-tuned on RTE by the short judge, the table, JSON and plot; a second
+run skips every unit. The original judge runs on given encoders (random weights and a
+Hugging Face BERT directory) with a rate grid; its schedule is checked against the
+original's recipe as ELECTRA_FACTS.md states it, and its choice of rate by dev median.
 """
 
 import json
@@ -14,8 +16,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from bench import compute_efficiency
 from tests.conftest import ROOT, shared_path
+from tests.test_import_hf import bert_dir
 
 STUDY = [sys.executable, "-m", "bench.compute_efficiency"]
 
@@ -39,7 +44,7 @@ def run_study(mirror, work, *extra):
   command = [
       *STUDY, "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
       "--vocab-size", "2000", "--budget-steps", "8", "--max-train-examples", "64",
-      "--trials", "1", "--tasks", "glue/rte",
+      "--trials", "1", "--tasks", "glue/rte", "--judge", "short",
       "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
       "--mlm-hparams", '{"learning_rate": 3e-4}',
       "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}', *extra]
@@ -102,8 +107,9 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   assert {t["status"] for t in timings.values()} == {"skipped"}
   assert "GLUE avg" in second.stdout
 
-  table_only = subprocess.run([*STUDY, "--table", "--work-dir", str(work)], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+  table_only = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir",
+                               str(work)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
   assert table_only.returncode == 0 and table_only.stdout.strip() == "\n".join(table)
 
 
@@ -126,7 +132,7 @@ def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_
 
 def test_finetuning_data_keeps_headers_and_quirks_and_cuts_train_files(tmp_path):
   caps = {t: 5 for t in compute_efficiency.SCHEDULES}
-  args = type("Args", (), dict(work_dir=str(tmp_path), shared_data=shared_path(),
+  args = type("Args", (), dict(home=str(tmp_path), shared_data=shared_path(),
                                caps=caps, squad_train_articles=38))
   compute_efficiency.write_finetuning_data(args)
   data = tmp_path / "finetuning_data"
@@ -145,3 +151,97 @@ def test_finetuning_data_keeps_headers_and_quirks_and_cuts_train_files(tmp_path)
   assert sum(len(p["qas"]) for a in squad["data"] for p in a["paragraphs"]) == 5
   dev = json.loads((data / "squadv1" / "dev.json").read_text())
   assert len(dev["data"]) == 48 - 38
+
+
+# The original's fine-tuning recipe (ELECTRA_FACTS.md, section 5): 3 epochs, 10 for RTE
+# and STS-B; MRPC and STS-B train on both sentence orders.
+ORIGINAL_EPOCHS = {"glue/sst2": 3, "glue/cola": 3, "glue/mrpc": 3, "glue/stsb": 10,
+                   "glue/rte": 10, "chunk": 3}
+
+
+def test_the_original_judge_follows_the_original_recipe_the_same_for_every_task():
+  args = compute_efficiency.parse_args(["--shared-data", shared_path()])
+  assert args.judge == "original"
+  assert set(compute_efficiency.JUDGED_TASKS) == set(ORIGINAL_EPOCHS)
+  assert args.lr_grid == [1e-4, 3e-4, 1e-3]
+  # Whole training sets but SST-2's first 20,000 examples.
+  assert {t: c for t, c in args.caps.items() if t in ORIGINAL_EPOCHS} == {
+      t: 20000 if t == "glue/sst2" else 0 for t in ORIGINAL_EPOCHS}
+  for task, epochs in ORIGINAL_EPOCHS.items():
+    config = compute_efficiency.run_config(args, task)
+    assert config.num_train_epochs == epochs, task
+    assert config.double_unordered
+    assert config.num_trials == 3, task  # chunking too
+    assert config.max_seq_length == compute_efficiency.SCHEDULES[task]["max_seq_length"]
+    assert config.learning_rate == 1e-4  # the grid's first
+  # The short judge stays as it was: one epoch, one seed on chunking.
+  short = compute_efficiency.parse_args(["--shared-data", shared_path(), "--judge",
+                                         "short"])
+  assert short.lr_grid is None and short.caps["glue/sst2"] == 4000
+  config = compute_efficiency.run_config(short, "chunk")
+  assert (config.num_train_epochs, config.num_trials) == (1.0, 1)
+
+
+def test_the_rate_is_chosen_by_the_dev_median_over_seeds():
+  # By the mean, or the best seed, 1e-4 would win; its median is the lowest.
+  trials = {1e-4: [90.0, 50.9, 51.0], 3e-4: [60.0, 61.0, 59.0], 1e-3: [50.9, 50.9, 70.0]}
+  assert compute_efficiency.choose_lr(trials) == 3e-4
+  assert compute_efficiency.choose_lr({1e-4: [1.0, 2.0], 3e-4: [2.0, 1.0]}) == 1e-4
+
+
+def test_the_original_judge_on_given_encoders(tmp_path, capsys):
+  """Random weights and a BERT directory, a two-rate grid, two seeds; RTE's 64 examples
+  make 2 batches, x 1 epoch here (its 10 are checked above) = 2 steps a run."""
+  mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "judged"
+  bert = tmp_path / "bert"
+  bert_dir(bert)
+  capsys.readouterr()
+  command = [*STUDY, "--work-dir", str(work), "--shared-data", str(mirror),
+             "--model-size", "debug", "--vocab-size", "2000", "--max-train-examples", "64",
+             "--trials", "2", "--lr-grid", "3e-4,1e-3", "--tasks", "glue/rte",
+             "--encoders", f"random,bert={bert}",
+             "--finetune-hparams", '{"num_train_epochs": 1}']
+  run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  assert ("the original judge: (glue/rte 2) steps x 2 seeds x 2 rates = 8 fine-tuning "
+          "steps per encoder; 16 for the 2 encoders") in run.stdout
+  assert "pretrain" not in run.stdout  # given encoders: no pre-training
+  home = work / "judge_original"
+  results = json.loads((home / "results.json").read_text())
+  for encoder in ("random", "bert"):
+    spec = results["encoders"][encoder]
+    rte = spec["tasks"]["glue/rte"]["accuracy"]
+    assert len(rte["trials"]) == 2
+    rates = spec["lr"]["glue/rte"]
+    assert rates["chosen"] in (3e-4, 1e-3) and sorted(rates["accuracy"]) == ["0.0003",
+                                                                          "0.001"]
+    assert rte["median"] == rates["accuracy"][f"{rates['chosen']:g}"] == max(
+        rates["accuracy"].values())
+  table = (home / "results.md").read_text()
+  assert "| glue/rte | rate (best dev median) |" in table
+  assert "| glue/rte | accuracy median by rate | 0.0003: " in table
+  # Every seed of one rate ran in one process; only scores were kept.
+  logs = sorted((work / "logs").glob("judge_*"))
+  assert len(logs) == 4
+  assert not list(home.glob("models/*/finetuning_models/*_model_1"))
+  # The judges' results never mix: the short judge has none here.
+  assert not (work / "results").exists()
+  short = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir", str(work)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+  assert short.returncode == 2 and short.stderr == (
+      f"error: {work}: no results of the short judge here yet\n")
+  again = subprocess.run([*STUDY, "--table", "--work-dir", str(work)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+  assert again.returncode == 0 and again.stdout.strip() == table.strip()
+
+
+@pytest.mark.parametrize("flags", [["--judge", "short", "--lr-grid", "1e-4"],
+                                   ["--lr-grid", "1e-4,1e-4"], ["--tasks", "squad/v1.1"],
+                                   ["--encoders", "minilm"],
+                                   ["--finetune-hparams", '{"learning_rate": 1e-4}']])
+def test_the_judges_bad_flags_fail_in_one_line(tmp_path, flags):
+  result = subprocess.run([*STUDY, "--work-dir", str(tmp_path), *flags], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+  assert result.returncode == 2, flags
+  assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, \
+      (flags, result.stderr)

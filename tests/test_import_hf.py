@@ -1,9 +1,12 @@
 """Hugging Face ELECTRA directories in: checkpoints built by transformers itself (random
 init, tiny sizes) load through the mapping table and give transformers' outputs within
 1e-4; ours -> HF -> ours is bit-identical; pre-training takes the generator's size from
-the weights; bad directories are refused in one line naming the file and weight."""
+the weights; a BERT directory fine-tunes as a discriminator's encoder (transformers'
+BertModel's states, BERT's tokenizer's ids) and is refused where more is needed; bad
+directories are refused in one line naming the file and weight."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -20,6 +23,7 @@ from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
 from pretrain import trainer
 from pretrain.config import load_config
+from tests.conftest import shared_path
 from tests.test_pretrain_input_pipeline import make_data_dir
 from tools import export_hf, reference_outputs
 
@@ -148,14 +152,115 @@ def error_of(capsys, checkpoint, tmp_path):
   return err
 
 
-def test_bad_directories_one_line(tmp_path, capsys):
+def bert_dir(folder, model_class=transformers.BertModel, **save):
+  """A random BERT of tiny sizes with BERT's uncased vocabulary, as save_pretrained
+  writes it."""
+  torch.manual_seed(0)
+  model = model_class(transformers.BertConfig(
+      vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+      intermediate_size=40, max_position_embeddings=128)).eval()
+  model.save_pretrained(str(folder), **save)
+  shutil.copyfile(shared_path("vocab", "bert_uncased_vocab.txt"), folder / "vocab.txt")
+  return model
+
+
+def mrpc_data_dir(tmp_path, rows):
+  """<tmp>/data/finetuning_data/MRPC with the shared train and dev files' first rows."""
+  folder = tmp_path / "data" / "finetuning_data" / "MRPC"
+  folder.mkdir(parents=True)
+  for split in ("train", "dev"):
+    with open(shared_path("glue", "MRPC", f"{split}.tsv"), "rb") as f:
+      (folder / f"{split}.tsv").write_bytes(b"".join(f.readlines()[:rows + 1]))
+  return tmp_path / "data"
+
+
+def test_bert_directory_fine_tunes_as_a_discriminator_encoder(tmp_path, capsys):
+  import run_finetuning  # pylint: disable=g-import-not-at-top
+  data = mrpc_data_dir(tmp_path, 16)
+  # A bare BertModel (embeddings.*, encoder.*, pooler.*) and BERT's pre-training model
+  # (bert.-scoped, with its heads) as pytorch_model.bin.
+  for name, model_class, save in (("bare", transformers.BertModel, {}),
+                                  ("pretraining", transformers.BertForPreTraining,
+                                   {"safe_serialization": False})):
+    folder = tmp_path / name
+    bert = bert_dir(folder, model_class, **save)
+    bert = getattr(bert, "bert", bert)
+    config = finetune_config.load_config("tiny", ["glue/mrpc"], str(data), {
+        "init_checkpoint": str(folder), "vocab_file": str(folder / "vocab.txt")})
+    finetuner = finetune_trainer.Finetuner(config)
+    assert finetuner.model_config.hidden_size == 32
+    assert finetuner.model_config.embedding_width == 32  # no embeddings_project
+    features = finetuner.split(0, "dev").features
+    # Our featurization is BERT's tokenizer's, ids and segments alike.
+    examples = finetuner.split(0, "dev").examples
+    theirs = transformers.BertTokenizer(str(folder / "vocab.txt"))(
+        [e.text_a for e in examples], [e.text_b for e in examples], padding="max_length",
+        max_length=config.max_seq_length, truncation=True, return_tensors="np")
+    np.testing.assert_array_equal(features["input_ids"], theirs["input_ids"])
+    np.testing.assert_array_equal(features["segment_ids"], theirs["token_type_ids"])
+    np.testing.assert_array_equal(features["input_mask"], theirs["attention_mask"])
+    model = finetuner.build_model(features)
+    capsys.readouterr()
+    assert model.load_pretrained(finetuner.init) == str(folder)
+    weights_file = next(folder / f for f in ("model.safetensors", "pytorch_model.bin")
+                        if os.path.isfile(folder / f))
+    # The pooler's 2; + the masked-LM and next-sentence heads' 7 saved (decoder tied).
+    unread = {"bare": 2, "pretraining": 9}[name]
+    assert capsys.readouterr().out == (
+        f"note: {weights_file}: BERT's pooler and heads ({unread} weights) are not read: "
+        "a fine-tuning head reads the [CLS] state itself\n")
+    inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    ours = model.encoder({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+    expected = torch_outputs(bert, inputs).last_hidden_state.numpy()
+    real = inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(ours.numpy()[real], expected[real], atol=1e-4)
+    assert np.abs(expected[real]).max() > 0.5
+
+  # The command fine-tunes from it (16 pairs in both orders: 4 steps of 8).
+  hparams = {"train_batch_size": 8, "num_train_epochs": 1, "export_serving": False}
+  assert run_finetuning.main([
+      "--task", "glue/mrpc", "--data-dir", str(data), "--model-name", "from_bert",
+      "--init-checkpoint", str(tmp_path / "pretraining"),
+      "--hparams", json.dumps(hparams)]) == 0
+  results = json.loads((data / "models" / "from_bert" / "results" /
+                        "glue_mrpc_results.json").read_text())
+  assert 0 <= results["summary"]["glue/mrpc dev accuracy"]["median"] <= 100
+  capsys.readouterr()
+
+
+def test_bert_directory_is_refused_where_more_than_the_encoder_is_needed(tmp_path,
+                                                                           capsys):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
   bert = tmp_path / "bert"
-  transformers.BertForMaskedLM(transformers.BertConfig(
-      vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
-      intermediate_size=32)).save_pretrained(str(bert))
+  bert_dir(bert, transformers.BertForMaskedLM)
+  # The discriminator's outputs need its head.
   assert error_of(capsys, bert, tmp_path) == (
-      f"error: {bert}/config.json: model_type 'bert' (BertForMaskedLM), not ELECTRA; "
-      "expected a Hugging Face ELECTRA directory (model_type \"electra\")")
+      f"error: {bert}/config.json: model_type \"bert\" is read as a discriminator's "
+      "encoder, for fine-tuning only; the discriminator's head (discriminator_predictions)"
+      " is ELECTRA's, and a BERT directory has none")
+  # Pre-training from it needs a generator.
+  data_dir, _ = make_data_dir(tmp_path / "data", 64, num_lines=100, shards=1)
+  hparams = {"debug": True, "max_seq_length": 64, "do_train": False, "do_eval": True}
+  capsys.readouterr()
+  assert run_pretraining.main(["--data-dir", data_dir, "--model-name", "from_bert",
+                               "--init-checkpoint", str(bert),
+                               "--hparams", json.dumps(hparams)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err == (
+      f"error: {bert}/config.json: model_type \"bert\" is read as a discriminator's "
+      "encoder, for fine-tuning only; the generator this needs is ELECTRA's, and a BERT "
+      "directory has none"), err
+
+
+def test_bad_directories_one_line(tmp_path, capsys):
+  roberta = tmp_path / "roberta"
+  transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+      vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+      intermediate_size=32)).save_pretrained(str(roberta))
+  assert error_of(capsys, roberta, tmp_path) == (
+      f"error: {roberta}/config.json: model_type 'roberta' (RobertaForMaskedLM), not "
+      "ELECTRA; expected a Hugging Face ELECTRA directory (model_type \"electra\"), or "
+      "BERT's (\"bert\") to fine-tune")
 
   pair = tmp_path / "pair"
   hf_pair(pair)

@@ -17,7 +17,9 @@ float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
 Reading goes the same way (the last part of this module): a transformers directory, or
 a folder holding a discriminator's and a generator's, is loaded through original.py's
 mapping table (each variable looked up by hf_name); `model_config_values` turns
-transformers' config.json back into our sizes (model_config).
+transformers' config.json back into our sizes (model_config). A BERT directory reads as
+a discriminator's encoder (fine-tuning): ELECTRA's discriminator encoder is BERT's with
+embedding_size == hidden_size, so its weights carry the same names under another scope.
 """
 
 import os
@@ -132,6 +134,16 @@ UNMAPPED = re.compile(r"(\.position_ids|^generator_lm_head\.weight)$")
 FIXED = {"position_embedding_type": "absolute", "layer_norm_eps": 1e-12}
 
 
+# The model types read, each with the scope its task and pre-training models put the
+# encoder's weights under (a bare ElectraModel or BertModel has none). BERT's names are
+# ELECTRA's discriminator encoder's (no embeddings_project: E == H); its pooler and
+# heads have no ELECTRA counterpart, and it has no generator or discriminator head.
+ENCODER_SCOPES = {"electra": "electra.", "bert": "bert."}
+# BERT's pooler (dense + tanh on [CLS], for next-sentence prediction), under "electra."
+# once renamed: ELECTRA's task heads read the [CLS] state itself.
+POOLER = "electra.pooler."
+
+
 def role(config: Dict[str, object]) -> str:
   """"generator" for transformers' masked LM, else "discriminator" (its pre-training
   model, the bare ElectraModel, or a fine-tuned one: the discriminator's encoder)."""
@@ -183,15 +195,26 @@ def weights_without_config(path: str) -> Optional[str]:
 
 
 def hf_config(folder: str) -> Dict:
-  """A Hugging Face directory's config.json, refused unless it is ELECTRA's."""
+  """A Hugging Face directory's config.json, refused unless it is ELECTRA's or BERT's."""
   path = os.path.join(folder, "config.json")
   config = read_json(path)
-  if config.get("model_type") != "electra":
+  if config.get("model_type") not in ENCODER_SCOPES:
     kind = ", ".join(config.get("architectures") or []) or "no architectures"
     raise CheckpointError(f"{path}: model_type {config.get('model_type')!r} ({kind}), "
                           "not ELECTRA; expected a Hugging Face ELECTRA directory "
-                          "(model_type \"electra\")")
+                          "(model_type \"electra\"), or BERT's (\"bert\") to fine-tune")
   return config
+
+
+def is_bert(folder: str) -> bool:
+  return hf_config(folder)["model_type"] == "bert"
+
+
+def bert_refused(folder: str, needs: str) -> CheckpointError:
+  """What a BERT directory is refused with where more than the encoder is needed."""
+  return CheckpointError(
+      f"{folder}/config.json: model_type \"bert\" is read as a discriminator's encoder, "
+      f"for fine-tuning only; {needs} is ELECTRA's, and a BERT directory has none")
 
 
 def hf_parts(path: str) -> Dict[str, str]:
@@ -258,6 +281,8 @@ def model_config(path: str, part: str = "pair") -> ModelConfig:
   """The sizes of `part`, from the config.json of each directory it needs."""
   parts = hf_parts(path)
   disc, gen = parts.get("discriminator"), parts.get("generator")
+  if disc is not None and part != "discriminator" and is_bert(disc):
+    raise bert_refused(disc, "the generator this needs")
   if part == "generator" or disc is None:
     if gen is None or part != "generator":
       raise CheckpointError(f"{path}: a Hugging Face generator ({GENERATOR}) only; "
@@ -325,7 +350,12 @@ def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
   else:
     raise CheckpointError(f"{folder}: no {' or '.join(HF_WEIGHT_FILES)} beside its "
                           "config.json")
-  if not any(name.startswith("electra.") for name in weights):  # a bare ElectraModel
+  # Under ELECTRA's scope whatever the model type, so that hf_name finds them.
+  scope = ENCODER_SCOPES[hf_config(folder)["model_type"]]
+  if any(name.startswith(scope) for name in weights):
+    weights = {"electra." + name[len(scope):] if name.startswith(scope) else name: value
+               for name, value in weights.items()}
+  else:  # a bare ElectraModel or BertModel
     weights = {f"electra.{name}": value for name, value in weights.items()}
   return path, weights
 
@@ -335,6 +365,7 @@ def load(mapping, path: str, what: str):
   transposed); every one must be present with its shape, and nothing of the encoder
   left over (transformers' heads other than ELECTRA's two are ignored)."""
   parts = hf_parts(path)
+  bert = {folder for folder in parts.values() if is_bert(folder)}
   groups = {}
   for original, variable, shape in mapping:
     generator = what == "generator" or original.startswith(("generator/",
@@ -343,6 +374,8 @@ def load(mapping, path: str, what: str):
     if folder is None:
       model_config(path, what)  # raises, saying which directory is missing
     name, kernel = hf_name(original)
+    if folder in bert and not name.startswith("electra."):
+      raise bert_refused(folder, f"the {what}'s head ({name.split('.')[0]})")
     groups.setdefault(folder, []).append(
         (name, variable, tuple(reversed(shape)) if kernel else shape, kernel))
   files = {folder: _weights(folder) for folder in groups}
@@ -358,6 +391,12 @@ def load(mapping, path: str, what: str):
       raise CheckpointError(f"{file}: {len(wrong)} weight(s) with the wrong shape for "
                             f"its config.json: {'; '.join(wrong[:3])}")
     used = {name for name, _, _, _ in entries}
+    if folder in bert:
+      unread = {n for n in weights if n.startswith(POOLER) or not n.startswith("electra.")}
+      if unread:
+        print(f"note: {file}: BERT's pooler and heads ({len(unread)} weights) are not "
+              "read: a fine-tuning head reads the [CLS] state itself", flush=True)
+      weights = {n: v for n, v in weights.items() if n not in unread}
     left = [n for n in weights if n.startswith("electra.") and n not in used
             and not UNMAPPED.search(n)]
     # A generator beside its discriminator holds a copy of the shared embeddings.
