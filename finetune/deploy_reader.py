@@ -3,22 +3,19 @@
 Shipped as reader.py in the export folder, beside the project's tokenizer and
 featurization modules (data_prep/, finetune/sentence/features.py, copied as they are),
 so its ids are the project's. Needs numpy and the model's runtime only: ai-edge-litert
-for .tflite, onnxruntime for .onnx.
-
-  python reader.py MODEL_FILE [--threads N] < lines   # text_a[<TAB>text_b] per line
-
-prints one JSON line per input, as run_finetuning.py --predict does. In Python:
+for .tflite, onnxruntime for .onnx. With the export folder on sys.path:
 
   reader = Reader(folder)
   predict = load_model(os.path.join(folder, "model_full_int8.tflite"))
   records = reader.records(predict(reader.inputs(["a fine film"])))
+
+records are what run_finetuning.py --predict writes (index, label, probabilities; or
+index, score).
 """
 
-import argparse
 import collections
 import json
 import os
-import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -73,26 +70,3 @@ def load_model(path: str, threads: int = 1) -> Callable[[Dict[str, np.ndarray]],
     names = [output.name for output in session.get_outputs()]
     return lambda inputs: dict(zip(names, session.run(names, inputs)))
   raise ValueError(f"{path}: neither a .tflite nor an .onnx file")
-
-
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("model", help="a .tflite or .onnx file of the export folder")
-  parser.add_argument("--threads", type=int, default=1)
-  args = parser.parse_args(argv)
-  try:
-    reader = Reader(os.path.dirname(os.path.abspath(args.model)))
-    predict = load_model(args.model, args.threads)
-    rows = [line.rstrip("\n").split("\t") for line in sys.stdin]
-    texts_b = [row[1] if len(row) > 1 else "" for row in rows] if reader.info["pair"] \
-        else None
-    for record in reader.records(predict(reader.inputs([r[0] for r in rows], texts_b))):
-      print(json.dumps(record, ensure_ascii=False))
-  except (OSError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
