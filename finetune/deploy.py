@@ -147,7 +147,7 @@ class UnsupportedOpError(ValueError):
 # The attention's masked scores (scores + -1e9 at padding): calibrated to int8, their
 # range makes every real score one value (measured: the labels of a tiny SST-2 model all
 # flipped), so this add and the softmax after it stay float32.
-_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/add$")
+_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(add|Softmax)$")
 
 
 def to_litert(function, variables, form: str,
