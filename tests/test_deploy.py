@@ -109,9 +109,9 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
       agree = np.mean(value.argmax(-1) == want.argmax(-1))
       assert agree >= 0.95 and outputs["label_id"] == value.argmax(-1).tolist(), (
           name, agree)
-    else:  # int8 regression: no labels; the scores follow the float ones (the tiny
-      # model's spread is small, so int8's rounding weighs: ONNX's measured 0.89)
-      assert np.corrcoef(value, want)[0, 1] > 0.8, name
+    else:  # int8 regression: no labels; within 5% of STS-B's 0-5 scale of the float
+      # scores (the tiny model's scores spread too little for a correlation to say much)
+      assert np.abs(value - want).max() < 0.25, (name, np.abs(value - want).max())
 
 
 def refusal(capsys, *argv):
@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
   assert "SST-2" in refusal(capsys, "--model-dir", trial, "--output", out,
                             "--data-dir", empty.parent.parent)  # the split is missing
   (empty / "train.tsv").write_text("sentence\tlabel\n")
-  assert "has no examples to calibrate" in refusal(capsys, "--model-dir", trial,
+  assert "train split of glue/sst2 has no examples" in refusal(capsys, "--model-dir", trial,
                                                    "--output", out, "--data-dir",
                                                    empty.parent.parent)
   out.mkdir()
