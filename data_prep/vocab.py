@@ -11,8 +11,6 @@ import os
 import tempfile
 from typing import Dict, List
 
-from util.files import atomic_write
-
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BERT_LAYOUT = (["[PAD]"] + [f"[unused{i}]" for i in range(99)]
                + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
@@ -78,6 +76,9 @@ def load_vocab(path: str) -> Vocab:
 
 
 def write_vocab(tokens: List[str], path: str):
+  # Imported here: the reading half ships with exported models (finetune/deploy.py),
+  # which carry no util/.
+  from util.files import atomic_write  # pylint: disable=import-outside-toplevel
   with atomic_write(path) as f:
     f.writelines(token + "\n" for token in tokens)
 

@@ -21,14 +21,9 @@ import sys
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 import safetensors.numpy  # pylint: disable=wrong-import-order
-import tensorflow as tf  # pylint: disable=wrong-import-order
 
-from finetune import tasks as task_registry
-from finetune.sentence.data import SentenceTask
-from finetune.modeling import FinetuningModel
-from finetune.tasks import runner_for
-from model.config import ModelConfig
-from model.weights import huggingface as hf, read_json
+from finetune import deploy
+from model.weights import huggingface as hf
 from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
 from model.weights.run_files import FINETUNING_RECORD
@@ -50,31 +45,18 @@ def pretrained(path: str, part: str, vocab: str):
 def finetuned(folder: str):
   """(weights, config.json, model sizes, fine-tuning settings) of a fine-tuned sentence
   classifier or regressor."""
-  saved = read_json(os.path.join(folder, FINETUNING_RECORD))
-  settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
-  names = settings["task_names"]
-  task = task_registry.get_task(names[0])
-  if len(names) != 1 or not isinstance(task, SentenceTask):
-    raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; only a model of one "
-                     "sentence classification or regression task has a transformers "
-                     "class (ElectraForSequenceClassification)")
-  latest = tf.train.latest_checkpoint(folder)
-  if not latest:
-    raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
-  runner = runner_for(task, None, None)
-  model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
-  model.build_variables()
-  # Every weight of the model must come from the checkpoint (its optimizer slots do not).
-  tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
-      .expect_partial()
+  loaded = deploy.load_finetuned(
+      folder, "only a model of one sentence classification or regression task has a "
+      "transformers class (ElectraForSequenceClassification)")
+  model, sizes = loaded.model, loaded.sizes
   weights = hf.state_dict(encoder_variables(model.encoder, "electra"))
-  dense = model.heads[runner.head_name].dense
+  dense = model.heads[loaded.runner.head_name].dense
   last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
   weights.update(hf.classifier_weights(dense.kernel.numpy(), dense.bias.numpy(),
                                        last_norm.gamma.numpy(), last_norm.beta.numpy()))
   config = hf.config_json(sizes, hf.CLASSIFIER,
-                          **hf.classification_labels(task.labels))
-  return weights, config, sizes, settings
+                          **hf.classification_labels(loaded.task.labels))
+  return weights, config, sizes, loaded.settings
 
 
 def export(checkpoint: str, output: str, part: str = "", vocab: str = "",

@@ -7,6 +7,14 @@ from finetune import serving
 from finetune.sentence import data as sentence_data
 
 
+def numeric_outputs(task, out):
+  """The head's outputs as every export gives them: score [B] (regression), else
+  probabilities [B, C] and label_id [B] (finetune/deploy.py's have no strings)."""
+  if task.is_regression:
+    return {"score": out}
+  return {"probabilities": tf.nn.softmax(out), "label_id": tf.argmax(out, -1)}
+
+
 def sentence_function(module: serving.ServingModule, runner):
   """text_a [B] (and text_b [B] of a pair task) -> probabilities, label_id, label; a
   regression task's -> score. The pieces cut as the original's truncation does."""
@@ -16,12 +24,10 @@ def sentence_function(module: serving.ServingModule, runner):
   spec = tf.TensorSpec([None], tf.string)
 
   def outputs(batch):
-    out = module.head(runner, batch)
-    if task.is_regression:
-      return {"score": out}
-    label_id = tf.argmax(out, -1)
-    return {"probabilities": tf.nn.softmax(out), "label_id": label_id,
-            "label": tf.gather(labels, label_id)}
+    out = numeric_outputs(task, module.head(runner, batch))
+    if not task.is_regression:
+      out["label"] = tf.gather(labels, out["label_id"])
+    return out
 
   def encode(a, b=None):
     cls, sep = serving.column(module.cls_id, a), serving.column(module.sep_id, a)

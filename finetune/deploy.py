@@ -1,0 +1,279 @@
+"""Deployment exports of a fine-tuned sentence model: LiteRT flatbuffers and ONNX files.
+
+A fine-tuned model directory (<model_dir>_<trial>, holding finetuning_config.json and
+its checkpoint) becomes a folder that runs without TensorFlow or this repository:
+- model_float32.tflite, model_dynamic_int8.tflite (int8 weights, float activations) and
+  model_full_int8.tflite (int8 weights and activations, their ranges calibrated on a
+  sample of the task's training split) for LiteRT (ai-edge-litert);
+- model_float32.onnx and model_dynamic_int8.onnx (onnxruntime's dynamic quantization)
+  for onnxruntime, converted by tf2onnx;
+- vocab.txt, deploy.json (task, labels, lengths, lower-casing, files) and reader.py
+  (finetune/deploy_reader.py) with the project's tokenizer and featurization modules it
+  imports, copied as they are.
+Each model takes the token-ids signature input_ids, input_mask, segment_ids [B, L]
+int32 and returns the SavedModel's numbers: probabilities and label_id, or score.
+The WordPiece step stays outside: in the graph it needs TensorFlow ops that LiteRT's
+builtin ops lack (tools.export_lite's README section lists them; ai-edge-litert's
+interpreter has no Select-TF-ops runtime to run them).
+
+The folder is written beside its destination and renamed into place when whole.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from data_prep.tokenizer import Tokenizer
+from data_prep.vocab import load_vocab
+from finetune import tasks as task_registry
+from finetune.modeling import FinetuningModel
+from finetune.runner import TaskRunner
+from finetune.sentence import features as sentence_features
+from finetune.sentence import data as sentence_data
+from finetune.sentence.serving import numeric_outputs
+from model.config import ModelConfig
+from model.weights import read_json
+from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
+
+LITERT_FORMS = ("float32", "dynamic_int8", "full_int8")
+ONNX_FORMS = ("float32", "dynamic_int8")
+FORMATS = {"litert": (LITERT_FORMS, ".tflite"), "onnx": (ONNX_FORMS, ".onnx")}
+INFO_FILE = "deploy.json"
+READER = "reader.py"
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The reader's own imports, shipped beside it (bundle path: repository path).
+READER_SOURCES = {READER: "finetune/deploy_reader.py",
+                  **{p: p for p in ("data_prep/__init__.py", "data_prep/reference_tokenizer.py",
+                                    "data_prep/tokenizer.py", "data_prep/vocab.py",
+                                    "finetune/__init__.py", "finetune/sentence/__init__.py",
+                                    "finetune/sentence/features.py")}}
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ONNX_OPSET = 17
+
+
+def file_name(format_name: str, form: str) -> str:
+  return f"model_{form}{FORMATS[format_name][1]}"
+
+
+@dataclasses.dataclass
+class Finetuned:
+  """A fine-tuned model directory, loaded: its Keras model and what it was trained with."""
+  folder: str
+  model: FinetuningModel
+  task: object
+  runner: TaskRunner
+  sizes: ModelConfig
+  settings: Dict[str, object]
+
+  @property
+  def max_seq_length(self) -> int:
+    return self.settings["max_seq_length"]
+
+  def tokenizer(self) -> Tokenizer:
+    lower = self.settings["do_lower_case"]
+    return Tokenizer(load_vocab(self.settings["vocab_file"]), lower, lower)
+
+
+def load_finetuned(folder: str, need_sentence_task: str = "") -> Finetuned:
+  """The fine-tuned model of a trial directory, its weights all read from its newest
+  checkpoint. `need_sentence_task`: what needs one sentence task's model (the refusal
+  of any other says so)."""
+  record = os.path.join(folder, FINETUNING_RECORD)
+  if not os.path.isfile(record):
+    if os.path.isfile(os.path.join(folder, PRETRAINING_RECORD)):
+      raise ValueError(f"{folder} is a pre-training model dir; fine-tune it first "
+                       f"(python run_finetuning.py --task TASK --init-checkpoint {folder}) "
+                       "and give the fine-tuned trial's dir (<model_dir>_1)")
+    trial = f"{folder.rstrip(os.sep)}_1"
+    hint = (f"; did you mean {trial}?" if os.path.isfile(os.path.join(trial, FINETUNING_RECORD))
+            else "; give a trial dir of run_finetuning.py (<model_dir>_<trial>)")
+    raise ValueError(f"{folder} is not a fine-tuned model dir (no {FINETUNING_RECORD})"
+                     + hint)
+  saved = read_json(record)
+  settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
+  names = settings["task_names"]
+  task = task_registry.get_task(names[0])
+  if need_sentence_task and (len(names) != 1 or not isinstance(task, sentence_data.SentenceTask)):
+    raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; {need_sentence_task}")
+  latest = tf.train.latest_checkpoint(folder)
+  if not latest:
+    raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
+  runner = task_registry.runner_for(task, None, None)
+  model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
+  model.build_variables()
+  # Every weight of the model must come from the checkpoint (its optimizer slots do not).
+  tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
+      .expect_partial()
+  return Finetuned(folder, model, task, runner, sizes, settings)
+
+
+def token_ids_function(finetuned: Finetuned):
+  """The model as a tf.function of the token-ids signature, outputs as the SavedModel's."""
+  spec = [tf.TensorSpec([None, finetuned.max_seq_length], tf.int32, name=name)
+          for name in INPUTS]
+  model, head, task = finetuned.model, finetuned.runner.head_name, finetuned.task
+
+  def call(input_ids, input_mask, segment_ids):
+    batch = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+    return numeric_outputs(task, model(batch, training=False)[head])
+  return tf.function(call, input_signature=spec, autograph=False)
+
+
+def representative_features(finetuned: Finetuned, size: int, data_dir: str = "",
+                            seed: int = 0) -> Dict[str, np.ndarray]:
+  """Model inputs of `size` examples drawn (seeded) from the task's training split."""
+  task = finetuned.task
+  data_dir = data_dir or finetuned.settings["data_dir"]
+  # (A missing or empty split is refused by the reader, naming its file.)
+  examples = task_registry.read_examples(task, data_dir, task.train_split)
+  chosen = np.random.default_rng(seed).permutation(len(examples))[:size]
+  return sentence_features.encode(finetuned.tokenizer(), [examples[i] for i in chosen],
+                                  finetuned.max_seq_length)
+
+
+class UnsupportedOpError(ValueError):
+  """The model holds ops that the target runtime cannot run."""
+
+
+# The attention's masked scores (scores + -1e9 at padding): calibrated to int8, their
+# range makes every real score one value (measured: the labels of a tiny SST-2 model all
+# flipped), so this add and the softmax after it stay float32.
+_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(add|Softmax)$")
+
+
+def to_litert(function, variables, form: str,
+              calibration: Optional[Dict[str, np.ndarray]] = None) -> bytes:
+  """A LiteRT flatbuffer of `function` (its builtin ops only) in one of LITERT_FORMS;
+  full_int8 calibrates on `calibration`'s rows."""
+  def converter():
+    made = tf.lite.TFLiteConverter.from_concrete_functions(
+        [function.get_concrete_function()], _Holder(variables))
+    if form != "float32":
+      made.optimizations = [tf.lite.Optimize.DEFAULT]
+    return made
+  try:
+    if form != "full_int8":
+      return converter().convert()
+    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+    names = [t["name"] for t in Interpreter(model_content=to_litert(
+        function, variables, "float32")).get_tensor_details() if _FLOAT_NODES.search(t["name"])]
+    rows = len(next(iter(calibration.values())))
+    samples = lambda: ({k: v[i:i + 1] for k, v in calibration.items()} for i in range(rows))
+    quantized = converter()
+    quantized.representative_dataset = samples
+    quantized.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    # The debugger's converter is the converter's API for keeping named nodes float.
+    return tf.lite.experimental.QuantizationDebugger(
+        converter=quantized, debug_dataset=samples,
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_nodes=names)).get_nondebug_quantized_model()
+  except Exception as e:  # pylint: disable=broad-except  # the converter's own class
+    ops = sorted({error.operator.name for error in getattr(e, "errors", [])
+                  if error.operator.name})
+    if not ops:
+      raise
+    raise UnsupportedOpError(f"LiteRT ({form}) has no builtin kernel for "
+                             f"{', '.join(ops)}") from None
+
+
+class _Holder(tf.Module):
+  """Keeps the variables the converted function reads (the converter's trackable)."""
+
+  def __init__(self, variables):
+    super().__init__()
+    self.held = list(variables)
+
+
+def to_onnx(function, path: str):
+  """A float32 ONNX file of `function` at `path` (tf2onnx)."""
+  # Imported here: tf2onnx and onnx load only when an ONNX file is asked for.
+  import onnx  # pylint: disable=import-outside-toplevel
+  import tf2onnx  # pylint: disable=import-outside-toplevel
+
+  def erfc(ctx, node, name, args):
+    """erfc(x) = 1 - erf(x): TensorFlow's exact GELU calls Erfc, which ONNX lacks."""
+    del name, args
+    node.type = "Erf"
+    one = ctx.make_const(tf2onnx.utils.make_name("one"), np.array(1, np.float32))
+    ctx.insert_new_node_on_output("Sub", node.output[0], tf2onnx.utils.make_name("erfc"),
+                                  inputs=[one.output[0], node.output[0]])
+  proto, _ = tf2onnx.convert.from_function(
+      function, input_signature=function.input_signature, opset=ONNX_OPSET,
+      custom_op_handlers={"Erfc": (erfc, [])})
+  # tf2onnx leaves an op it cannot map in the graph, saying so only in its log.
+  unknown = sorted({n.op_type for n in proto.graph.node
+                    if not onnx.defs.has(n.op_type, n.domain)})
+  if unknown:
+    raise UnsupportedOpError(f"ONNX has no operator for {', '.join(unknown)}")
+  onnx.save(proto, path)
+
+
+def quantize_onnx(source: str, path: str):
+  """onnxruntime's dynamic quantization of the float ONNX file `source`: int8 weights,
+  activations quantized at run time."""
+  from onnxruntime.quantization import QuantType, quantize_dynamic  # pylint: disable=import-outside-toplevel
+  quantize_dynamic(source, path, weight_type=QuantType.QInt8)
+
+
+def export(folder: str, output: str, formats: List[str], calibration_size: int = 256,
+           data_dir: str = "", seed: int = 0, log=print) -> List[str]:
+  """Writes the export folder `output` (refused if it exists); its model files."""
+  if os.path.lexists(output):
+    raise ValueError(f"{output} exists; give a new output folder")
+  finetuned = load_finetuned(
+      folder, "the LiteRT and ONNX exports take one sentence classification or "
+      "regression task's model (their reader builds a sentence task's inputs)")
+  calibration = (representative_features(finetuned, calibration_size, data_dir, seed)
+                 if "litert" in formats else None)
+  function = token_ids_function(finetuned)
+  parent = os.path.dirname(os.path.abspath(output))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's is 0700; the folder gets the usual one
+  try:
+    written = []
+    for format_name in formats:
+      for form in FORMATS[format_name][0]:
+        name = file_name(format_name, form)
+        path = os.path.join(tmp, name)
+        if format_name == "litert":
+          with open(path, "wb") as f:
+            f.write(to_litert(function, finetuned.model.variables, form, calibration))
+        elif form == "float32":
+          to_onnx(function, path)
+        else:  # after float32 (ONNX_FORMS' order)
+          quantize_onnx(os.path.join(tmp, file_name("onnx", "float32")), path)
+        written.append(name)
+        log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
+    _write_reader(finetuned, tmp, written, calibration_size if calibration else 0)
+    os.rename(tmp, output)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return [os.path.join(output, name) for name in written]
+
+
+def _write_reader(finetuned: Finetuned, folder: str, files: List[str], calibrated: int):
+  """vocab.txt, deploy.json and the reader with the modules it imports."""
+  task, settings = finetuned.task, finetuned.settings
+  shutil.copyfile(settings["vocab_file"], os.path.join(folder, "vocab.txt"))
+  pair = sentence_data.unlabeled_layout(task)[1].text_b is not None
+  info = {"task": task.name, "labels": list(task.labels or []), "pair": pair,
+          "regression": task.is_regression, "lower_case": settings["do_lower_case"],
+          "max_seq_length": finetuned.max_seq_length, "inputs": list(INPUTS),
+          "models": files, "calibration_examples": calibrated,
+          "source": os.path.abspath(finetuned.folder)}
+  with open(os.path.join(folder, INFO_FILE), "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2)
+  for target, source in READER_SOURCES.items():
+    os.makedirs(os.path.dirname(os.path.join(folder, target)), exist_ok=True)
+    shutil.copyfile(os.path.join(_ROOT, source), os.path.join(folder, target))

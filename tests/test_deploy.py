@@ -1,0 +1,173 @@
+"""tools.export_lite: each exported file runs with its runtime alone (ai-edge-litert or
+onnxruntime, in a process without TensorFlow or the project), the float forms give the
+serving SavedModel's outputs, the int8 forms its labels, the shipped reader the
+project's ids; and each bad input is one line with nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from finetune import config as finetune_config
+from finetune import deploy, graph_tokenizer, serving, trainer
+from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.test_finetune_glue import head_of
+from tools import export_lite
+
+FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}
+DEV_ROWS = 48
+
+# Runs one model file through the export folder's reader with nothing of the project or
+# TensorFlow importable; prints the reader's inputs of the texts (JSON on stdin), the
+# model's outputs and which of the runtimes were imported.
+RUNNER = """
+import json, os, sys
+folder, name = sys.argv[1:]
+sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
+import reader
+texts = json.load(sys.stdin)
+r = reader.Reader(folder)
+inputs = r.inputs(texts["a"], texts.get("b"))
+outputs = reader.load_model(os.path.join(folder, name))(inputs)
+assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
+print(json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()},
+                  "outputs": {k: v.tolist() for k, v in outputs.items()},
+                  "tokenizer": sys.modules["data_prep.tokenizer"].__file__,
+                  "runtimes": [m for m in ("ai_edge_litert", "onnxruntime")
+                               if m in sys.modules]}))
+"""
+
+
+def run_reader(folder, name, texts):
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), name],
+                          input=json.dumps(texts), cwd=folder, env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+  """{task: (FinetuningConfig, its trial dir)} of a tiny random model fine-tuned on the
+  first rows of SST-2 (single sentences) and STS-B (pairs, regression)."""
+  data = tmp_path_factory.mktemp("deploy")
+  write_tiny_pretrained_model(data)
+  out = {}
+  for task, folder in FOLDERS.items():
+    for split, rows in (("train", 97), ("dev", DEV_ROWS + 1)):
+      head_of(shared_path("glue", folder, f"{split}.tsv"),
+              data / "finetuning_data" / folder / f"{split}.tsv", rows)
+    config = finetune_config.load_config(
+        "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
+                                    "num_train_epochs": 2.0, "learning_rate": 1e-3,
+                                    "do_eval": False})
+    trainer.run(config, log=lambda _: None)
+    out[task] = config, f"{config.model_dir}_1"
+  return out
+
+
+@pytest.mark.parametrize("task", list(FOLDERS))
+def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, capsys):
+  config, trial = finetuned[task]
+  output = tmp_path / "export"
+  assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
+                           "all", "--calibration-examples", "64"]) == 0
+  assert f"wrote {output}" in capsys.readouterr().out
+  finetuner = trainer.Finetuner(config, log=lambda _: None)
+  dev = finetuner.split(0, "dev")
+  texts = {"a": [e.text_a for e in dev.examples]}
+  if task == "glue/stsb":
+    texts["b"] = [e.text_b for e in dev.examples]
+  names = sorted(n for n in os.listdir(output) if n.startswith("model_"))
+  assert len(names) == 5
+  got = {name: run_reader(output, name, texts) for name in names}
+  for name, run in got.items():
+    assert run["runtimes"] == ["ai_edge_litert" if name.endswith(".tflite")
+                               else "onnxruntime"], name
+    # The reader's ids are the project's, from the project's modules shipped beside it.
+    assert run["tokenizer"].startswith(str(output))
+    for key, value in run["inputs"].items():
+      np.testing.assert_array_equal(value, dev.features[key])
+
+  saved = tf.saved_model.load(os.path.join(trial, serving.SAVED_MODEL))
+  signature = saved.signatures["serving_default"]
+  want = signature(**{f"text_{k}": tf.constant(v) for k, v in texts.items()})
+  key = "score" if task == "glue/stsb" else "probabilities"
+  want = want[key].numpy()
+  assert np.ptp(want) > 1e-3  # the inputs are told apart
+  for name, run in got.items():
+    outputs = run["outputs"]
+    value = np.array(outputs[key])
+    if "float32" in name:
+      np.testing.assert_allclose(value, want, atol=1e-4, err_msg=name)
+    elif task == "glue/sst2":
+      agree = np.mean(value.argmax(-1) == want.argmax(-1))
+      assert agree >= 0.95 and outputs["label_id"] == value.argmax(-1).tolist(), (
+          name, agree)
+    else:  # int8 regression: no labels; within 5% of STS-B's 0-5 scale of the float
+      # scores (the tiny model's scores spread too little for a correlation to say much)
+      assert np.abs(value - want).max() < 0.25, (name, np.abs(value - want).max())
+
+
+def refusal(capsys, *argv):
+  capsys.readouterr()
+  assert export_lite.main(list(map(str, argv))) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+  return err.strip()
+
+
+def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
+  _, trial = finetuned["glue/sst2"]
+  out = tmp_path / "out"
+  assert "is not a fine-tuned model dir" in refusal(capsys, "--model-dir", tmp_path,
+                                                    "--output", out)
+  assert f"did you mean {trial}?" in refusal(capsys, "--model-dir", trial[:-2],
+                                             "--output", out)
+  pretrained = tmp_path / "pretrain"
+  pretrained.mkdir()
+  (pretrained / "pretrain_config.json").write_text("{}")
+  assert "is a pre-training model dir" in refusal(capsys, "--model-dir", pretrained,
+                                                  "--output", out)
+  tagging = tmp_path / "chunk_model_1"
+  tagging.mkdir()
+  with open(os.path.join(trial, "finetuning_config.json"), encoding="utf-8") as f:
+    record = json.load(f)
+  record["finetuning"]["task_names"] = ["chunk"]
+  (tagging / "finetuning_config.json").write_text(json.dumps(record))
+  assert "fine-tuned on chunk; the LiteRT and ONNX exports take one sentence" in refusal(
+      capsys, "--model-dir", tagging, "--output", out)
+  empty = tmp_path / "empty" / "finetuning_data" / "SST-2"
+  empty.mkdir(parents=True)
+  assert "SST-2" in refusal(capsys, "--model-dir", trial, "--output", out,
+                            "--data-dir", empty.parent.parent)  # the split is missing
+  (empty / "train.tsv").write_text("sentence\tlabel\n")
+  assert "train split of glue/sst2 has no examples" in refusal(capsys, "--model-dir", trial,
+                                                   "--output", out, "--data-dir",
+                                                   empty.parent.parent)
+  out.mkdir()
+  assert f"{out} exists" in refusal(capsys, "--model-dir", trial, "--output", out)
+  assert os.listdir(out) == [] and sorted(os.listdir(tmp_path)) == [
+      "chunk_model_1", "empty", "out", "pretrain"]  # no temporary folder left
+
+
+def test_an_op_litert_lacks_is_named(finetuned):
+  """The in-graph WordPiece step of the SavedModel: why the exports take token ids."""
+  config, _ = finetuned["glue/sst2"]
+  with open(config.vocab_file, encoding="utf-8") as f:
+    tokens = f.read().splitlines()
+  tokenizer = graph_tokenizer.GraphTokenizer(tokens)
+  function = tf.function(lambda text: {"ids": tokenizer(text).to_tensor()},
+                         input_signature=[tf.TensorSpec([None], tf.string)],
+                         autograph=False)
+  with pytest.raises(deploy.UnsupportedOpError) as raised:
+    deploy.to_litert(function, tokenizer.variables, "float32")
+  message = str(raised.value)
+  assert "\n" not in message
+  for op in ("FastWordpieceTokenizeWithOffsets", "UnicodeDecode", "StaticRegexReplace"):
+    assert op in message
