@@ -207,3 +207,20 @@ def test_prior_line_fires_from_a_constant_encoder_and_not_from_one_that_learns(
       f"note: after 64 of 64 steps the training loss is still at the label prior's "
       f"(mean ") and f"scores {prior:.4g})" in lines[0]
   assert run(learning, "learning") == []
+
+
+def test_init_adjustment_without_pretrained_weights_is_one_line(tmp_path, capsys):
+  import run_finetuning  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "vocab.txt").write_bytes(
+      open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
+  task = write_keyword_task(tmp_path, 32)
+  code = run_finetuning.main(["--task", task, "--data-dir", str(data), "--hparams",
+                              json.dumps({"debug": True, "init_adjustment": "positions"})])
+  err = capsys.readouterr().err
+  assert code == 2 and err == (
+      "error: init_adjustment positions changes pre-trained weights, and this run starts "
+      "from random weights (no init_checkpoint and no pre-trained model found); set "
+      "\"init_adjustment\": \"none\" or give --init-checkpoint\n")
+  assert not (data / "models").exists() or not any((data / "models").rglob("*.index"))
