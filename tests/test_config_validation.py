@@ -118,6 +118,23 @@ def test_run_pretraining_prints_one_line(tmp_path, capsys, overrides, message):
   assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
+def test_a_repeated_hparams_key_is_named(tmp_path, capsys):
+  """JSON keeps a repeated key's last value without a word: refused, by name, in the
+  flag's JSON and in a file, nested objects included."""
+  hparams_file = tmp_path / "hp.json"
+  hparams_file.write_text('{"model_hparam_overrides": {"hidden_size": 64,\n'
+                          '                            "hidden_size": 128}}')
+  for given, source, key in (
+      ('{"learning_rate": 1e-3, "num_train_steps": 5, "learning_rate": 2e-3}',
+       "--hparams", "learning_rate"), (str(hparams_file), str(hparams_file), "hidden_size")):
+    code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path / "d"),
+                                 "--hparams", given])
+    assert (code, capsys.readouterr().err) == (
+        2, f"error: {source}: key '{key}' appears twice in one JSON object; give each "
+        "name once\n")
+  assert not (tmp_path / "d").exists()
+
+
 @pytest.fixture(scope="module")
 def reviews(tmp_path_factory):
   """(data dir with BERT's vocab and a tiny pre-trained model, a 100-example task)."""

@@ -25,7 +25,7 @@ import numpy as np  # pylint: disable=wrong-import-order
 
 from model.config import ModelConfig
 from model.weights.formats import open_weights
-from util import cli
+from util import cli, hparams
 from util.files import atomic_write
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -54,7 +54,7 @@ def read_inputs(path: str):
 def read_config(path: str):
   try:
     with open(path, encoding="utf-8") as f:
-      values = json.load(f)
+      values = hparams.load_json(f.read(), path)
   except (OSError, json.JSONDecodeError) as e:
     raise ValueError(f"{path}: cannot read the config JSON ({e})") from None
   return ModelConfig.from_dict(values, source=path)
