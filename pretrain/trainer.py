@@ -408,6 +408,16 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  # The exports are written at the end: an input in their way is refused now.
+  init = config.init_checkpoint
+  files.check_output(
+      "the run's export", os.path.join(config.model_dir, EXPORT_DIR),
+      {"init_checkpoint": init if os.path.isdir(init) else os.path.dirname(init),
+       "vocab_file": config.vocab_file},
+      writes=[os.path.join(folder, name) for folder in
+              ["", *(f"step_{step}" for step in export_steps)]
+              for name in ("config.json", "vocab.txt", "checkpoint")],
+      remedy="copy it out of the export folder first, or use another model_dir")
   with runtime.run_dir_lock(config, config.model_dir):
     return _run(config, export_steps)
 
