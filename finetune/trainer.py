@@ -378,7 +378,8 @@ class Finetuner:
         flops_per_step=model_flops.finetuning_flops_per_step(
             self.model_config, config.max_seq_length, batch),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(optimizer), label=label)
+        learning_rate=logged_learning_rate(optimizer), label=label,
+        record_name=RUN_CONFIG)
     return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):

@@ -204,7 +204,7 @@ class Pretrainer:
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=self.model.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(self.optimizer))
+        learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG)
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
                            self._loss, settings)
 

@@ -28,10 +28,10 @@ from finetune.sentence.data import SentenceTask
 from finetune.modeling import FinetuningModel
 from finetune.tasks import runner_for
 from model.config import ModelConfig
-from model.weights import huggingface as hf, read_json
+from model.weights import huggingface as hf
 from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
-from model.weights.run_files import FINETUNING_RECORD
+from model.weights.run_files import FINETUNING_RECORD, read_record
 from util import cli
 from util.files import atomic_write, check_output
 
@@ -50,7 +50,7 @@ def pretrained(path: str, part: str, vocab: str):
 def finetuned(folder: str):
   """(weights, config.json, model sizes, fine-tuning settings) of a fine-tuned sentence
   classifier or regressor."""
-  saved = read_json(os.path.join(folder, FINETUNING_RECORD))
+  saved = read_record(folder, FINETUNING_RECORD, note=print)
   settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
   names = settings["task_names"]
   task = task_registry.get_task(names[0])

@@ -40,6 +40,15 @@ def op_error_text(e) -> str:
   return _OP_CONTEXT.sub("", message) or type(e).__name__
 
 
+def first_line(e: BaseException, limit: int = 0) -> str:
+  """The first line of an exception's message (its type's name when it has none),
+  shortened to about `limit` characters at a word's end, with "...", when given."""
+  line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+  if limit and len(line) > limit:
+    line = line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+  return line
+
+
 def listed(names, n: int = 5) -> str:
   """The first n of `names` (sorted), and how many more, for a one-line message."""
   names = sorted(names)

@@ -24,6 +24,7 @@ import zipfile
 from typing import Dict, Optional
 
 from model.weights import CheckpointError
+from util import cli
 from util.progress import Progress
 
 RELEASES = ("electra_small", "electra_base", "electra_large")
@@ -156,7 +157,7 @@ def _snapshot(repo: str, revision: Optional[str], asked: str) -> str:
   except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError,
           errors.RepositoryNotFoundError, errors.RevisionNotFoundError,
           errors.HfHubHTTPError, errors.HFValidationError, OSError) as e:
-    why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    why = cli.first_line(e, limit=160)
     raise CheckpointError(
         f"{asked}: no such path, and could not fetch {repo} from the Hugging Face Hub "
         f"({why}); fetch it where you can (`huggingface-cli download {repo}`) and copy "

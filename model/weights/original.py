@@ -155,7 +155,7 @@ def read_shapes(prefix: str) -> Dict[str, Tuple[int, ...]]:
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointError(f"{prefix}: not a readable TF checkpoint "
-                          f"({str(e).splitlines()[0]})") from None
+                          f"({cli.first_line(e)})") from None
   return {name: tuple(shape) for name, shape in shapes.items()}
 
 
