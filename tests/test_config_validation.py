@@ -204,6 +204,17 @@ def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
   err = capsys.readouterr().err
   assert code == 2 and err.startswith(f"error: {missing}: no such checkpoint") and \
       err.count("\n") == 1
+  # One cut short (its .data file half written): one line, not TensorFlow's IndexError.
+  cut = tmp_path / "cut"
+  shutil.copytree(data / "models" / "tiny" / "export", cut)
+  data_file = next(cut.glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  code = run_finetuning.main(["--task", task, "--data-dir", str(data), "--init-checkpoint",
+                              str(cut), "--hparams", '{"debug": true, "max_seq_length": 16}'])
+  assert (code, capsys.readouterr().err) == (2, (
+      f"error: {data_file}: Read less bytes than requested; the checkpoint is cut short "
+      "or damaged: copy or fetch it again\n"))
+  shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
   # A valid one is used: the debug run's model is the checkpoint's, not the debug size.
   export = str(data / "models" / "tiny" / "export")
   config = finetune_config.load_config("electra_small", [task], str(data),

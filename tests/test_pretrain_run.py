@@ -259,6 +259,17 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   assert f"has a vocabulary of 100 tokens but vocab_size is {vocab_size}" in error(
       config_for(data_dir, "x", init_checkpoint=small_vocab))
 
+  # One of the right sizes, cut short: one line, not TensorFlow's IndexError.
+  fitting = config_for(data_dir, "x", vocab_size=vocab_size, num_train_steps=1,
+                       model_dir=str(tmp_path / "from_cut"), **TINY_MODEL)
+  cut = tmp_path / "cut" / "model.ckpt"
+  save_original(ElectraPair(fitting.model_config()).build_variables(), str(cut))
+  data_file = next((tmp_path / "cut").glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  assert error(dataclasses.replace(fitting, init_checkpoint=str(cut))) == (
+      f"{data_file}: Read less bytes than requested; the checkpoint is cut short or "
+      "damaged: copy or fetch it again")
+
   # A corrupt shard, named.
   corrupt_dir = tmp_path / "corrupt"
   bad = corrupt_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"

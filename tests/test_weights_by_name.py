@@ -185,3 +185,38 @@ def test_a_run_records_a_name_as_it_is_and_a_path_made_absolute(tmp_path, monkey
   (tmp_path / "export").mkdir()  # org/name under an existing folder: a path
   assert not by_name.is_name("export/model.ckpt-3")
   assert by_name.is_name("google/electra-small-discriminator@main")
+
+
+def cut_short(folder):
+  """The checkpoint's .data file of `folder`, cut to half (a full disk, a copy cut
+  short); its path."""
+  data_file = next(folder.glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  return data_file
+
+
+def test_a_checkpoint_cut_short_is_one_line_wherever_it_is_read(released, tmp_path,
+                                                                monkeypatch, capsys):
+  """Read through the same whole-read check as a run dir's own checkpoints: a path, a
+  tool's --checkpoint and a release in the cache; never TensorFlow's IndexError."""
+  copy = tmp_path / "copy"
+  shutil.copytree(released["folder"], copy)
+  data_file = cut_short(copy)
+  with pytest.raises(CheckpointError) as info:
+    open_weights(str(copy)).load_pair()
+  assert str(info.value) == (f"{data_file}: Read less bytes than requested; the "
+                             "checkpoint is cut short or damaged: copy or fetch it again")
+  assert export_hf.main(["--checkpoint", str(copy), "--output", str(tmp_path / "hf")]) == 2
+  assert capsys.readouterr().err == f"error: {info.value}\n"
+  assert not (tmp_path / "hf").exists()
+  # A release in the cache, cut short (a copy, a disk that filled): fetch it anew.
+  cache = tmp_path / "electra"
+  release = cache / "releases" / "electra_small"
+  shutil.copytree(copy, release / "electra_small")
+  monkeypatch.setenv(by_name.CACHE_ENV, str(cache))
+  with pytest.raises(CheckpointError) as info:
+    open_weights("electra_small").load_pair()
+  assert str(info.value) == (
+      f"{release / 'electra_small' / data_file.name}: Read less bytes than requested; the "
+      f"checkpoint is cut short or damaged: delete {release} and run again to fetch it "
+      "anew")

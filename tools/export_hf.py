@@ -31,7 +31,7 @@ from model.config import ModelConfig
 from model.weights import huggingface as hf
 from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
-from model.weights.run_files import FINETUNING_RECORD, read_record
+from model.weights.run_files import FINETUNING_RECORD, newest_readable, read_record
 from util import cli
 from util.files import atomic_write, check_output
 
@@ -58,7 +58,7 @@ def finetuned(folder: str):
     raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; only a model of one "
                      "sentence classification or regression task has a transformers "
                      "class (ElectraForSequenceClassification)")
-  latest = tf.train.latest_checkpoint(folder)
+  latest = newest_readable(folder, print)
   if not latest:
     raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
   runner = runner_for(task, None, None)

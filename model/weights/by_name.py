@@ -61,6 +61,17 @@ def resolve(path: str) -> str:
   return _release(path) if path in RELEASES else _hub(path)
 
 
+def remedy(path: str) -> str:
+  """What to do about weights at `path` that do not read whole: fetch a release anew,
+  copy anything else again."""
+  releases = os.path.realpath(os.path.join(cache_dir(), "releases"))
+  inside = os.path.relpath(os.path.realpath(path), releases)
+  if inside.split(os.sep)[0] in RELEASES:
+    folder = os.path.join(releases, inside.split(os.sep)[0])
+    return f"delete {folder} and run again to fetch it anew"
+  return "copy or fetch it again"
+
+
 def stable(path: str) -> str:
   """`path` as a run records it: a name as it is, a local path made absolute."""
   return path if is_name(path) else os.path.abspath(path)

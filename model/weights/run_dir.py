@@ -17,7 +17,7 @@ from model.electra import ElectraPair
 from model.weights import CheckpointError
 from model.weights.original import Mapping, assign, original_variables
 from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD,
-                                     newest_readable, read_record)
+                                     check_whole, newest_readable, read_record)
 from util import cli
 
 # The run records every size: none is inferred.
@@ -101,6 +101,7 @@ def load(mapping: Mapping, prefix: str, what: str):
     raise CheckpointError(f"{folder}: its run trained the {held} only (objective "
                           f"{'Electric' if held == 'discriminator' else 'masked LM'}); "
                           f"cannot load the {what}")
+  check_whole(prefix, "copy it again, or give the run dir (its newest whole checkpoint)")
   pair = ElectraPair(ModelConfig.from_dict(signature["model"])).build_variables()
   parts = {"discriminator": ("discriminator", "discriminator_head"),
            "generator": ("generator", "generator_head")}

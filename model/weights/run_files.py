@@ -140,6 +140,14 @@ def kept_checkpoints(model_dir: str, note: Callable[[str], None],
   return found
 
 
+def check_whole(prefix: str, remedy: str):
+  """Refuses (CheckpointError, with `remedy`) a checkpoint that does not read whole,
+  before any of it is used."""
+  problem = unreadable_checkpoint(prefix)
+  if problem:
+    raise CheckpointError(f"{problem}; the checkpoint is cut short or damaged: {remedy}")
+
+
 def unreadable_checkpoint(prefix: str) -> Optional[str]:
   """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
   try:
