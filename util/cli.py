@@ -18,6 +18,11 @@ class Interrupted(Exception):
   """The user stopped the command; the message says what was kept or saved."""
 
 
+class Terminated(KeyboardInterrupt):
+  """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be (util/startup.py), so
+  that every clean-up a Ctrl-C runs (locks, temporary files) runs for it too."""
+
+
 def error_message(e: BaseException) -> Optional[str]:
   """The one line for an expected failure, or None for anything else (a bug)."""
   if isinstance(e, OSError):
