@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -70,6 +71,11 @@ def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   config = sized
   if config.init_checkpoint:
     config = fit_to_checkpoint(config)
+  ramp, steps = config.disc_weight_ramp_steps, config.num_train_steps
+  if config.do_train and ramp > steps and objective_for(config).has_discriminator:
+    print(f"warning: disc_weight_ramp_steps {ramp} is longer than num_train_steps "
+          f"{steps}: the discriminator's loss weight ends at {steps / ramp:.0%} of "
+          f"disc_weight {config.disc_weight:g}", file=sys.stderr, flush=True)
   return config
 
 

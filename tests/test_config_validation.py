@@ -189,6 +189,17 @@ def test_run_finetuning_prints_one_line(reviews, capsys, overrides, message):
   shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
 
 
+def test_a_refused_finetuning_leaves_no_folder_behind(reviews, capsys):
+  data, task = reviews
+  # No model and no vocabulary: refused once the run holds its model dir's lock.
+  code = run_finetuning.main(["--task", task, "--model-name", "absent", "--data-dir",
+                              str(data), "--hparams",
+                              json.dumps({"vocab_file": str(data / "none.txt")})])
+  assert code == 2 and capsys.readouterr().err.startswith(
+      f"error: no pre-trained model: {data / 'models' / 'absent'} holds no checkpoint")
+  assert not (data / "models" / "absent").exists()  # no empty folder, no lock file
+
+
 def test_model_config_file_is_named(tmp_path):
   with pytest.raises(hparams.HParamsError) as info:
     ModelConfig.from_dict({"hidden_size": "256"}, source="electra_small/config.json")

@@ -281,6 +281,16 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
       config_for(str(corrupt_dir), "x"))
 
 
+def test_a_discriminator_ramp_longer_than_the_run_is_warned_of(data_dir, capsys):
+  for ramp, warned in ((100, False), (400, True)):
+    trainer.check_inputs(config_for(data_dir, "x", num_train_steps=100,
+                                    disc_weight_ramp_steps=ramp))
+    err = capsys.readouterr().err
+    assert (err == "warning: disc_weight_ramp_steps 400 is longer than num_train_steps "
+            "100: the discriminator's loss weight ends at 25% of disc_weight 50\n"
+            ) if warned else err == ""
+
+
 def test_script_prints_one_line_errors(tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   args = ["--data-dir", str(tmp_path), "--model-name", "electra_small"]
@@ -288,6 +298,12 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
   assert capsys.readouterr().err.strip().splitlines()[-1] == (
       "error: --hparams: unknown hyperparameter 'num_train_step'; did you mean "
       "'num_train_steps'?")
+  for steps in ("-3", "0", "2,x"):  # never a checkpoint: refused, not looked for
+    with pytest.raises(SystemExit):
+      run_pretraining.main(args + [f"--export-steps={steps}"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        f"error: --export-steps '{steps}': expected training steps (at least 1) such as "
+        "1000,2000")
   assert run_pretraining.main(args) == 2
   assert capsys.readouterr().err.strip().splitlines()[-1] == (
       f"error: no pre-training data: nothing matches {tmp_path}/pretrain_tfrecords/"

@@ -82,6 +82,11 @@ def run_lock(directory: str):
   parent, name = os.path.split(path)
   lock_path = os.path.join(parent, f".{name}.lock")
   holder_path = lock_path + ".holder"
+  made = []  # the folders made for the lock, innermost first
+  folder = parent
+  while not os.path.exists(folder):
+    made.append(folder)
+    folder = os.path.dirname(folder)
   os.makedirs(parent, exist_ok=True)
   # No fallback to a plain marker file where flock is missing: a killed run's marker
   # would block every later run.
@@ -110,7 +115,18 @@ def run_lock(directory: str):
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.remove(holder_path)
+    # A run that made nothing (refused, interrupted early) leaves nothing: its lock
+    # file goes while held (a run that opened it meanwhile sees it unlinked and is
+    # refused), and the folders made for it go if empty.
+    if not os.path.exists(path):
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(lock_path)
     lock.release()
+    for folder in made:
+      try:
+        os.rmdir(folder)
+      except OSError:  # not empty: something else was written there
+        break
 
 
 def read_holder(holder_path: str) -> str:

@@ -14,6 +14,7 @@
 What is fetched is then an ordinary path of its format (formats.py).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -79,10 +80,27 @@ def stable(path: str) -> str:
 
 # ---- the original release -----------------------------------------------------------
 
+@contextlib.contextmanager
+def _writing_the_cache():
+  """An OSError of the cache folder (a file, read-only, full) named as the cache's."""
+  try:
+    yield
+  except OSError as e:
+    where = (f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else
+             f"the weights cache {cache_dir()}")
+    raise CheckpointError(f"{where}: cannot write there ({e.strerror}: {e.filename}); "
+                          f"set {CACHE_ENV} to a writable folder") from None
+
+
 def _release(name: str) -> str:
   folder = os.path.join(cache_dir(), "releases", name)
   if os.path.isdir(folder):
     return _unpacked_root(folder)
+  with _writing_the_cache():
+    return _fetch_release(name, folder)
+
+
+def _fetch_release(name: str, folder: str) -> str:
   url = (os.environ.get(URL_ENV) or RELEASE_URL).format(name=name)
   os.makedirs(os.path.dirname(folder), exist_ok=True)
   for leftover in os.listdir(os.path.dirname(folder)):  # of a run killed mid-way
@@ -149,7 +167,8 @@ def _hub(model_id: str) -> str:
            for part in PARTS}
   folder = os.path.join(cache_dir(), "hub_pairs", repo.replace("/", "--") +
                         (f"@{revision}" if revision else ""))
-  _link_pair(folder, parts)
+  with _writing_the_cache():
+    _link_pair(folder, parts)
   return folder
 
 
