@@ -594,11 +594,15 @@ def test_a_lost_or_emptied_record_is_rebuilt_from_the_checkpoints_copy(data, tmp
           "another model_dir, or set \"overwrite_model_dir\": true to delete that run, "
           "checkpoints included, and start over\n")
       assert record.read_text() == original
-  # The run's own command continues it, and the record goes on from the rebuilt one.
+  # The run's own command continues it, and the record goes on from the rebuilt one;
+  # an input position cut short is read as none saved.
   record.unlink()
+  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-2.data-*"))
+  position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
   assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
                                           num_train_steps=4)) == 0
-  assert "resuming from" in capsys.readouterr().out
+  assert (f"note: no input position for {model_dir}/ckpt-2 ({position}: Read less bytes "
+          "than requested); the data starts over\nresuming from") in capsys.readouterr().out
   saved = json.loads(record.read_text())
   assert saved["history"][0] == json.loads(original)["history"][0]
   assert saved["history"][1] == {"from_step": 2, "num_train_steps": 4}
