@@ -126,7 +126,8 @@ def test_a_repeated_hparams_key_is_named(tmp_path, capsys):
                           '                            "hidden_size": 128}}')
   for given, source, key in (
       ('{"learning_rate": 1e-3, "num_train_steps": 5, "learning_rate": 2e-3}',
-       "--hparams", "learning_rate"), (str(hparams_file), str(hparams_file), "hidden_size")):
+       "--hparams", "learning_rate"),
+      (str(hparams_file), str(hparams_file), "hidden_size")):
     code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path / "d"),
                                  "--hparams", given])
     assert (code, capsys.readouterr().err) == (
@@ -221,7 +222,8 @@ def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
   data_file = next(cut.glob("*.data-*"))
   data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
   code = run_finetuning.main(["--task", task, "--data-dir", str(data), "--init-checkpoint",
-                              str(cut), "--hparams", '{"debug": true, "max_seq_length": 16}'])
+                              str(cut), "--hparams",
+                              '{"debug": true, "max_seq_length": 16}'])
   assert (code, capsys.readouterr().err) == (2, (
       f"error: {data_file}: Read less bytes than requested; the checkpoint is cut short "
       "or damaged: copy or fetch it again\n"))

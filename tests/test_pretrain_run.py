@@ -437,10 +437,32 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
       " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
       "that run, checkpoints included, and start over\n")
   assert record.read_text() == written
-  # Continuing the run (more steps, other logging): accepted, each value kept with the
-  # step it held from.
+  # Lost or emptied, the record is rebuilt, whole, from the copy every checkpoint
+  # carries, and still guards the run: a changed setting or size is one line.
+  larger = {**TINY_MODEL["model_hparam_overrides"], "hidden_size": 128}
+  for problem, damage in (("is missing", record.unlink),
+                          ("is empty", lambda: record.write_text("{}"))):
+    for changed, shown in (({"learning_rate": 0.01}, "learning_rate: 0.0005 -> 0.01"),
+                           ({"model_hparam_overrides": larger}, "hidden_size: 64 -> 128")):
+      damage()
+      assert run_pretraining.main(script_args(data_dir, model_dir, **changed)) == 2
+      captured = capsys.readouterr()
+      assert captured.out.endswith(f"\nnote: {record}, the run's record, {problem}; "
+                                   "rebuilt it from the copy ckpt-2 carries\n")
+      assert captured.err == (
+          f"error: {model_dir} holds a run with a different config ({shown}); use "
+          "another model_dir, or set \"overwrite_model_dir\": true to delete that run, "
+          "checkpoints included, and start over\n")
+      assert record.read_text() == written
+  # Continuing the run (more steps, other logging), its record lost: accepted, each
+  # value kept with the step it held from; an input position cut short is read as none.
+  record.unlink()
+  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-2.data-*"))
+  position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
   assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
                                           num_train_steps=4, log_every_steps=1)) == 0
+  assert (f"note: no input position for {model_dir}/ckpt-2 ({position}: Read less bytes "
+          "than requested); the data starts over\nresuming from") in capsys.readouterr().out
   saved = json.loads(record.read_text())
   first, resumed = saved["history"]
   assert first["from_step"] == 0 and first["num_train_steps"] == 2
@@ -448,6 +470,19 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert resumed == {"from_step": 2, "num_train_steps": 4, "log_every_steps": 1}
   assert saved["config"]["num_train_steps"] == 4
   assert saved["signature"]["learning_rate"] == 5e-4
+  # Checkpoints that carry no copy (saved before they did), the record lost: refused,
+  # naming the file, never trained on under unknown settings.
+  tf.train.Checkpoint(step=tf.Variable(6, dtype=tf.int64)).write(str(model_dir / "ckpt-6"))
+  (model_dir / "checkpoint").unlink()
+  record.unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
+                                          num_train_steps=8)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {record}: the run's record is missing, and its checkpoints (ckpt-6 and "
+      "older) carry no copy of it (saved before checkpoints did), so the settings they "
+      "were trained with are unknown: put the file back, or use another model_dir, or "
+      "set \"overwrite_model_dir\": true to delete the run and start over\n")
+  assert not record.exists()
 
 
 def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
@@ -564,60 +599,6 @@ def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, t
       "over\n")
   with open(model_dir / LOG_NAME, encoding="utf-8") as f:
     assert [json.loads(line)["step"] for line in f] == list(range(1, 13))
-
-
-def test_a_lost_or_emptied_record_is_rebuilt_from_the_checkpoints_copy(data, tmp_path,
-                                                                       capsys):
-  """The record is what guards a run: lost or emptied, it is rebuilt, whole, from the
-  copy every checkpoint carries, and a changed setting is refused against it in one
-  line; checkpoints that carry none are refused, never trained on under unknown
-  settings."""
-  import run_pretraining  # pylint: disable=g-import-not-at-top
-  data_dir, _ = data
-  model_dir = tmp_path / "run"
-  record = model_dir / trainer.RUN_CONFIG
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4)) == 0
-  original = record.read_text()
-  capsys.readouterr()
-  larger = {**TINY_MODEL["model_hparam_overrides"], "hidden_size": 128}
-  for problem, damage in (("is missing", record.unlink),
-                          ("is empty", lambda: record.write_text("{}"))):
-    for changed, shown in (({"learning_rate": 0.01}, "learning_rate: 0.0005 -> 0.01"),
-                           ({"model_hparam_overrides": larger}, "hidden_size: 64 -> 128")):
-      damage()
-      assert run_pretraining.main(script_args(data_dir, model_dir, **changed)) == 2
-      captured = capsys.readouterr()
-      assert captured.out.endswith(f"\nnote: {record}, the run's record, {problem}; "
-                                   "rebuilt it from the copy ckpt-2 carries\n")
-      assert captured.err == (
-          f"error: {model_dir} holds a run with a different config ({shown}); use "
-          "another model_dir, or set \"overwrite_model_dir\": true to delete that run, "
-          "checkpoints included, and start over\n")
-      assert record.read_text() == original
-  # The run's own command continues it, and the record goes on from the rebuilt one;
-  # an input position cut short is read as none saved.
-  record.unlink()
-  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-2.data-*"))
-  position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
-                                          num_train_steps=4)) == 0
-  assert (f"note: no input position for {model_dir}/ckpt-2 ({position}: Read less bytes "
-          "than requested); the data starts over\nresuming from") in capsys.readouterr().out
-  saved = json.loads(record.read_text())
-  assert saved["history"][0] == json.loads(original)["history"][0]
-  assert saved["history"][1] == {"from_step": 2, "num_train_steps": 4}
-  # Checkpoints that carry no copy (as saved before they did): refused, naming the file.
-  tf.train.Checkpoint(step=tf.Variable(6, dtype=tf.int64)).write(str(model_dir / "ckpt-6"))
-  (model_dir / "checkpoint").unlink()
-  record.unlink()
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
-                                          num_train_steps=8)) == 2
-  assert capsys.readouterr().err == (
-      f"error: {record}: the run's record is missing, and its checkpoints (ckpt-6 and "
-      "older) carry no copy of it (saved before checkpoints did), so the settings they "
-      "were trained with are unknown: put the file back, or use another model_dir, or "
-      "set \"overwrite_model_dir\": true to delete the run and start over\n")
-  assert not record.exists()
 
 
 def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_path,

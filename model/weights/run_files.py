@@ -66,10 +66,11 @@ def read_record(model_dir: str, name: str, note: Callable[[str], None]
              if reader.has_tensor(_RECORD_TENSOR) else {})
   if carried.get("file") != name or not carried.get("record"):
     raise CheckpointError(
-        f"{path}: the run's record {problem}, and its checkpoints ({os.path.basename(newest)}"
-        " and older) carry no copy of it (saved before checkpoints did), so the settings "
-        "they were trained with are unknown: put the file back, or use another model_dir,"
-        " or set \"overwrite_model_dir\": true to delete the run and start over")
+        f"{path}: the run's record {problem}, and its checkpoints "
+        f"({os.path.basename(newest)} and older) carry no copy of it (saved before "
+        "checkpoints did), so the settings they were trained with are unknown: put the "
+        "file back, or use another model_dir, or set \"overwrite_model_dir\": true to "
+        "delete the run and start over")
   with files.atomic_write(path) as f:
     json.dump(carried["record"], f, indent=2, sort_keys=True)
   note(f"note: {path}, the run's record, {problem}; rebuilt it from the copy "
@@ -159,5 +160,6 @@ def unreadable_checkpoint(prefix: str) -> Optional[str]:
       reader.get_tensor(name)
   except (tf.errors.OpError, ValueError, IndexError) as e:
     shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
-    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {cli.first_line(e)}"
+    shown = shards[0] if len(shards) == 1 else prefix + ".data-*"
+    return f"{shown}: {cli.first_line(e)}"
   return None
