@@ -74,6 +74,27 @@ def test_a_signal_while_tensorflow_loads_prints_one_line(tmp_path, signum, line)
   assert not (tmp_path / "hf").exists()
 
 
+POOL_SCRIPT = """
+import multiprocessing, signal
+from util import startup
+def default(_):
+  return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+if __name__ == "__main__":
+  with multiprocessing.get_context("spawn").Pool(2) as pool:
+    print(signal.getsignal(signal.SIGTERM) is startup._terminated, pool.map(default, [0, 1]))
+"""
+
+
+def test_a_pools_workers_keep_sigterms_default(tmp_path):
+  """The build's pool ends its workers with SIGTERM: a Python handler there, which runs
+  only when the main thread wakes, could leave a worker blocked for good."""
+  script = tmp_path / "pool.py"
+  script.write_text(POOL_SCRIPT)
+  ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert (ran.returncode, ran.stdout) == (0, "True [True, True]\n"), ran.stderr
+
+
 def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
     tmp_path, capsys, monkeypatch):
   """The serving export runs after training, outside the loop's own handler: SIGTERM

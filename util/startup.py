@@ -80,17 +80,21 @@ def _terminated(signum, frame):
   """SIGTERM from start-up to exit ends as Ctrl-C does, in one line, its lock released
   (the training loop saves first, with its own handler)."""
   del frame
-  multiprocessing = sys.modules.get("multiprocessing")
-  if multiprocessing and multiprocessing.parent_process():
-    # A pool's worker (data_prep's build), which its pool ends with SIGTERM: ended as
-    # the signal says, the parent reporting.
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-    return
   raise cli.Terminated(signal.Signals(signum).name)
 
 
+def _pool_worker() -> bool:
+  """Whether this process is a multiprocessing pool's worker (data_prep's build spawns
+  them, and they import the command's modules before they work)."""
+  multiprocessing = sys.modules.get("multiprocessing")
+  return bool(multiprocessing) and multiprocessing.current_process().name != "MainProcess"
+
+
 sys.excepthook = _interrupted_while_starting
-signal.signal(signal.SIGTERM, _terminated)
+# Not in a pool's worker: its pool ends it with SIGTERM, which must end it at once; a
+# Python handler runs only when its main thread wakes, and one blocked in a lock that
+# another thread took the signal for never would.
+if not _pool_worker():
+  signal.signal(signal.SIGTERM, _terminated)
 if not has_gpu() and "tensorflow" not in sys.modules:
   sys.meta_path.insert(0, _AfterTensorFlowLoads())
