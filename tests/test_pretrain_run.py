@@ -461,8 +461,9 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
   assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
                                           num_train_steps=4, log_every_steps=1)) == 0
-  assert (f"note: no input position for {model_dir}/ckpt-2 ({position}: Read less bytes "
-          "than requested); the data starts over\nresuming from") in capsys.readouterr().out
+  assert (f"note: no input position for {model_dir}/ckpt-2 ({model_dir}/data_state/"
+          "worker_0/ckpt-2: Read less bytes than requested); the data starts over\n"
+          "resuming from") in capsys.readouterr().out
   saved = json.loads(record.read_text())
   first, resumed = saved["history"]
   assert first["from_step"] == 0 and first["num_train_steps"] == 2

@@ -28,8 +28,7 @@ import tf_keras
 from model.dropout import dropout_generators
 from model.weights import CheckpointError
 from model.weights.run_files import (CHECKPOINT_NAME, RECORD_KEY, carried_record,
-                                     first_readable, kept_checkpoints,
-                                     unreadable_checkpoint)
+                                     first_readable, kept_checkpoints)
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import is_chief, precision_note, worker_position
 from util import cli, stderr
@@ -323,11 +322,14 @@ class TrainLoop:
     if restored and data_manager is not None:
       data_state = os.path.join(data_manager.directory,
                                 f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
-      problem = (unreadable_checkpoint(data_state)
-                 if tf.io.gfile.exists(data_state + ".index") else "none saved")
-      if problem is None:
-        data_manager.checkpoint.restore(data_state)
-      elif self.chief:
+      problem = "none saved"
+      if tf.io.gfile.exists(data_state + ".index"):
+        try:  # read by restoring: an iterator's state is no tensor a reader can read
+          data_manager.checkpoint.restore(data_state)
+          problem = None
+        except (tf.errors.OpError, ValueError, IndexError) as e:
+          problem = f"{data_state}: {cli.first_line(e)}"
+      if problem is not None and self.chief:
         print(f"note: no input position for {restored} ({problem}); the data starts over",
               flush=True)
     start = int(self.step.numpy())
