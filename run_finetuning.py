@@ -20,14 +20,15 @@ OUT (default: standard output).
 import argparse
 import shlex
 import sys
+from typing import Dict
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
 from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top
+from finetune import tasks  # pylint: disable=g-import-not-at-top
 from finetune import trainer  # pylint: disable=g-import-not-at-top
-from util import cli, hparams  # pylint: disable=g-import-not-at-top
-from util.files import atomic_write  # pylint: disable=g-import-not-at-top
+from util import cli, files, hparams  # pylint: disable=g-import-not-at-top
 
 
 def main(argv=None) -> int:
@@ -79,11 +80,26 @@ def training_command(args) -> str:
   return shlex.join(["python", "run_finetuning.py"] + flags)
 
 
+def inputs(config, args) -> Dict[str, str]:
+  """Every path the command reads, by the flag or hparam naming it."""
+  read = {"--predict": args.predict, "--init-checkpoint": config.init_checkpoint,
+          "vocab_file": config.vocab_file}
+  if not args.hparams.strip().startswith("{"):
+    read["--hparams"] = args.hparams.strip()
+  for name in config.task_names:
+    if name.endswith(".json"):
+      read["--task"] = name
+    read.update(tasks.data_paths(tasks.get_task(name), config.data_dir))
+  return read
+
+
 def predict(config, args) -> int:
   log = lambda message: print(message, file=sys.stderr)
+  if args.output:  # before the model runs: a long run must not end refusing its output
+    files.check_output("--output", args.output, inputs(config, args))
   try:
     if args.output:
-      with atomic_write(args.output) as out:
+      with files.atomic_write(args.output) as out:
         predict_lib.predict_file(config, args.predict, out, log)
       log(f"predictions: {args.output}")
     else:

@@ -35,7 +35,10 @@ def main(argv=None) -> int:
   try:
     export_steps = [int(s) for s in args.export_steps.split(",") if s.strip()]
   except ValueError:
-    parser.error(f"--export-steps {args.export_steps!r}: expected steps such as 1000,2000")
+    export_steps = [0]
+  if any(step < 1 for step in export_steps):
+    parser.error(f"--export-steps {args.export_steps!r}: expected training steps (at "
+                 "least 1) such as 1000,2000")
 
   from util import cli  # pylint: disable=g-import-not-at-top
 

@@ -39,8 +39,8 @@ from finetune.sentence import features as sentence_features
 from finetune.sentence import data as sentence_data
 from finetune.sentence.serving import numeric_outputs
 from model.config import ModelConfig
-from model.weights import read_json
-from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
+from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable,
+                                     read_record)
 
 LITERT_FORMS = ("float32", "dynamic_int8", "full_int8")
 ONNX_FORMS = ("float32", "dynamic_int8")
@@ -81,28 +81,29 @@ class Finetuned:
     return Tokenizer(load_vocab(self.settings["vocab_file"]), lower, lower)
 
 
-def load_finetuned(folder: str, need_sentence_task: str = "") -> Finetuned:
+def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Finetuned:
   """The fine-tuned model of a trial directory, its weights all read from its newest
-  checkpoint. `need_sentence_task`: what needs one sentence task's model (the refusal
-  of any other says so)."""
-  record = os.path.join(folder, FINETUNING_RECORD)
-  if not os.path.isfile(record):
-    if os.path.isfile(os.path.join(folder, PRETRAINING_RECORD)):
-      raise ValueError(f"{folder} is a pre-training model dir; fine-tune it first "
-                       f"(python run_finetuning.py --task TASK --init-checkpoint {folder}) "
-                       "and give the fine-tuned trial's dir (<model_dir>_1)")
+  checkpoint that reads whole. `need_sentence_task`: what needs one sentence task's
+  model (the refusal of any other says so). A lost or empty record is rebuilt from the
+  copy its checkpoints carry, said through `note`."""
+  if not os.path.isfile(os.path.join(folder, FINETUNING_RECORD)) and os.path.isfile(
+      os.path.join(folder, PRETRAINING_RECORD)):
+    raise ValueError(f"{folder} is a pre-training model dir; fine-tune it first "
+                     f"(python run_finetuning.py --task TASK --init-checkpoint {folder}) "
+                     "and give the fine-tuned trial's dir (<model_dir>_1)")
+  saved = read_record(folder, FINETUNING_RECORD, note=note)
+  if saved is None:
     trial = f"{folder.rstrip(os.sep)}_1"
     hint = (f"; did you mean {trial}?" if os.path.isfile(os.path.join(trial, FINETUNING_RECORD))
             else "; give a trial dir of run_finetuning.py (<model_dir>_<trial>)")
     raise ValueError(f"{folder} is not a fine-tuned model dir (no {FINETUNING_RECORD})"
                      + hint)
-  saved = read_json(record)
   settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
   names = settings["task_names"]
   task = task_registry.get_task(names[0])
   if need_sentence_task and (len(names) != 1 or not isinstance(task, sentence_data.SentenceTask)):
     raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; {need_sentence_task}")
-  latest = tf.train.latest_checkpoint(folder)
+  latest = newest_readable(folder, note)
   if not latest:
     raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
   runner = task_registry.runner_for(task, None, None)

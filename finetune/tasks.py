@@ -8,6 +8,7 @@ multi-task runs take it; `read_examples(task, data_dir, split)` reads any task's
 live in configs/finetuning/task_defaults.json.
 """
 
+import os
 from typing import Dict, List, Optional, Union
 
 from finetune.errors import DataError
@@ -70,6 +71,16 @@ def get_tasks(names: Union[str, List[str]]) -> List[Task]:
   if not tasks:
     raise DataError("no task given")
   return tasks
+
+
+def data_paths(task: Task, data_dir: str) -> Dict[str, str]:
+  """Where a task's files are read from, by what names them: a user's task's split files,
+  else the data dir's finetuning_data folder (an output must write over none)."""
+  if getattr(task, "files_dir", None) is not None:
+    return {f"the {split} file of task {task.name}":
+            os.path.join(task.files_dir, layout.file_names[0])
+            for split, layout in task.splits.items()}
+  return {"--data-dir": os.path.join(data_dir, "finetuning_data")}
 
 
 def task_defaults(tasks: List[Task]) -> Dict[str, object]:

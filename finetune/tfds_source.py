@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Dict, Iterator, List, Optional
 
 from finetune.errors import DataError
-from util import stderr
+from util import cli, stderr
 
 PROBE_TIMEOUT_SECONDS = 5
 # What TFDS logs (absl WARNING) for a dataset folder not prepared yet: that is the
@@ -63,7 +63,7 @@ def fetch(name: str, data_dir: Optional[str] = None, log=print):
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
     builder = tfds.builder(name, data_dir=data_dir)
   except Exception as e:  # pylint: disable=broad-except
-    raise DataError(f"TensorFlow Datasets cannot build {name} ({_first_line(e)})") \
+    raise DataError(f"TensorFlow Datasets cannot build {name} ({cli.first_line(e)})") \
         from None
   where = f"{name} with TensorFlow Datasets into {builder.data_dir}"
   offline = unreachable_hosts(builder)
@@ -74,7 +74,7 @@ def fetch(name: str, data_dir: Optional[str] = None, log=print):
   try:
     builder.download_and_prepare()
   except Exception as e:  # pylint: disable=broad-except
-    raise DataError(f"fetching {where} failed: {_first_line(e)}") from None
+    raise DataError(f"fetching {where} failed: {cli.first_line(e)}") from None
   return builder
 
 
@@ -92,10 +92,6 @@ def instead_of_missing_files(missing: DataError, name: Optional[str],
     return fetch(name, data_dir)
   except DataError as failed:
     raise DataError(f"{missing}; {failed}") from None
-
-
-def _first_line(e: Exception) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def records(builder, split: str, max_examples: Optional[int] = None) -> Iterator[Dict]:

@@ -31,7 +31,7 @@ from model.encoder import use_recompute
 from model.memory import encoder_step_memory
 from model.weights import CheckpointError
 from model.weights.formats import Weights, open_weights
-from model.weights.run_files import FINETUNING_RECORD
+from model.weights.run_files import FINETUNING_RECORD, newest_readable
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -274,7 +274,7 @@ class Finetuner:
   def finetuned_checkpoint(self, trial: int) -> str:
     """The latest checkpoint of a trial's fine-tuned model, or a NotFinetunedError."""
     model_dir = self.trial_dir(trial)
-    latest = tf.train.latest_checkpoint(model_dir)
+    latest = newest_readable(model_dir, self.log)  # a truncated newest one skipped
     if not latest:
       raise NotFinetunedError(f"{model_dir} holds no fine-tuned model of "
                               f"{self.config.tasks_label}")
@@ -399,7 +399,8 @@ class Finetuner:
         flops_per_step=model_flops.finetuning_flops_per_step(
             self.model_config, config.max_seq_length, batch),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step)
+        learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
+        record_name=RUN_CONFIG)
     return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -70,6 +71,11 @@ def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
   config = sized
   if config.init_checkpoint:
     config = fit_to_checkpoint(config)
+  ramp, steps = config.disc_weight_ramp_steps, config.num_train_steps
+  if config.do_train and ramp > steps and objective_for(config).has_discriminator:
+    print(f"warning: disc_weight_ramp_steps {ramp} is longer than num_train_steps "
+          f"{steps}: the discriminator's loss weight ends at {steps / ramp:.0%} of "
+          f"disc_weight {config.disc_weight:g}", file=sys.stderr, flush=True)
   return config
 
 
@@ -204,7 +210,7 @@ class Pretrainer:
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=self.model.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(self.optimizer))
+        learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG)
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
                            self._loss, settings)
 
@@ -408,6 +414,16 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  # The exports are written at the end: an input in their way is refused now.
+  init = config.init_checkpoint
+  files.check_output(
+      "the run's export", os.path.join(config.model_dir, EXPORT_DIR),
+      {"init_checkpoint": init if os.path.isdir(init) else os.path.dirname(init),
+       "vocab_file": config.vocab_file},
+      writes=[os.path.join(folder, name) for folder in
+              ["", *(f"step_{step}" for step in export_steps)]
+              for name in ("config.json", "vocab.txt", "checkpoint")],
+      remedy="copy it out of the export folder first, or use another model_dir")
   with runtime.run_dir_lock(config, config.model_dir):
     return _run(config, export_steps)
 

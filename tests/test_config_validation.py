@@ -118,6 +118,24 @@ def test_run_pretraining_prints_one_line(tmp_path, capsys, overrides, message):
   assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
+def test_a_repeated_hparams_key_is_named(tmp_path, capsys):
+  """JSON keeps a repeated key's last value without a word: refused, by name, in the
+  flag's JSON and in a file, nested objects included."""
+  hparams_file = tmp_path / "hp.json"
+  hparams_file.write_text('{"model_hparam_overrides": {"hidden_size": 64,\n'
+                          '                            "hidden_size": 128}}')
+  for given, source, key in (
+      ('{"learning_rate": 1e-3, "num_train_steps": 5, "learning_rate": 2e-3}',
+       "--hparams", "learning_rate"),
+      (str(hparams_file), str(hparams_file), "hidden_size")):
+    code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path / "d"),
+                                 "--hparams", given])
+    assert (code, capsys.readouterr().err) == (
+        2, f"error: {source}: key '{key}' appears twice in one JSON object; give each "
+        "name once\n")
+  assert not (tmp_path / "d").exists()
+
+
 @pytest.fixture(scope="module")
 def reviews(tmp_path_factory):
   """(data dir with BERT's vocab and a tiny pre-trained model, a 100-example task)."""
@@ -172,6 +190,17 @@ def test_run_finetuning_prints_one_line(reviews, capsys, overrides, message):
   shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
 
 
+def test_a_refused_finetuning_leaves_no_folder_behind(reviews, capsys):
+  data, task = reviews
+  # No model and no vocabulary: refused once the run holds its model dir's lock.
+  code = run_finetuning.main(["--task", task, "--model-name", "absent", "--data-dir",
+                              str(data), "--hparams",
+                              json.dumps({"vocab_file": str(data / "none.txt")})])
+  assert code == 2 and capsys.readouterr().err.startswith(
+      f"error: no pre-trained model: {data / 'models' / 'absent'} holds no checkpoint")
+  assert not (data / "models" / "absent").exists()  # no empty folder, no lock file
+
+
 def test_model_config_file_is_named(tmp_path):
   with pytest.raises(hparams.HParamsError) as info:
     ModelConfig.from_dict({"hidden_size": "256"}, source="electra_small/config.json")
@@ -187,6 +216,18 @@ def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
   err = capsys.readouterr().err
   assert code == 2 and err.startswith(f"error: {missing}: no such checkpoint") and \
       err.count("\n") == 1
+  # One cut short (its .data file half written): one line, not TensorFlow's IndexError.
+  cut = tmp_path / "cut"
+  shutil.copytree(data / "models" / "tiny" / "export", cut)
+  data_file = next(cut.glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  code = run_finetuning.main(["--task", task, "--data-dir", str(data), "--init-checkpoint",
+                              str(cut), "--hparams",
+                              '{"debug": true, "max_seq_length": 16}'])
+  assert (code, capsys.readouterr().err) == (2, (
+      f"error: {data_file}: Read less bytes than requested; the checkpoint is cut short "
+      "or damaged: copy or fetch it again\n"))
+  shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)
   # A valid one is used: the debug run's model is the checkpoint's, not the debug size.
   export = str(data / "models" / "tiny" / "export")
   config = finetune_config.load_config("electra_small", [task], str(data),

@@ -316,6 +316,9 @@ def test_custom_tsv_regression_task_by_column_index(tmp_path):
     ({"labels": ["a", "b"], "metric": "acc"}, r"unknown metric 'acc'; did you mean "
      r"'mcc'\? \(expected one of accuracy, f1, mcc, pearson, spearman\)$"),
     ({"labels": "ab"}, '"labels" must be a list of at least two distinct labels'),
+    # A repeated label would train a class no example has.
+    ({"labels": ["bad", "good", "bad"]},
+     r"task.json: \"labels\" names 'bad' twice; labels must be distinct$"),
     ({"labels": ["a", "b"], "metrics": "f1"}, '"metrics" must be a non-empty list'),
     ({"labels": ["a", "b"], "format": "xlsx"}, '"format" must be "tsv" or "csv"'),
     ({"labels": ["a", "b"], "header": False}, "names column 'text' but \"header\" is false"),
@@ -330,6 +333,10 @@ def test_custom_task_description_errors(tmp_path, spec, expected):
   (tmp_path / "broken.json").write_text('{"name": "t",,}')
   with pytest.raises(DataError, match=r"broken.json:1: invalid JSON"):
     tasks.get_task(str(tmp_path / "broken.json"))
+  (tmp_path / "twice.json").write_text('{"name": "t", "labels": ["a", "b"], "name": "u"}')
+  with pytest.raises(DataError, match=r"twice.json: key 'name' appears twice in one JSON "
+                     r"object; give each name once$"):
+    tasks.get_task(str(tmp_path / "twice.json"))
 
 
 def test_custom_task_missing_file_is_named(tmp_path):

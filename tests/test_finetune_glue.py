@@ -267,6 +267,17 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
       f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
   assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")
   assert open(os.path.join(trial_dir, "finetuning_config.json")).read() == saved
+  # Lost or emptied, the record is rebuilt from the copy the checkpoint carries, and
+  # still guards the run.
+  record = os.path.join(trial_dir, "finetuning_config.json")
+  for problem, damage in (("is missing", lambda: os.remove(record)),
+                          ("is empty", lambda: open(record, "w").write("{}"))):
+    damage()
+    code, out = run(learning_rate=1e-3)
+    assert (code, out.err) == (2, refusal.format("learning_rate: 0.0003 -> 0.001"))
+    assert (f"note: {record}, the run's record, {problem}; rebuilt it from the copy "
+            "ckpt-6 carries\n") in out.out
+    assert open(record).read() == saved
   # What does not change the weights may change: the run resumes (at its end).
   code, out = run(eval_batch_size=4)
   assert code == 0 and "resuming from" in out.out and "at step 6/6" in out.out

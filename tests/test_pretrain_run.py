@@ -259,6 +259,17 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   assert f"has a vocabulary of 100 tokens but vocab_size is {vocab_size}" in error(
       config_for(data_dir, "x", init_checkpoint=small_vocab))
 
+  # One of the right sizes, cut short: one line, not TensorFlow's IndexError.
+  fitting = config_for(data_dir, "x", vocab_size=vocab_size, num_train_steps=1,
+                       model_dir=str(tmp_path / "from_cut"), **TINY_MODEL)
+  cut = tmp_path / "cut" / "model.ckpt"
+  save_original(ElectraPair(fitting.model_config()).build_variables(), str(cut))
+  data_file = next((tmp_path / "cut").glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  assert error(dataclasses.replace(fitting, init_checkpoint=str(cut))) == (
+      f"{data_file}: Read less bytes than requested; the checkpoint is cut short or "
+      "damaged: copy or fetch it again")
+
   # A corrupt shard, named.
   corrupt_dir = tmp_path / "corrupt"
   bad = corrupt_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1"
@@ -270,6 +281,16 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
       config_for(str(corrupt_dir), "x"))
 
 
+def test_a_discriminator_ramp_longer_than_the_run_is_warned_of(data_dir, capsys):
+  for ramp, warned in ((100, False), (400, True)):
+    trainer.check_inputs(config_for(data_dir, "x", num_train_steps=100,
+                                    disc_weight_ramp_steps=ramp))
+    err = capsys.readouterr().err
+    assert (err == "warning: disc_weight_ramp_steps 400 is longer than num_train_steps "
+            "100: the discriminator's loss weight ends at 25% of disc_weight 50\n"
+            ) if warned else err == ""
+
+
 def test_script_prints_one_line_errors(tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   args = ["--data-dir", str(tmp_path), "--model-name", "electra_small"]
@@ -277,6 +298,12 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
   assert capsys.readouterr().err.strip().splitlines()[-1] == (
       "error: --hparams: unknown hyperparameter 'num_train_step'; did you mean "
       "'num_train_steps'?")
+  for steps in ("-3", "0", "2,x"):  # never a checkpoint: refused, not looked for
+    with pytest.raises(SystemExit):
+      run_pretraining.main(args + [f"--export-steps={steps}"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        f"error: --export-steps '{steps}': expected training steps (at least 1) such as "
+        "1000,2000")
   assert run_pretraining.main(args) == 2
   assert capsys.readouterr().err.strip().splitlines()[-1] == (
       f"error: no pre-training data: nothing matches {tmp_path}/pretrain_tfrecords/"
@@ -410,10 +437,33 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
       " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
       "that run, checkpoints included, and start over\n")
   assert record.read_text() == written
-  # Continuing the run (more steps, other logging): accepted, each value kept with the
-  # step it held from.
+  # Lost or emptied, the record is rebuilt, whole, from the copy every checkpoint
+  # carries, and still guards the run: a changed setting or size is one line.
+  larger = {**TINY_MODEL["model_hparam_overrides"], "hidden_size": 128}
+  for problem, damage in (("is missing", record.unlink),
+                          ("is empty", lambda: record.write_text("{}"))):
+    for changed, shown in (({"learning_rate": 0.01}, "learning_rate: 0.0005 -> 0.01"),
+                           ({"model_hparam_overrides": larger}, "hidden_size: 64 -> 128")):
+      damage()
+      assert run_pretraining.main(script_args(data_dir, model_dir, **changed)) == 2
+      captured = capsys.readouterr()
+      assert captured.out.endswith(f"\nnote: {record}, the run's record, {problem}; "
+                                   "rebuilt it from the copy ckpt-2 carries\n")
+      assert captured.err == (
+          f"error: {model_dir} holds a run with a different config ({shown}); use "
+          "another model_dir, or set \"overwrite_model_dir\": true to delete that run, "
+          "checkpoints included, and start over\n")
+      assert record.read_text() == written
+  # Continuing the run (more steps, other logging), its record lost: accepted, each
+  # value kept with the step it held from; an input position cut short is read as none.
+  record.unlink()
+  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-2.data-*"))
+  position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
   assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
                                           num_train_steps=4, log_every_steps=1)) == 0
+  assert (f"note: no input position for {model_dir}/ckpt-2 ({model_dir}/data_state/"
+          "worker_0/ckpt-2: Read less bytes than requested); the data starts over\n"
+          "resuming from") in capsys.readouterr().out
   saved = json.loads(record.read_text())
   first, resumed = saved["history"]
   assert first["from_step"] == 0 and first["num_train_steps"] == 2
@@ -421,6 +471,19 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   assert resumed == {"from_step": 2, "num_train_steps": 4, "log_every_steps": 1}
   assert saved["config"]["num_train_steps"] == 4
   assert saved["signature"]["learning_rate"] == 5e-4
+  # Checkpoints that carry no copy (saved before they did), the record lost: refused,
+  # naming the file, never trained on under unknown settings.
+  tf.train.Checkpoint(step=tf.Variable(6, dtype=tf.int64)).write(str(model_dir / "ckpt-6"))
+  (model_dir / "checkpoint").unlink()
+  record.unlink()
+  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
+                                          num_train_steps=8)) == 2
+  assert capsys.readouterr().err == (
+      f"error: {record}: the run's record is missing, and its checkpoints (ckpt-6 and "
+      "older) carry no copy of it (saved before checkpoints did), so the settings they "
+      "were trained with are unknown: put the file back, or use another model_dir, or "
+      "set \"overwrite_model_dir\": true to delete the run and start over\n")
+  assert not record.exists()
 
 
 def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(

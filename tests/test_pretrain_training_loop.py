@@ -191,7 +191,7 @@ def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
                            "sse2" in info.flags)
 
 
-def test_precision_note_on_a_cpu_with_bfloat16_for_float32_runs_only(monkeypatch):
+def test_precision_note_says_which_precision_pays_on_this_cpu(monkeypatch):
   from training import runtime  # pylint: disable=g-import-not-at-top
   from util import cpu  # pylint: disable=g-import-not-at-top
   for flags, expected in (({"avx2", "avx512f", "avx512_bf16"}, True), ({"avx2"}, False),
@@ -204,6 +204,16 @@ def test_precision_note_on_a_cpu_with_bfloat16_for_float32_runs_only(monkeypatch
       assert note.startswith("note: ") and '"mixed_bfloat16"' in note
   try:
     runtime.set_precision("mixed_bfloat16")
-    assert runtime.precision_note() is None
+    assert runtime.precision_note() is None  # on a CPU with bfloat16 arithmetic
+    # 16-bit arithmetic a CPU does not have is emulated, many times slower: said.
+    monkeypatch.setattr(cpu, "cpu_info",
+                        lambda: cpu.CpuInfo("test", frozenset({"avx2"}), 2500.0))
+    assert runtime.precision_note().startswith(
+        'note: "mixed_precision": "mixed_bfloat16" on a CPU without bfloat16 arithmetic')
+    runtime.set_precision("mixed_float16")
+    assert runtime.precision_note() == (
+        'note: "mixed_precision": "mixed_float16" on a CPU: CPUs have no float16 '
+        "arithmetic, so TensorFlow emulates it, many times slower than float32 (float16 "
+        "is for GPUs); drop mixed_precision here")
   finally:
     runtime.set_precision("float32")

@@ -9,7 +9,12 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT
+import pytest
+
+import run_finetuning
+from finetune import trainer
+from tests.conftest import ROOT, write_tiny_pretrained_model
+from tests.test_finetune_glue import write_reviews_task
 from util import cpu, startup, stderr
 
 QUIET_TF = "import tensorflow as tf; tf.constant(1); print('ran')"
@@ -46,8 +51,11 @@ def test_no_gpu_line_on_a_machine_without_one_other_lines_kept(capfd):
   assert capfd.readouterr().err == "E gpu_device.cc:1] a real error\nW a warning\n"
 
 
-def test_ctrl_c_while_tensorflow_loads_prints_one_line(tmp_path):
-  # tools.export_hf imports TensorFlow before its work: Ctrl-C once TensorFlow's
+@pytest.mark.parametrize("signum,line", [
+    (signal.SIGINT, "interrupted: Ctrl-C (while starting: nothing was done)\n"),
+    (signal.SIGTERM, "interrupted: SIGTERM (while starting: nothing was done)\n")])
+def test_a_signal_while_tensorflow_loads_prints_one_line(tmp_path, signum, line):
+  # tools.export_hf imports TensorFlow before its work: the signal once TensorFlow's
   # library is mapped, while the import goes on for seconds.
   process = subprocess.Popen(
       [sys.executable, "-m", "tools.export_hf", "--checkpoint", str(tmp_path / "none"),
@@ -60,11 +68,59 @@ def test_ctrl_c_while_tensorflow_loads_prints_one_line(tmp_path):
   while "libtensorflow_framework" not in open(f"/proc/{process.pid}/maps").read():
     assert process.poll() is None and time.time() < deadline, process.communicate()
     time.sleep(0.02)
-  process.send_signal(signal.SIGINT)
+  process.send_signal(signum)
   out, err = process.communicate(timeout=120)
-  assert (process.returncode, out, err) == (
-      130, "", "interrupted: Ctrl-C (while starting: nothing was done)\n")
+  assert (process.returncode, out, err) == (130, "", line)
   assert not (tmp_path / "hf").exists()
+
+
+POOL_SCRIPT = """
+import multiprocessing, signal
+from util import startup
+def default(_):
+  return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+if __name__ == "__main__":
+  with multiprocessing.get_context("spawn").Pool(2) as pool:
+    print(signal.getsignal(signal.SIGTERM) is startup._terminated, pool.map(default, [0, 1]))
+"""
+
+
+def test_a_pools_workers_keep_sigterms_default(tmp_path):
+  """The build's pool ends its workers with SIGTERM: a Python handler there, which runs
+  only when the main thread wakes, could leave a worker blocked for good."""
+  script = tmp_path / "pool.py"
+  script.write_text(POOL_SCRIPT)
+  ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert (ran.returncode, ran.stdout) == (0, "True [True, True]\n"), ran.stderr
+
+
+def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
+    tmp_path, capsys, monkeypatch):
+  """The serving export runs after training, outside the loop's own handler: SIGTERM
+  there ends as Ctrl-C would, in one line, the lock released and no half-written
+  SavedModel left; the same command then finishes."""
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  task = write_reviews_task(tmp_path, 16)
+  flags = ["--task", task, "--model-name", "tiny", "--data-dir", str(data), "--hparams",
+           json.dumps({"max_seq_length": 16, "train_batch_size": 8, "num_train_epochs": 1})]
+  export = trainer.serving.export
+
+  def terminated_while_exporting(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return export(*args, **kwargs)
+  monkeypatch.setattr(trainer.serving, "export", terminated_while_exporting)
+  assert run_finetuning.main(flags) == 130
+  assert capsys.readouterr().err.splitlines()[-1] == "interrupted: SIGTERM"
+  models = data / "models" / "tiny" / "finetuning_models"
+  assert not (models / ".reviews_model.lock.holder").exists()
+  assert not [p for p in (models / "reviews_model_1").iterdir()
+              if p.name.startswith(".saved_model")]
+  monkeypatch.setattr(trainer.serving, "export", export)
+  assert run_finetuning.main(flags) == 0
+  assert (models / "reviews_model_1" / "saved_model" / "saved_model.pb").exists()
 
 
 def test_onednn_on_where_tensorflow_leaves_it_off_and_the_users_setting_kept():

@@ -21,6 +21,7 @@ from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
 from tests.conftest import ROOT
 from tools import export_hf
+from util import cli
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=1,
                                     num_attention_heads=1, intermediate_size=32,
@@ -185,3 +186,72 @@ def test_a_run_records_a_name_as_it_is_and_a_path_made_absolute(tmp_path, monkey
   (tmp_path / "export").mkdir()  # org/name under an existing folder: a path
   assert not by_name.is_name("export/model.ckpt-3")
   assert by_name.is_name("google/electra-small-discriminator@main")
+
+
+def cut_short(folder):
+  """The checkpoint's .data file of `folder`, cut to half (a full disk, a copy cut
+  short); its path."""
+  data_file = next(folder.glob("*.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
+  return data_file
+
+
+def test_a_checkpoint_cut_short_is_one_line_wherever_it_is_read(released, tmp_path,
+                                                                monkeypatch, capsys):
+  """Read through the same whole-read check as a run dir's own checkpoints: a path, a
+  tool's --checkpoint and a release in the cache; never TensorFlow's IndexError."""
+  copy = tmp_path / "copy"
+  shutil.copytree(released["folder"], copy)
+  data_file = cut_short(copy)
+  with pytest.raises(CheckpointError) as info:
+    open_weights(str(copy)).load_pair()
+  assert str(info.value) == (f"{data_file}: Read less bytes than requested; the "
+                             "checkpoint is cut short or damaged: copy or fetch it again")
+  assert export_hf.main(["--checkpoint", str(copy), "--output", str(tmp_path / "hf")]) == 2
+  assert capsys.readouterr().err == f"error: {info.value}\n"
+  assert not (tmp_path / "hf").exists()
+  # A release in the cache, cut short (a copy, a disk that filled): fetch it anew.
+  cache = tmp_path / "electra"
+  release = cache / "releases" / "electra_small"
+  shutil.copytree(copy, release / "electra_small")
+  monkeypatch.setenv(by_name.CACHE_ENV, str(cache))
+  with pytest.raises(CheckpointError) as info:
+    open_weights("electra_small").load_pair()
+  assert str(info.value) == (
+      f"{release / 'electra_small' / data_file.name}: Read less bytes than requested; the "
+      f"checkpoint is cut short or damaged: delete {release} and run again to fetch it "
+      "anew")
+
+
+def test_the_cache_and_the_names_are_named_when_they_fail(tmp_path, monkeypatch):
+  # A release name mistyped: the names it knows.
+  with pytest.raises(CheckpointError) as info:
+    open_weights("electra_huge")
+  assert str(info.value).endswith(
+      "; the releases by name are electra_small, electra_base, electra_large")
+  # ELECTRA_CACHE a file, or a read-only folder: said to be ELECTRA_CACHE's.
+  monkeypatch.setenv(by_name.URL_ENV, "http://127.0.0.1:9/{name}.zip")  # never reached
+  (tmp_path / "file").write_text("")
+  # A folder this user may not write in (root, whom modes do not stop, may not in /sys).
+  read_only = tmp_path / "read_only"
+  read_only.mkdir(mode=0o555)
+  unwritable = str(read_only / "cache") if os.geteuid() else "/sys/electra_cache"
+  for cache, why in ((str(tmp_path / "file"), "Not a directory"),
+                     (unwritable, "Permission denied" if os.geteuid() else
+                      "Operation not permitted")):
+    monkeypatch.setenv(by_name.CACHE_ENV, cache)
+    with pytest.raises(CheckpointError) as info:
+      open_weights("electra_small")
+    assert str(info.value).startswith(f"ELECTRA_CACHE={cache}: cannot write there ({why}: ")
+    assert str(info.value).endswith("); set ELECTRA_CACHE to a writable folder")
+
+
+def test_a_quoted_reason_is_cut_at_a_words_end():
+  reason = ValueError("Repository Not Found for url: https://huggingface.co/api/models/"
+                      "org/name. Please make sure you specified the correct repo_id and "
+                      "repo_type.\nIf you are trying to access a private repo ...")
+  assert cli.first_line(reason, limit=120) == (
+      "Repository Not Found for url: https://huggingface.co/api/models/org/name. Please "
+      "make sure you specified the correct ...")
+  assert cli.first_line(ValueError("short")) == "short"
+  assert cli.first_line(ValueError()) == "ValueError"

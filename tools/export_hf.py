@@ -28,7 +28,7 @@ from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
 from model.weights.run_files import FINETUNING_RECORD
 from util import cli
-from util.files import atomic_write
+from util.files import atomic_write, check_output
 
 
 def pretrained(path: str, part: str, vocab: str):
@@ -47,7 +47,7 @@ def finetuned(folder: str):
   classifier or regressor."""
   loaded = deploy.load_finetuned(
       folder, "only a model of one sentence classification or regression task has a "
-      "transformers class (ElectraForSequenceClassification)")
+      "transformers class (ElectraForSequenceClassification)", note=print)
   model, sizes = loaded.model, loaded.sizes
   weights = hf.state_dict(encoder_variables(model.encoder, "electra"))
   dense = model.heads[loaded.runner.head_name].dense
@@ -77,14 +77,16 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
   if vocab_size != sizes.vocab_size:
     raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
                      f"of {sizes.vocab_size}; pass the model's vocab.txt with --vocab")
+  files = {"config.json": config,
+           **hf.tokenizer_files(lower_case, sizes.max_position_embeddings)}
+  check_output("--output", output, {"--checkpoint": folder, "--vocab": vocab},
+               writes=["model.safetensors", "vocab.txt", *files])
   os.makedirs(output, exist_ok=True)
   with atomic_write(os.path.join(output, "model.safetensors"), "wb") as f:
     f.write(safetensors.numpy.save(weights, metadata={"format": "pt"}))
   with atomic_write(os.path.join(output, "vocab.txt")) as f, \
       open(vocab, encoding="utf-8") as source:
     shutil.copyfileobj(source, f)
-  files = {"config.json": config,
-           **hf.tokenizer_files(lower_case, sizes.max_position_embeddings)}
   for name, value in files.items():
     with atomic_write(os.path.join(output, name)) as f:
       json.dump(value, f, indent=2)

@@ -25,8 +25,8 @@ import numpy as np  # pylint: disable=wrong-import-order
 
 from model.config import ModelConfig
 from model.weights.formats import open_weights
-from util import cli
-from util.files import atomic_write
+from util import cli, hparams
+from util.files import atomic_write, check_output
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -54,7 +54,7 @@ def read_inputs(path: str):
 def read_config(path: str):
   try:
     with open(path, encoding="utf-8") as f:
-      values = json.load(f)
+      values = hparams.load_json(f.read(), path)
   except (OSError, json.JSONDecodeError) as e:
     raise ValueError(f"{path}: cannot read the config JSON ({e})") from None
   return ModelConfig.from_dict(values, source=path)
@@ -96,6 +96,9 @@ def main(argv=None):
   args = parser.parse_args(argv)
 
   def write_outputs() -> int:
+    check_output("--output", args.output, {"--inputs": args.inputs,
+                                           "--checkpoint": args.checkpoint,
+                                           "--config": args.config})
     inputs = read_inputs(args.inputs)
     config = read_config(args.config) if args.config else None
     outputs = compute(args.checkpoint, inputs, config)

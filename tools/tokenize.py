@@ -18,7 +18,7 @@ from util import startup  # pylint: disable=unused-import  # first: sets TensorF
 from data_prep import corpus as corpus_lib  # pylint: disable=wrong-import-position
 from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
-from util.files import atomic_write  # pylint: disable=wrong-import-position
+from util.files import atomic_write, check_output  # pylint: disable=wrong-import-position
 
 BATCH = 2000
 
@@ -29,8 +29,8 @@ def tokenize_file(vocab_file: str, input_path: str, output_path: str, lower_case
   from data_prep.tokenizer import Tokenizer
   if not os.path.isfile(input_path):
     raise ValueError(f"--input: {input_path} is not a file")
-  if os.path.isdir(output_path):
-    raise ValueError(f"--output: {output_path} is a directory")
+  check_output("--output", output_path, {"--input": input_path,
+                                         "--vocab-file": vocab_file})
   vocab = load_vocab(vocab_file)
   tokenizer = Tokenizer(vocab, lower_case, accents)
   span = corpus_lib.Span(input_path, 0, os.path.getsize(input_path))

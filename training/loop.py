@@ -26,7 +26,9 @@ import tensorflow as tf
 import tf_keras
 
 from model.dropout import dropout_generators
-from model.weights.run_files import CHECKPOINT_NAME, first_readable, kept_checkpoints
+from model.weights import CheckpointError
+from model.weights.run_files import (CHECKPOINT_NAME, RECORD_KEY, carried_record,
+                                     first_readable, kept_checkpoints)
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import is_chief, precision_note, worker_position
 from util import cli, stderr
@@ -59,6 +61,9 @@ class LoopSettings:
   # Called on the chief after every step with the step's scalars (a phase's watch on
   # its loss: finetune/prior_watch.py); reading a scalar waits for the step.
   on_step: Optional[Callable[[int, Dict[str, tf.Tensor]], None]] = None
+  # The run's record in model_dir (the phase writes it), a copy of which every
+  # checkpoint carries: a record lost later is rebuilt from it (run_files.read_record).
+  record_name: str = ""
 
 
 class TrainLoop:
@@ -82,6 +87,8 @@ class TrainLoop:
       # so the guard does not stall every step on a host read.
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    # Outside the strategy's scope: a string for the host, not a value to mirror.
+    self._record = tf.Variable("", dtype=tf.string, trainable=False, name=RECORD_KEY)
     self._stop_signal = None
     self._compiled_step = None
     self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
@@ -106,9 +113,11 @@ class TrainLoop:
     return worker_position(self.strategy)
 
   def _manager(self) -> tf.train.CheckpointManager:
+    carried = {RECORD_KEY: self._record} if self.settings.record_name else {}
     checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
                                      step=self.step,
-                                     dropout_generators=self._dropout_generators())
+                                     dropout_generators=self._dropout_generators(),
+                                     **carried)
     directory = self.settings.model_dir
     if not self.chief:
       # Every worker must write (collective ops); only the chief's copy is kept.
@@ -124,6 +133,18 @@ class TrainLoop:
     return tf.train.CheckpointManager(tf.train.Checkpoint(iterator=iterator), directory,
                                       max_to_keep=self.settings.keep_checkpoint_max,
                                       checkpoint_name=CHECKPOINT_NAME)
+
+  def _carry_record(self):
+    """The record as its file now says, into the checkpoint about to be saved (a file
+    gone or unreadable meanwhile leaves the copy restored or carried last)."""
+    name = self.settings.record_name
+    try:
+      with open(os.path.join(self.settings.model_dir, name), encoding="utf-8") as f:
+        record = json.load(f)
+    except (OSError, ValueError):
+      return
+    if record:
+      self._record.assign(carried_record(name, record))
 
   def latest_checkpoint(self) -> Optional[str]:
     """The newest of the model dir's checkpoints that reads whole (None if it has none).
@@ -147,7 +168,12 @@ class TrainLoop:
     returns its path."""
     path = path or self.latest_checkpoint()
     if path:
-      self._manager().checkpoint.restore(path).expect_partial()
+      try:
+        self._manager().checkpoint.restore(path).expect_partial()
+      except ValueError as e:  # TensorFlow's "incompatible tensor with shape ..."
+        raise CheckpointError(
+            f"{path}: not a checkpoint of this config's model ({cli.first_line(e)}); "
+            "give the run's own settings, or use another model_dir") from None
     return path
 
   def input_context(self) -> tf.distribute.InputContext:
@@ -304,10 +330,15 @@ class TrainLoop:
     if restored and data_manager is not None:
       data_state = os.path.join(data_manager.directory,
                                 f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
+      problem = "none saved"
       if tf.io.gfile.exists(data_state + ".index"):
-        data_manager.checkpoint.restore(data_state)
-      elif self.chief:
-        print(f"note: no input position saved for {restored}; the data starts over",
+        try:  # read by restoring: an iterator's state is no tensor a reader can read
+          data_manager.checkpoint.restore(data_state)
+          problem = None
+        except (tf.errors.OpError, ValueError, IndexError) as e:
+          problem = f"{data_state}: {cli.first_line(e)}"
+      if problem is not None and self.chief:
+        print(f"note: no input position for {restored} ({problem}); the data starts over",
               flush=True)
     start = int(self.step.numpy())
     if self.chief:
@@ -356,6 +387,8 @@ class TrainLoop:
         if at_log:
           logged = self._log(step, scalars, progress, writer)
         if at_save or stopping:
+          if settings.record_name:
+            self._carry_record()
           if data_manager is not None:
             save_checkpoint(data_manager, step)
           last_saved = save_checkpoint(manager, step)

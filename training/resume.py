@@ -11,6 +11,7 @@ import os
 import shutil
 from typing import Dict, List, Optional
 
+from model.weights import CheckpointError, run_files
 from util import files, hparams
 
 # Every message that suggests overwrite_model_dir says what it costs.
@@ -19,16 +20,10 @@ OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, check
 
 
 def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
-  """<model_dir>/<config_name> as written by write_run_config; None if there is none."""
-  path = os.path.join(model_dir, config_name)
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise hparams.HParamsError(f"{path}: cannot read the previous run's config ({e}); "
-                               f"{OVERWRITE_ADVICE}") from None
+  """<model_dir>/<config_name> as written by write_run_config, rebuilt from the copy its
+  checkpoints carry when lost (run_files.read_record); None if there is none."""
+  return run_files.read_record(model_dir, config_name,
+                               note=lambda line: print(line, flush=True))
 
 
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
@@ -43,7 +38,13 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   gives them their meaning (sizes, vocabulary, objective); only those fields are
   compared, and a difference is refused whatever `overwrite` says (deleting the run
   would leave nothing to evaluate)."""
-  previous = read_record(model_dir, config_name)
+  try:
+    previous = read_record(model_dir, config_name)
+  except CheckpointError:  # a run trained under unknown settings
+    if not overwrite or evaluating:
+      raise
+    start_over(model_dir)
+    return
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
   new = json.loads(json.dumps(signature))
@@ -67,6 +68,10 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     raise hparams.HParamsError(
         f"{model_dir} holds a run with a different config ({shown}); use another "
         f"model_dir, or {OVERWRITE_ADVICE}")
+  start_over(model_dir)
+
+
+def start_over(model_dir: str):
   print(f"overwrite_model_dir: deleting the previous run in {model_dir}", flush=True)
   shutil.rmtree(model_dir)
 

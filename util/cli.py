@@ -18,6 +18,11 @@ class Interrupted(Exception):
   """The user stopped the command; the message says what was kept or saved."""
 
 
+class Terminated(KeyboardInterrupt):
+  """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be (util/startup.py), so
+  that every clean-up a Ctrl-C runs (locks, temporary files) runs for it too."""
+
+
 def error_message(e: BaseException) -> Optional[str]:
   """The one line for an expected failure, or None for anything else (a bug)."""
   if isinstance(e, OSError):
@@ -38,6 +43,15 @@ def op_error_text(e) -> str:
   context, which say nothing to a user (its messages name the file and the reason)."""
   message = " ".join((e.message.strip().splitlines() or [""])[0].split())
   return _OP_CONTEXT.sub("", message) or type(e).__name__
+
+
+def first_line(e: BaseException, limit: int = 0) -> str:
+  """The first line of an exception's message (its type's name when it has none),
+  shortened to about `limit` characters at a word's end, with "...", when given."""
+  line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+  if limit and len(line) > limit:
+    line = line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+  return line
 
 
 def listed(names, n: int = 5) -> str:

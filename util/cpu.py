@@ -91,6 +91,23 @@ def bfloat16_note(info: CpuInfo) -> Optional[str]:
           " on one (bench/RESULTS.md)")
 
 
+def precision_note(policy: str, info: CpuInfo) -> Optional[str]:
+  """The line a run on this CPU (no GPU) in Keras policy `policy` gets: that
+  mixed_bfloat16 would be faster (bfloat16_note), or that its 16-bit arithmetic is
+  emulated here, many times slower than float32; None otherwise."""
+  if policy == "float32":
+    return bfloat16_note(info)
+  if policy == "mixed_float16":
+    return ("note: \"mixed_precision\": \"mixed_float16\" on a CPU: CPUs have no "
+            "float16 arithmetic, so TensorFlow emulates it, many times slower than "
+            "float32 (float16 is for GPUs); drop mixed_precision here")
+  if policy == "mixed_bfloat16" and not info.has_bf16:
+    return ("note: \"mixed_precision\": \"mixed_bfloat16\" on a CPU without bfloat16 "
+            "arithmetic (AVX512_BF16 or AMX): measured 0.06-0.10x float32's speed on one "
+            "(bench/RESULTS.md); drop mixed_precision here")
+  return None
+
+
 def onednn_choice(info: CpuInfo, environ=os.environ) -> Optional[str]:
   """The TF_ENABLE_ONEDNN_OPTS value to set: "1" on an x86 CPU where TensorFlow would
   leave oneDNN off, None where the user set it or TensorFlow's default stands."""

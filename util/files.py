@@ -2,11 +2,13 @@
 directory (a second run on a directory a live run holds is refused)."""
 
 import contextlib
+import errno
 import json
 import os
 import shlex
 import sys
 import tempfile
+from typing import Dict, Optional, Sequence
 
 import filelock
 
@@ -14,6 +16,9 @@ import filelock
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   """Yields a file object whose contents replace `path` only if the block succeeds."""
+  if os.path.isdir(path):  # found now, not as the temporary file's failed rename
+    raise IsADirectoryError(errno.EISDIR, "is a directory; expected a file to write",
+                            path)
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
   try:
@@ -36,6 +41,29 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     raise
 
 
+def check_output(flag: str, output: str, inputs: Dict[str, str],
+                 writes: Optional[Sequence[str]] = None, remedy: str = ""):
+  """Refuses (ValueError) an output that would write over one of the same command's
+  inputs ({flag: path}; an input directory stands for every file in it), compared as the
+  files the paths resolve to (relative paths, symlinks, hard links). `output` is a file,
+  or with `writes` a directory receiving those names; a file output that names a
+  directory is refused as such. `remedy`: what to do instead (default: choose another
+  `flag`)."""
+  if writes is None and os.path.isdir(output):
+    raise ValueError(f"{flag} {output}: is a directory; expected a file to write")
+  targets = [output] if writes is None else [os.path.join(output, w) for w in writes]
+  for target in targets:
+    for source, given in inputs.items():
+      if not given or not os.path.exists(given) or not os.path.exists(target):
+        continue
+      real = os.path.realpath(given)
+      inside = os.path.isdir(real) and os.path.realpath(target).startswith(real + os.sep)
+      if inside or os.path.samefile(target, given):
+        what = "is" if target == output else f"would write over {target},"
+        raise ValueError(f"{flag} {output} {what} an input of this command ({source}: "
+                         f"{given}); {remedy or 'choose another ' + flag}")
+
+
 class DirectoryInUse(ValueError):
   """Another live process holds the run lock of a directory."""
 
@@ -54,6 +82,11 @@ def run_lock(directory: str):
   parent, name = os.path.split(path)
   lock_path = os.path.join(parent, f".{name}.lock")
   holder_path = lock_path + ".holder"
+  made = []  # the folders made for the lock, innermost first
+  folder = parent
+  while not os.path.exists(folder):
+    made.append(folder)
+    folder = os.path.dirname(folder)
   os.makedirs(parent, exist_ok=True)
   # No fallback to a plain marker file where flock is missing: a killed run's marker
   # would block every later run.
@@ -82,7 +115,18 @@ def run_lock(directory: str):
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.remove(holder_path)
+    # A run that made nothing (refused, interrupted early) leaves nothing: its lock
+    # file goes while held (a run that opened it meanwhile sees it unlinked and is
+    # refused), and the folders made for it go if empty.
+    if not os.path.exists(path):
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(lock_path)
     lock.release()
+    for folder in made:
+      try:
+        os.rmdir(folder)
+      except OSError:  # not empty: something else was written there
+        break
 
 
 def read_holder(holder_path: str) -> str:

@@ -194,6 +194,29 @@ def update(obj, overrides: Dict[str, Any], source: str = "--hparams"):
   return dataclasses.replace(obj, **check_overrides(type(obj), overrides, source))
 
 
+def first_repeated(items):
+  """The first item of `items` that an earlier one equals, or None."""
+  seen = []
+  for item in items:
+    if item in seen:
+      return item
+    seen.append(item)
+  return None
+
+
+def load_json(text: str, source: str):
+  """json.loads(text), refusing (HParamsError naming `source`) an object that repeats a
+  key, whose last value json would keep without a word; invalid JSON raises
+  json.JSONDecodeError, which the caller words."""
+  def unique(pairs):
+    repeated = first_repeated(key for key, _ in pairs)
+    if repeated is not None:
+      raise HParamsError(f"{source}: key {repeated!r} appears twice in one JSON object; "
+                         "give each name once")
+    return dict(pairs)
+  return json.loads(text, object_pairs_hook=unique)
+
+
 def parse_hparams(text: str, flag: str = "--hparams") -> Dict[str, Any]:
   """Reads `--hparams`: a JSON object, or the path of a JSON file holding one."""
   text = (text or "").strip()
@@ -208,7 +231,7 @@ def parse_hparams(text: str, flag: str = "--hparams") -> Dict[str, Any]:
   else:
     source = flag
   try:
-    value = json.loads(text)
+    value = load_json(text, source)
   except json.JSONDecodeError as e:
     raise HParamsError(f"{source}: invalid JSON at line {e.lineno} column {e.colno}: "
                        f"{e.msg}") from None

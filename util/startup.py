@@ -15,6 +15,7 @@ import glob
 import importlib.abc
 import importlib.util
 import os
+import signal
 import sys
 
 from util import cli, cpu, stderr
@@ -34,9 +35,11 @@ if ONEDNN_CHOICE is not None:
 
 
 def _interrupted_while_starting(kind, value, traceback):
-  """Ctrl-C outside the commands' cli.run_command (while modules load): one line."""
+  """Ctrl-C or SIGTERM outside the commands' cli.run_command (while modules load): one
+  line."""
   if issubclass(kind, KeyboardInterrupt):
-    print("interrupted: Ctrl-C (while starting: nothing was done)", file=sys.stderr)
+    print(f"interrupted: {str(value) or 'Ctrl-C'} (while starting: nothing was done)",
+          file=sys.stderr)
     sys.stderr.flush()
     os._exit(cli.EXIT_INTERRUPTED)  # pylint: disable=protected-access
   sys.__excepthook__(kind, value, traceback)
@@ -73,6 +76,25 @@ class _AfterTensorFlowLoads(importlib.abc.MetaPathFinder):
     return spec
 
 
+def _terminated(signum, frame):
+  """SIGTERM from start-up to exit ends as Ctrl-C does, in one line, its lock released
+  (the training loop saves first, with its own handler)."""
+  del frame
+  raise cli.Terminated(signal.Signals(signum).name)
+
+
+def _pool_worker() -> bool:
+  """Whether this process is a multiprocessing pool's worker (data_prep's build spawns
+  them, and they import the command's modules before they work)."""
+  multiprocessing = sys.modules.get("multiprocessing")
+  return bool(multiprocessing) and multiprocessing.current_process().name != "MainProcess"
+
+
 sys.excepthook = _interrupted_while_starting
+# Not in a pool's worker: its pool ends it with SIGTERM, which must end it at once; a
+# Python handler runs only when its main thread wakes, and one blocked in a lock that
+# another thread took the signal for never would.
+if not _pool_worker():
+  signal.signal(signal.SIGTERM, _terminated)
 if not has_gpu() and "tensorflow" not in sys.modules:
   sys.meta_path.insert(0, _AfterTensorFlowLoads())

@@ -21,7 +21,7 @@ from finetune.sentence import metrics as sentence_metrics
 from finetune.errors import DataError, at
 from finetune.layout import find_split_file
 from util.files import atomic_write
-from util.hparams import unknown_name_message
+from util.hparams import HParamsError, first_repeated, load_json, unknown_name_message
 
 Column = Union[int, str]  # a 0-based index, or a header name (users' tasks only)
 Label = Union[str, float]
@@ -448,7 +448,9 @@ def load_custom_task(json_path: str) -> SentenceTask:
   """
   try:
     with open(json_path, encoding="utf-8") as f:
-      spec = json.load(f)
+      spec = load_json(f.read(), json_path)
+  except HParamsError as e:
+    raise DataError(str(e)) from None
   except json.JSONDecodeError as e:
     raise DataError(f"{json_path}:{e.lineno}: invalid JSON: {e.msg}") from None
   except OSError as e:
@@ -473,6 +475,11 @@ def load_custom_task(json_path: str) -> SentenceTask:
                          len(set(map(str, spec["labels"]))) < 2):
     raise problem('"labels" must be a list of at least two distinct labels')
   labels = None if regression else tuple(str(label) for label in spec["labels"])
+  # A repeated label would be a class of its own that no example can be: its head
+  # would have a dead output, and --predict would name the wrong one of the two.
+  repeated = first_repeated(labels or ())
+  if repeated is not None:
+    raise problem(f'"labels" names {repeated!r} twice; labels must be distinct')
   file_format = spec.get("format", "tsv")
   if file_format not in ("tsv", "csv"):
     raise problem(f'"format" must be "tsv" or "csv", got {file_format!r}')

@@ -14,6 +14,7 @@
 What is fetched is then an ordinary path of its format (formats.py).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ import zipfile
 from typing import Dict, Optional
 
 from model.weights import CheckpointError
+from util import cli
 from util.progress import Progress
 
 RELEASES = ("electra_small", "electra_base", "electra_large")
@@ -60,6 +62,17 @@ def resolve(path: str) -> str:
   return _release(path) if path in RELEASES else _hub(path)
 
 
+def remedy(path: str) -> str:
+  """What to do about weights at `path` that do not read whole: fetch a release anew,
+  copy anything else again."""
+  releases = os.path.realpath(os.path.join(cache_dir(), "releases"))
+  inside = os.path.relpath(os.path.realpath(path), releases)
+  if inside.split(os.sep)[0] in RELEASES:
+    folder = os.path.join(releases, inside.split(os.sep)[0])
+    return f"delete {folder} and run again to fetch it anew"
+  return "copy or fetch it again"
+
+
 def stable(path: str) -> str:
   """`path` as a run records it: a name as it is, a local path made absolute."""
   return path if is_name(path) else os.path.abspath(path)
@@ -67,10 +80,27 @@ def stable(path: str) -> str:
 
 # ---- the original release -----------------------------------------------------------
 
+@contextlib.contextmanager
+def _writing_the_cache():
+  """An OSError of the cache folder (a file, read-only, full) named as the cache's."""
+  try:
+    yield
+  except OSError as e:
+    where = (f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else
+             f"the weights cache {cache_dir()}")
+    raise CheckpointError(f"{where}: cannot write there ({e.strerror}: {e.filename}); "
+                          f"set {CACHE_ENV} to a writable folder") from None
+
+
 def _release(name: str) -> str:
   folder = os.path.join(cache_dir(), "releases", name)
   if os.path.isdir(folder):
     return _unpacked_root(folder)
+  with _writing_the_cache():
+    return _fetch_release(name, folder)
+
+
+def _fetch_release(name: str, folder: str) -> str:
   url = (os.environ.get(URL_ENV) or RELEASE_URL).format(name=name)
   os.makedirs(os.path.dirname(folder), exist_ok=True)
   for leftover in os.listdir(os.path.dirname(folder)):  # of a run killed mid-way
@@ -137,7 +167,8 @@ def _hub(model_id: str) -> str:
            for part in PARTS}
   folder = os.path.join(cache_dir(), "hub_pairs", repo.replace("/", "--") +
                         (f"@{revision}" if revision else ""))
-  _link_pair(folder, parts)
+  with _writing_the_cache():
+    _link_pair(folder, parts)
   return folder
 
 
@@ -156,7 +187,7 @@ def _snapshot(repo: str, revision: Optional[str], asked: str) -> str:
   except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError,
           errors.RepositoryNotFoundError, errors.RevisionNotFoundError,
           errors.HfHubHTTPError, errors.HFValidationError, OSError) as e:
-    why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    why = cli.first_line(e, limit=160)
     raise CheckpointError(
         f"{asked}: no such path, and could not fetch {repo} from the Hugging Face Hub "
         f"({why}); fetch it where you can (`huggingface-cli download {repo}`) and copy "

@@ -96,5 +96,9 @@ def open_weights(path: str) -> Weights:
   if os.path.isdir(path):
     raise CheckpointError(f"{path}: directory holds no checkpoint (no *.index file); "
                           "expected a TF checkpoint prefix or a directory holding one")
+  # A bare name was perhaps meant as a release's.
+  releases = ("" if os.sep in path else
+              f"; the releases by name are {', '.join(by_name.RELEASES)}")
   raise CheckpointError(f"{path}: no such checkpoint (expected the prefix of "
-                        "<prefix>.index / <prefix>.data-*, or a directory holding one)")
+                        "<prefix>.index / <prefix>.data-*, or a directory holding one)"
+                        f"{releases}")

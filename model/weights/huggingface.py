@@ -344,7 +344,7 @@ def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
       state = torch.load(torch_file, map_location="cpu", weights_only=True)
     except Exception as e:  # pylint: disable=broad-except  # torch's many unpickling errors
       raise CheckpointError(f"{torch_file}: not a readable PyTorch state dict "
-                            f"({str(e).splitlines()[0]})") from None
+                            f"({cli.first_line(e)})") from None
     weights = {k: v.float().numpy() for k, v in state.items()}
     path = torch_file
   else:

@@ -24,8 +24,8 @@ import tensorflow as tf
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
-from model.weights import CheckpointError, read_json
-from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
+from model.weights import CheckpointError, by_name, read_json
+from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD, check_whole
 from util import cli
 from util.files import atomic_write
 
@@ -155,7 +155,7 @@ def read_shapes(prefix: str) -> Dict[str, Tuple[int, ...]]:
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointError(f"{prefix}: not a readable TF checkpoint "
-                          f"({str(e).splitlines()[0]})") from None
+                          f"({cli.first_line(e)})") from None
   return {name: tuple(shape) for name, shape in shapes.items()}
 
 
@@ -255,6 +255,7 @@ def load(mapping: Mapping, prefix: str, what: str):
   global_step, Adam slots and fine-tuning heads ignored."""
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
+  check_whole(prefix, by_name.remedy(prefix))
   assign(mapping, shapes, tf.train.load_checkpoint(prefix).get_tensor, prefix, what)
 
 

@@ -14,9 +14,11 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import CheckpointError, read_json
+from model.weights import CheckpointError
 from model.weights.original import Mapping, assign, original_variables
-from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable
+from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD,
+                                     check_whole, newest_readable, read_record)
+from util import cli
 
 # The run records every size: none is inferred.
 INFERRED = ()
@@ -44,10 +46,14 @@ def locate(path: str) -> Optional[str]:
         "expected a pre-trained one: run_pretraining.py's model dir or its export/, a "
         "released ELECTRA checkpoint, or a Hugging Face ELECTRA directory")
   if not os.path.isfile(os.path.join(folder, PRETRAINING_RECORD)):
-    return None
+    try:  # lost: a run dir still when its checkpoints carry the record
+      if read_record(folder, PRETRAINING_RECORD, _note) is None:
+        return None
+    except CheckpointError:  # other checkpoints: original.py words what they are
+      return None
   if not os.path.isdir(path):
     return path if tf.io.gfile.exists(path + ".index") else None
-  prefix = newest_readable(folder, note=lambda line: print(line, flush=True))
+  prefix = newest_readable(folder, note=_note)
   if prefix is None:
     raise CheckpointError(f"{path}: a pre-training model dir without a checkpoint yet; "
                           "train it first (run_pretraining.py saves every "
@@ -55,8 +61,13 @@ def locate(path: str) -> Optional[str]:
   return prefix
 
 
+def _note(line: str):
+  print(line, flush=True)
+
+
 def _record(prefix: str) -> Dict:
-  return read_json(os.path.join(os.path.dirname(prefix), PRETRAINING_RECORD))
+  """The run's record (rebuilt from its checkpoints' copy if it was lost or emptied)."""
+  return read_record(os.path.dirname(prefix), PRETRAINING_RECORD, _note)
 
 
 def part_held(prefix: str) -> str:
@@ -90,6 +101,7 @@ def load(mapping: Mapping, prefix: str, what: str):
     raise CheckpointError(f"{folder}: its run trained the {held} only (objective "
                           f"{'Electric' if held == 'discriminator' else 'masked LM'}); "
                           f"cannot load the {what}")
+  check_whole(prefix, "copy it again, or give the run dir (its newest whole checkpoint)")
   pair = ElectraPair(ModelConfig.from_dict(signature["model"])).build_variables()
   parts = {"discriminator": ("discriminator", "discriminator_head"),
            "generator": ("generator", "generator_head")}
@@ -100,7 +112,7 @@ def load(mapping: Mapping, prefix: str, what: str):
     holder.restore(prefix).assert_existing_objects_matched().expect_partial()
   except (AssertionError, tf.errors.OpError, ValueError, IndexError) as e:
     raise CheckpointError(f"{prefix}: not a checkpoint of the model its run dir "
-                          f"records ({str(e).splitlines()[0][:200]})") from None
+                          f"records ({cli.first_line(e, limit=200)})") from None
   values = {name: np.reshape(variable.numpy(), shape)
             for name, variable, shape in original_variables(pair, held)}
   assign(mapping, {name: value.shape for name, value in values.items()},

@@ -5,23 +5,77 @@ training checkpoints (ckpt-<step>, TensorFlow 2's object graph) in its model dir
 checkpoint may not read whole (a full disk, a copy cut short), and the state file that
 lists them (`checkpoint`) may be lost: both the loop, resuming, and run_dir.py, reading
 a run's weights, take the newest one that reads, found on disk when the list is gone.
+Every checkpoint also carries a copy of the record (RECORD_KEY), so a record that is
+lost or emptied is rebuilt from the newest readable checkpoint, exactly as it was when
+that checkpoint was saved; a run whose checkpoints carry none is refused, never
+resumed under settings nobody knows.
 """
 
 import glob
+import json
 import os
 import re
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
 from model.weights import CheckpointError
-from util import files
+from util import cli, files
 
 CHECKPOINT_NAME = "ckpt"
 # The record each phase writes in its model dir (it tells a pre-training model dir from
 # a fine-tuned one).
 PRETRAINING_RECORD = "pretrain_config.json"
 FINETUNING_RECORD = "finetuning_config.json"
+# The checkpoint's attribute holding {"file": the record's name, "record": its contents}.
+RECORD_KEY = "run_record"
+_RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def carried_record(name: str, record: Dict) -> str:
+  """The text a checkpoint carries for the record `name` holding `record`."""
+  return json.dumps({"file": name, "record": record}, sort_keys=True)
+
+
+def read_record(model_dir: str, name: str, note: Callable[[str], None]
+                ) -> Optional[Dict]:
+  """The run's record <model_dir>/<name>; None for a model dir without one and without
+  checkpoints. A record that is missing, empty or unreadable while checkpoints are on
+  disk is rebuilt from the copy the newest readable one carries (saying so through
+  `note`), or refused (CheckpointError) when they carry none."""
+  path = os.path.join(model_dir, name)
+  problem = "is missing"
+  if os.path.exists(path):
+    try:
+      with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+      if record:
+        return record
+      problem = "is empty"
+    except (OSError, ValueError) as e:
+      problem = f"cannot be read ({e})"
+  # Silent: the loop says what it skips or finds when it resumes.
+  paths = kept_checkpoints(model_dir, lambda _: None)
+  if not paths:
+    if problem.startswith("cannot"):
+      raise CheckpointError(f"{path}: the run's record {problem}")
+    return None
+  newest = first_readable(list(reversed(paths)), model_dir, lambda _: None)
+  reader = tf.train.load_checkpoint(newest)
+  carried = (json.loads(reader.get_tensor(_RECORD_TENSOR) or b"{}")
+             if reader.has_tensor(_RECORD_TENSOR) else {})
+  if carried.get("file") != name or not carried.get("record"):
+    raise CheckpointError(
+        f"{path}: the run's record {problem}, and its checkpoints "
+        f"({os.path.basename(newest)} and older) carry no copy of it (saved before "
+        "checkpoints did), so the settings they were trained with are unknown: put the "
+        "file back, or use another model_dir, or set \"overwrite_model_dir\": true to "
+        "delete the run and start over")
+  with files.atomic_write(path) as f:
+    json.dump(carried["record"], f, indent=2, sort_keys=True)
+  note(f"note: {path}, the run's record, {problem}; rebuilt it from the copy "
+       f"{os.path.basename(newest)} carries")
+  return carried["record"]
 
 
 def first_readable(newest_first: List[str], model_dir: str,
@@ -87,20 +141,25 @@ def kept_checkpoints(model_dir: str, note: Callable[[str], None],
   return found
 
 
+def check_whole(prefix: str, remedy: str):
+  """Refuses (CheckpointError, with `remedy`) a checkpoint that does not read whole,
+  before any of it is used."""
+  problem = unreadable_checkpoint(prefix)
+  if problem:
+    raise CheckpointError(f"{problem}; the checkpoint is cut short or damaged: {remedy}")
+
+
 def unreadable_checkpoint(prefix: str) -> Optional[str]:
   """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
   try:
     reader = tf.train.load_checkpoint(prefix)
   except (tf.errors.OpError, ValueError, IndexError) as e:
-    return f"{prefix}.index: {_first_line(e)}"
+    return f"{prefix}.index: {cli.first_line(e)}"
   try:
     for name in reader.get_variable_to_shape_map():
       reader.get_tensor(name)
   except (tf.errors.OpError, ValueError, IndexError) as e:
     shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
-    return f"{shards[0] if len(shards) == 1 else prefix + '.data-*'}: {_first_line(e)}"
+    shown = shards[0] if len(shards) == 1 else prefix + ".data-*"
+    return f"{shown}: {cli.first_line(e)}"
   return None
-
-
-def _first_line(e: Exception) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0]
