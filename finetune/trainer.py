@@ -39,7 +39,9 @@ from util.files import atomic_write
 
 RUN_CONFIG = FINETUNING_RECORD
 # What PriorWatch's line recommends.
-PRIOR_REMEDY = ("README, \"Fine-tuning a briefly pre-trained encoder\", says what helps")
+PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
+                "\"init_adjustment\": \"attention_and_positions\" (README, \"A pre-trained "
+                "encoder that fine-tunes worse than random weights\")")
 # Fields that may change between runs on one model dir: they do not change the trained
 # weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
 RESUMABLE_FIELDS = (
