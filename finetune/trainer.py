@@ -361,11 +361,10 @@ class Finetuner:
   def prior_watch(self, num_steps: int) -> Optional[PriorWatch]:
     """The watch on the training loss, where every trained task has a label prior: its
     loss is the tasks' priors weighted by their shares of the training features."""
-    trained = [i for i, t in enumerate(self.tasks) if t.train_split]
-    sizes = [len(self.split(i, self.tasks[i].train_split).features["input_ids"])
-             for i in trained]
-    priors = [self.runners[i].prior_loss(self.split(i, self.tasks[i].train_split).features)
-              for i in trained]
+    trained = [(self.runners[i], self.split(i, t.train_split).features)
+               for i, t in enumerate(self.tasks) if t.train_split]
+    sizes = [len(features["input_ids"]) for _, features in trained]
+    priors = [runner.prior_loss(features) for runner, features in trained]
     if not trained or None in priors:
       return None
     return PriorWatch(float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY)

@@ -70,6 +70,10 @@ class ElectraEmbeddings(tf_keras.layers.Layer):
   def embedding_table(self) -> tf.Variable:
     return self.word_embeddings.embeddings
 
+  @property
+  def position_table(self) -> tf.Variable:
+    return self.position_embeddings.weights[0]
+
   def call(self, input_ids, segment_ids, training=None):
     words = self.word_embeddings(input_ids)
     x = words + self.position_embeddings(words) + self.token_type_embeddings(segment_ids)

@@ -104,7 +104,7 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
     # Shared embeddings (the generator reads the discriminator's) are set once.
     tables = {id(e.embeddings): e.embeddings for e in encoders}.values()
   for embeddings in tables:
-    table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
+    table = embeddings.position_table
     table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
                          table.dtype))
   for encoder in encoders:
@@ -147,7 +147,6 @@ def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
   bias.assign(tf.cast(log_frequencies, bias.dtype))
 
 
-
 def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
   """A new option for encoders pre-trained briefly from the mimetic start, whose states
   are mostly position and whose [CLS] attends to itself, so that fine-tuning sits at
@@ -165,7 +164,7 @@ def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
       query.bias.assign(tf.zeros_like(query.bias))
   if adjustment in ("positions", "attention_and_positions"):
     embeddings = encoder.embeddings
-    table = embeddings.position_embeddings._position_embeddings  # pylint: disable=protected-access
+    table = embeddings.position_table
     words = tf.reduce_mean(tf.norm(embeddings.embedding_table, axis=-1))
     positions = tf.reduce_mean(tf.norm(table, axis=-1))
     table.assign(table * words / positions)

@@ -109,7 +109,7 @@ def test_mimetic_kernels_and_positions():
   vo = sum(value[:, h] @ output[h] for h in range(2))
   assert 0.3 < np.diag(qk).mean() < 0.7 and abs(qk[~np.eye(128, dtype=bool)].mean()) < 0.01
   assert np.diag(vo).mean() < -0.5
-  table = pair.discriminator.embeddings.position_embeddings._position_embeddings.numpy()  # pylint: disable=protected-access
+  table = pair.discriminator.embeddings.position_table.numpy()
   np.testing.assert_allclose(table, sinusoids(512, 128, 4.0 * 0.02), atol=1e-7)
   assert np.sqrt(np.mean(table ** 2)) == pytest.approx(0.08, rel=1e-3)
 

@@ -55,7 +55,7 @@ def test_mimetic_generator_leaves_the_discriminator_as_the_original_starts_it(
   # The generator's attention follows similarity: far from uniform over 6 tokens.
   probs = pair.generator.attention_probs(BATCH)[0].numpy()[0, :, :6, :6]
   assert probs.max() > 2 / 6
-  table = pair.generator.embeddings.position_embeddings.weights[0].numpy()
+  table = pair.generator.embeddings.position_table.numpy()
   if untied_embeddings:  # its own positions are sinusoids; the discriminator's are not
     np.testing.assert_allclose(table, sinusoids(*table.shape, 4 * config.initializer_range),
                                rtol=1e-6)
@@ -79,7 +79,7 @@ def test_init_adjustment_attention_starts_uniform_and_positions_balanced():
   encoder(BATCH)
   names = [v.name for v in encoder.weights]
   shapes = [tuple(v.shape) for v in encoder.weights]
-  table = encoder.embeddings.position_embeddings.weights[0]
+  table = encoder.embeddings.position_table
   table.assign(table * 10.0)  # positions dominate, as after the mimetic start
   adjust_pretrained(encoder, "none")
   assert np.mean(np.linalg.norm(table.numpy(), axis=-1)) > 2 * np.mean(

@@ -54,7 +54,7 @@ def embeddings_variables(embeddings: ElectraEmbeddings, scope: str) -> Mapping:
       (f"{scope}/embeddings/word_embeddings", embeddings.embedding_table,
        (c.vocab_size, e)),
       (f"{scope}/embeddings/position_embeddings",
-       embeddings.position_embeddings.weights[0], (c.max_position_embeddings, e)),
+       embeddings.position_table, (c.max_position_embeddings, e)),
       (f"{scope}/embeddings/token_type_embeddings",
        embeddings.token_type_embeddings.embeddings, (c.type_vocab_size, e)),
   ] + _layer_norm(f"{scope}/embeddings/LayerNorm", embeddings.layer_norm, e)
