@@ -13,7 +13,8 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
 2. pre-training (run_pretraining.py), the recipe's preset (configs/pretraining/<size>)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
-   (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/4, 1/2 and all of its FLOPs
+   (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/8, 1/4,
+   1/2 and all of its FLOPs
    are exported for fine-tuning (the schedule is the full run's, as in the paper).
 3. fine-tuning (run_finetuning.py) of those six encoders and a random one (or of the
    --encoders given instead: no pre-training) with one recipe (configs/finetuning/<size>)
@@ -27,7 +28,7 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
    - short: SCHEDULES (one epoch of a few thousand examples, the recipe's rate, one seed
      on chunking and SQuAD), which measures mostly how fast an encoder leaves the label
      prior; in <work-dir> itself, as the study was first run.
-4. results.md / results.json (one column per encoder) and glue_vs_flops.png, in the
+4. results.md / results.json (one column per encoder) and scores_vs_flops.png, in the
    judge's folder.
 Every unit (pre-training arm, encoder x task [x rate]) is skipped once its results exist,
 and
@@ -53,7 +54,7 @@ from bench import ROOT, SHARED_DATA
 from bench.exp_transfer import split_squad
 from util.files import atomic_write
 
-FRACTIONS = ("1/4", "1/2", "1")
+FRACTIONS = ("1/8", "1/4", "1/2", "1")
 ARMS = ("electra", "mlm")
 GLUE_FOLDERS = {"glue/cola": "CoLA", "glue/sst2": "SST-2", "glue/mrpc": "MRPC",
                 "glue/stsb": "STS-B", "glue/rte": "RTE"}
@@ -228,15 +229,17 @@ def make_plan(args) -> dict:
     if budget is None:
       budget = (args.budget_steps or config.num_train_steps) * per_step
     steps = max(4, round(budget / per_step))
-    # Checkpoints every `interval` steps, a divisor of a quarter run (so 1/4 and 1/2
-    # are saved) near the preset's interval (so a hard kill loses little), all kept.
-    quarter = round(steps / 4)
-    interval = next(d for d in range(min(config.save_checkpoints_steps, quarter),
-                                     quarter + 1) if quarter % d == 0)
+    # Checkpoints every `interval` steps, a divisor of an eighth of the run (so 1/8, 1/4
+    # and 1/2 are saved) near the preset's interval (so a hard kill loses little), all
+    # kept.
+    eighth = round(steps / 8)
+    interval = next(d for d in range(min(config.save_checkpoints_steps, eighth),
+                                     eighth + 1) if eighth % d == 0)
     hparams.update(num_train_steps=steps, save_checkpoints_steps=interval,
                    keep_checkpoint_max=steps // interval + 10)  # + room for interruptions
     export = os.path.join(args.work_dir, "models", name, "export")
-    for fraction, step in zip(FRACTIONS, (quarter, 2 * quarter, steps)):
+    export_steps = [eighth, 2 * eighth, 4 * eighth]
+    for fraction, step in zip(FRACTIONS, export_steps + [steps]):
       # The end of the run is run_pretraining.py's own export; others go to step_N.
       encoders[f"{arm}@{fraction}"] = {
           "arm": arm, "step": step, "train_flops": step * per_step,
@@ -244,7 +247,7 @@ def make_plan(args) -> dict:
               export, f"step_{step}")}
     arms[arm] = {"model_name": name, "num_train_steps": steps,
                  "train_flops_per_step": per_step, "train_flops_total": steps * per_step,
-                 "hparams": hparams, "export_steps": [quarter, 2 * quarter]}
+                 "hparams": hparams, "export_steps": export_steps}
   encoders["random"] = random
   return {"vocab_size": vocab_size, "arms": arms, "encoders": encoders}
 
@@ -307,7 +310,7 @@ def units_of(args, plan) -> list:
   # Encoders that need no pre-training first: they fill idle cores. Then the longest
   # pre-training first, both arms side by side, so that a study cut short still
   # compares the arms at equal compute.
-  order = {"1": 1, "1/2": 2, "1/4": 3}
+  order = {"1": 1, "1/2": 2, "1/4": 3, "1/8": 4}
   for encoder in sorted(plan["encoders"], key=lambda e: order.get(e.partition("@")[2], 0)):
     spec = plan["encoders"][encoder]
     for task in args.tasks:
@@ -477,7 +480,11 @@ def collect(args, plan) -> dict:
     glue = [t for t in GLUE_MAIN if t in args.tasks]
     glue_avg = statistics.mean(tasks[t][GLUE_MAIN[t]]["median"] for t in glue) if glue and \
         all(t in tasks for t in glue) else None
-    encoders[encoder] = {**spec, "tasks": tasks, "glue_avg": glue_avg,
+    # Every judged task's main metric (chunking's F1 too): what issue 34 compares the
+    # two objectives by.
+    task_avg = statistics.mean(tasks[t][MAIN_METRIC[t]]["median"] for t in args.tasks) \
+        if all(t in tasks for t in args.tasks) else None
+    encoders[encoder] = {**spec, "tasks": tasks, "glue_avg": glue_avg, "task_avg": task_avg,
                          **({"lr": rates} if args.lr_grid else {})}
   return {"arms": {a: {k: v for k, v in s.items() if k != "hparams"}
                    for a, s in plan["arms"].items()},
@@ -518,28 +525,39 @@ def table(args, results: dict) -> str:
     rows.append(f"| {label} | main metrics | " + " | ".join(
         "-" if s["glue_avg"] is None else f"{s['glue_avg']:.1f}"
         for s in encoders.values()) + " |")
+  if len(args.tasks) > 1:
+    rows.append("| average | main metrics (all tasks) | " + " | ".join(
+        "-" if s["task_avg"] is None else f"{s['task_avg']:.1f}"
+        for s in encoders.values()) + " |")
   return "\n".join(rows)
 
 
-def plot(results: dict, path: str):
-  """GLUE average against pre-training FLOPs, as the paper's Figure 1."""
+def plot(results: dict, tasks: list, path: str):
+  """Each task's main metric, and their average, against pre-training FLOPs, as the
+  paper's Figure 1; random weights (no FLOPs) as a dashed line."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
   encoders = results["encoders"]
-  for arm, style in (("electra", "o-"), ("mlm", "s-")):
-    points = [(s["train_flops"], s["glue_avg"]) for s in encoders.values()
-              if s["arm"] == arm and s["glue_avg"] is not None]
-    if points:
-      ax.plot(*zip(*points), style, label=arm)
-  if encoders["random"]["glue_avg"] is not None:
-    ax.axhline(encoders["random"]["glue_avg"], linestyle="--", color="gray",
-               label="random init")
-  ax.set_xscale("log")
-  ax.set_xlabel("pre-training FLOPs")
-  ax.set_ylabel("GLUE average (dev)")
-  ax.legend()
+  panels = [(f"{t} {MAIN_METRIC[t]}", lambda s, t=t: s["tasks"].get(t, {}).get(
+      MAIN_METRIC[t], {}).get("median")) for t in tasks]
+  if len(tasks) > 1:
+    panels.append(("average of the tasks", lambda s: s["task_avg"]))
+  fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+  for ax, (title, score) in zip(axes[0], panels):
+    for arm, style in (("electra", "o-"), ("mlm", "s-")):
+      points = sorted((s["train_flops"], score(s)) for s in encoders.values()
+                      if s["arm"] == arm and score(s) is not None)
+      if points:
+        ax.plot(*zip(*points), style, label=arm)
+    if score(encoders["random"]) is not None:
+      ax.axhline(score(encoders["random"]), linestyle="--", color="gray",
+                 label="random init")
+    ax.set_xscale("log")
+    ax.set_xlabel("pre-training FLOPs")
+    ax.set_title(title)
+  axes[0][0].set_ylabel("dev score (median of seeds)")
+  axes[0][0].legend()
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
@@ -552,7 +570,7 @@ def report(args, plan) -> str:
   with atomic_write(os.path.join(args.home, "results.md")) as f:
     f.write(text + "\n")
   if plan["arms"]:  # given encoders have no FLOPs to plot against
-    plot(results, os.path.join(args.home, "glue_vs_flops.png"))
+    plot(results, args.tasks, os.path.join(args.home, "scores_vs_flops.png"))
   return text
 
 
@@ -627,8 +645,8 @@ def parse_args(argv=None):
   for flag in ("vocab_size", "trials", "jobs", "squad_train_articles"):
     if getattr(args, flag) < 1:
       fail(f"--{flag.replace('_', '-')} must be at least 1")
-  if args.budget_steps in (1, 2, 3) or args.budget_steps < 0:
-    fail("--budget-steps must be at least 4 (a checkpoint at each quarter), or 0")
+  if 0 < args.budget_steps < 8 or args.budget_steps < 0:
+    fail("--budget-steps must be at least 8 (a checkpoint at each eighth), or 0")
   for flag in ("max_train_examples", "sst2_cap"):
     if (getattr(args, flag) or 0) < 0:
       fail(f"--{flag.replace('_', '-')} must not be negative")

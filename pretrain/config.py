@@ -57,6 +57,10 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   # with the generator) learn at learning_rate x this; the generator's own at the full
   # rate.
   disc_lr_multiplier: float = hparams.field(1.0, above=0)
+  # New: the discriminator's variables warm up over this many steps instead of
+  # num_warmup_steps (0: the shared warmup), so that its rate can rise after the young
+  # generator's easy replacements are past.
+  disc_warmup_steps: int = hparams.field(0, at_least=0)
 
   # Training loop.
   save_checkpoints_steps: int = hparams.field(1000, at_least=1)

@@ -36,7 +36,7 @@ from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
-from training.optimization import create_optimizer, logged_learning_rate
+from training.optimization import create_optimizer, logged_learning_rate, own_warmup
 from util import files
 
 RUN_CONFIG = PRETRAINING_RECORD
@@ -215,11 +215,15 @@ class Pretrainer:
                            self._loss, settings)
 
   def _lr_multiplier(self):
-    """disc_lr_multiplier for the discriminator's variables, else None (one rate)."""
-    multiplier = self.config.disc_lr_multiplier
+    """disc_lr_multiplier (with disc_warmup_steps, a schedule of the step) for the
+    discriminator's variables, else None (one rate)."""
+    config = self.config
+    multiplier = config.disc_lr_multiplier
     scaled = {v.ref() for v in self.model.objective.discriminator_variables(self.model)}
-    if multiplier == 1.0 or not scaled:
+    if (multiplier == 1.0 and not config.disc_warmup_steps) or not scaled:
       return None
+    if config.disc_warmup_steps:
+      multiplier = own_warmup(multiplier, config.disc_warmup_steps, config.num_warmup_steps)
     return lambda variable: multiplier if variable.ref() in scaled else 1.0
 
   def _loss(self, batch, step, replica_id, micro_step):

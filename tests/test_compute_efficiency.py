@@ -2,7 +2,8 @@
 
 The driver runs as a subprocess (`python -m bench.compute_efficiency` from the root) on
 a shared-data mirror whose corpus is cut to a few thousand lines (the rest is linked):
-both pre-training arms at equal FLOPs, their exports at 1/4, 1/2 and all of the run,
+both pre-training arms at equal FLOPs (each arm's per step equal to tools.flops' count,
+the original's), their exports at 1/8, 1/4, 1/2 and all of the run,
 seven encoders fine-tuned on RTE by the short judge, the table, JSON and plot; a second
 run skips every unit. The original judge runs on given encoders (random weights and a
 Hugging Face BERT directory) with a rate grid; its schedule is checked against the
@@ -24,7 +25,8 @@ from tests.test_import_hf import bert_dir
 
 STUDY = [sys.executable, "-m", "bench.compute_efficiency"]
 
-ENCODERS = [f"{arm}@{f}" for arm in ("electra", "mlm") for f in ("1/4", "1/2", "1")] + [
+ENCODERS = [f"{arm}@{f}" for arm in ("electra", "mlm")
+            for f in ("1/8", "1/4", "1/2", "1")] + [
     "random"]
 
 
@@ -63,7 +65,7 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "study"
   first = run_study(mirror, work)
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-  for name in ("results.md", "results.json", "glue_vs_flops.png", "timings.json"):
+  for name in ("results.md", "results.json", "scores_vs_flops.png", "timings.json"):
     assert (work / name).stat().st_size > 0, name
 
   table = (work / "results.md").read_text().splitlines()
@@ -80,7 +82,18 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
       mlm["train_flops_per_step"]
   assert all(math.isfinite(n) for n in numbers(results))
   assert all(results["encoders"][e]["glue_avg"] is not None for e in ENCODERS)
-  assert results["encoders"]["electra@1/4"]["step"] == 2
+  assert [results["encoders"][f"electra@{f}"]["step"] for f in ("1/8", "1/4", "1/2", "1")
+          ] == [1, 2, 4, 8]
+  # Each arm's FLOPs per step are the original's count, as tools.flops gives it for
+  # the arm's own settings.
+  for arm, spec in results["arms"].items():
+    hparams = json.loads((work / "plan.json").read_text())["plan"]["arms"][arm]["hparams"]
+    counted = subprocess.run(
+        [sys.executable, "-m", "tools.flops", "--model-name", spec["model_name"],
+         "--data-dir", str(work), "--hparams", json.dumps(hparams), "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True)
+    assert spec["train_flops_per_step"] == json.loads(counted.stdout)[
+        "train_flops_per_step"], arm
   # --mlm-hparams reach the masked-LM arm's run only.
   arms = json.loads((work / "plan.json").read_text())["plan"]["arms"]
   assert arms["mlm"]["hparams"]["learning_rate"] == 3e-4

@@ -36,7 +36,10 @@ def reference_adamw(params, grads_per_step, *, lr, total, warmup, power, decay_r
       update = m[name] / (np.sqrt(v[name]) + 1e-6)
       if name in decayed_names:
         update = update + decay_rate * params[name]
-      params[name] = params[name] - rate * multipliers.get(name, 1.0) * update
+      multiplier = multipliers.get(name, 1.0)
+      if callable(multiplier):
+        multiplier = multiplier(step)
+      params[name] = params[name] - rate * multiplier * update
   return params, m, v
 
 
@@ -112,16 +115,26 @@ def make_problem(seed=0):
   return params, grads
 
 
-@pytest.mark.parametrize("power,multiplied", [(1.0, False), (2.0, True)])
+def reference_own_warmup(multiplier, own, shared):
+  """The multiplier that swaps the shared warmup (3 steps) for one of `own` steps."""
+  return lambda step: 0.0 if step == 0 else \
+      multiplier * min(1.0, step / own) / min(1.0, step / shared)
+
+
+@pytest.mark.parametrize("power,multiplied", [(1.0, None), (2.0, "constant"),
+                                              (1.0, "own_warmup")])
 def test_steps_match_numpy_reference(power, multiplied):
   params, grads = make_problem()
   multipliers = {"dense/kernel": 0.5, "embeddings": 2.0} if multiplied else {}
+  used = dict(multipliers)
+  if multiplied == "own_warmup":  # a warmup of 5 steps, the schedule's being 3
+    used["dense/kernel"] = optimization.own_warmup(0.5, 5, 3)
+    multipliers["dense/kernel"] = reference_own_warmup(0.5, 5, 3)
   variables = {k: tf.Variable(v, name=k) for k, v in params.items()}
   optimizer = optimization.create_optimizer(
       0.05, num_train_steps=8, num_warmup_steps=3, weight_decay_rate=0.1,
       lr_decay_power=power,
-      lr_multiplier=(lambda var: multipliers.get(var.name[:-2], 1.0)) if multiplied
-      else None)
+      lr_multiplier=(lambda var: used.get(var.name[:-2], 1.0)) if multiplied else None)
 
   @tf.function
   def step(step_grads):

@@ -98,6 +98,16 @@ def test_disc_lr_multiplier_scales_the_discriminators_variables(data_dir):
   settings = pretrainer.optimizer.variable_settings
   assert settings(disc[0])[0] == 0.1 and settings(generator_own[0])[0] == 1.0
   assert trainer.Pretrainer(config_for(data_dir, "one_rate"))._lr_multiplier() is None  # pylint: disable=protected-access
+  # disc_warmup_steps: the discriminator's multiplier becomes a schedule of the step
+  # (its values: tests/test_optimization.py); the generator's stays 1.
+  own = trainer.Pretrainer(config_for(data_dir, "disc_warmup", disc_lr_multiplier=0.1,
+                                      disc_warmup_steps=40, num_train_steps=100))
+  multiplier = own._lr_multiplier()  # pylint: disable=protected-access
+  schedule = multiplier(own.model.electra.discriminator_head.trainable_variables[0])
+  warmup = own.config.num_warmup_steps
+  assert float(schedule(warmup)) == pytest.approx(0.1 * warmup / 40)
+  assert float(schedule(40)) == pytest.approx(0.1)
+  assert multiplier(own.model.electra.generator_head.trainable_variables[0]) == 1.0
 
 
 def window_mean(log, key, steps):

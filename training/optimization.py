@@ -74,6 +74,22 @@ class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
             "name": self.name}
 
 
+def own_warmup(multiplier: float, own_warmup_steps: int, shared_warmup_steps: int
+               ) -> Callable[[tf.Tensor], tf.Tensor]:
+  """A step-dependent lr multiplier that gives some variables a linear warmup of their
+  own: the shared schedule's warmup factor min(1, step / shared_warmup_steps) is
+  replaced by min(1, step / own_warmup_steps), the decay kept. (At step 0 with a shared
+  warmup the shared rate is 0, so the factor's 0/0 is taken as 0.)"""
+  def factor(steps, step):
+    return tf.minimum(1.0, step / float(steps)) if steps else tf.ones_like(step)
+
+  def schedule(step):
+    step = tf.cast(step, tf.float32)
+    return multiplier * tf.math.divide_no_nan(factor(own_warmup_steps, step),
+                                              factor(shared_warmup_steps, step))
+  return schedule
+
+
 def _base_variable_name(name: str) -> str:
   """'a/b/kernel/replica_1:0' -> 'a/b/kernel' (replica copies share a role)."""
   name = re.sub(r":\d+$", "", name)
@@ -103,6 +119,8 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
     update = m / (sqrt(v) + eps) [+ weight_decay_rate * param if decayed]
     param <- param - lr(step) * lr_multiplier(var) * update
+
+  lr_multiplier(var) is a float, or a function of the step (own_warmup).
   """
 
   def __init__(self, learning_rate, weight_decay_rate: float = 0.0,
@@ -134,7 +152,9 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
     for var in var_list:
       key = optimizer_v2._var_key(var)
       if key not in self._variable_settings:
-        multiplier = 1.0 if self.lr_multiplier is None else float(self.lr_multiplier(var))
+        multiplier = 1.0 if self.lr_multiplier is None else self.lr_multiplier(var)
+        if not callable(multiplier):  # else a schedule of the step (own_warmup)
+          multiplier = float(multiplier)
         decay = self.weight_decay_rate if uses_weight_decay(var) else 0.0
         self._variable_settings[key] = (multiplier, decay)
       for slot in SLOT_NAMES:
@@ -156,6 +176,8 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
       update += decay * var
     coefficients = ((apply_state or {}).get((var.device, dtype))
                     or self._fallback_apply_state(var.device, dtype))
+    if callable(multiplier):
+      multiplier = multiplier(self.iterations)
     rate = coefficients["lr_t"] * multiplier
     return tf.group(var.assign_sub(rate * update), m.assign(next_m), v.assign(next_v))
 
