@@ -605,7 +605,8 @@ def parse_args(argv=None):
                       "encoder (default 1e-4,3e-4,1e-3)")
   parser.add_argument("--sst2-cap", type=int, default=None,
                       help="--judge original: SST-2's training examples, the same for "
-                      "every encoder (default 20000; 0: all)")
+                      "every encoder (default 20000; 0: all); with "
+                      "--max-train-examples, SST-2's own cap")
   parser.add_argument("--max-train-examples", type=int, default=None,
                       help="cut every training set to N examples (SQuAD: questions); 0: "
                       "full sets; default: the judge's (short: SCHEDULES' per-task "
@@ -629,7 +630,8 @@ def parse_args(argv=None):
       if getattr(args, flag) is not None:
         fail(f"--{flag.replace('_', '-')} is the original judge's; drop it or use "
              "--judge original")
-  else:
+  sst2_given = args.sst2_cap is not None
+  if args.judge != "short":
     args.sst2_cap = 20000 if args.sst2_cap is None else args.sst2_cap
     args.lr_grid = rate_list(args.lr_grid or "1e-4,3e-4,1e-3")
     if "learning_rate" in args.finetune_hparams:
@@ -659,7 +661,8 @@ def parse_args(argv=None):
     if missing:
       fail(f"--shared-data {args.shared_data}: missing {', '.join(missing)}")
   if args.max_train_examples is not None:
-    args.caps = {t: args.max_train_examples for t in SCHEDULES}
+    args.caps = {t: args.sst2_cap if t == "glue/sst2" and sst2_given else
+                 args.max_train_examples for t in SCHEDULES}
   elif args.judge == "short":
     args.caps = {t: s["max_train_examples"] for t, s in SCHEDULES.items()}
   else:

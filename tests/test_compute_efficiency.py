@@ -187,6 +187,14 @@ def test_the_original_judge_follows_the_original_recipe_the_same_for_every_task(
     assert config.num_trials == 3, task  # chunking too
     assert config.max_seq_length == compute_efficiency.SCHEDULES[task]["max_seq_length"]
     assert config.learning_rate == 1e-4  # the grid's first
+  # A reduced judge: every set cut to --max-train-examples, SST-2 to its own cap.
+  reduced = compute_efficiency.parse_args(["--shared-data", shared_path(),
+                                           "--max-train-examples", "1000"])
+  assert set(reduced.caps.values()) == {1000}
+  reduced = compute_efficiency.parse_args(["--shared-data", shared_path(),
+                                           "--max-train-examples", "1000", "--sst2-cap",
+                                           "4000"])
+  assert reduced.caps["glue/sst2"] == 4000 and reduced.caps["glue/stsb"] == 1000
   # The short judge stays as it was: one epoch, one seed on chunking.
   short = compute_efficiency.parse_args(["--shared-data", shared_path(), "--judge",
                                          "short"])
