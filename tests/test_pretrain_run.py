@@ -734,6 +734,7 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
           "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
   record = json.loads((tmp_path / "continued" / trainer.RUN_CONFIG).read_text())
-  assert record["start"] == {"init_checkpoint": str(model_dir)}
+  # Named as every run record names a start (model/weights/start.py): its location.
+  assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-2"}
   assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}
