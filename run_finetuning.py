@@ -25,9 +25,7 @@ from typing import Dict
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from finetune import config as finetune_config  # pylint: disable=g-import-not-at-top
-from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top
 from finetune import tasks  # pylint: disable=g-import-not-at-top
-from finetune import trainer  # pylint: disable=g-import-not-at-top
 from util import cli, files, hparams  # pylint: disable=g-import-not-at-top
 
 
@@ -48,6 +46,9 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
 
   def finetune() -> int:
+    # TensorFlow loads after flag parsing, so --help and flag errors are instant (the
+    # config and the task registry load without it).
+    from finetune import trainer  # pylint: disable=g-import-not-at-top
     overrides = hparams.parse_hparams(args.hparams)
     if args.init_checkpoint:
       overrides["init_checkpoint"] = args.init_checkpoint
@@ -87,13 +88,15 @@ def inputs(config, args) -> Dict[str, str]:
   if not args.hparams.strip().startswith("{"):
     read["--hparams"] = args.hparams.strip()
   for name in config.task_names:
-    if name.endswith(".json"):
+    if tasks.task_file_family(name):
       read["--task"] = name
     read.update(tasks.data_paths(tasks.get_task(name), config.data_dir))
   return read
 
 
 def predict(config, args) -> int:
+  from finetune import predict as predict_lib  # pylint: disable=g-import-not-at-top
+  from finetune import trainer  # pylint: disable=g-import-not-at-top
   log = lambda message: print(message, file=sys.stderr)
   if args.output:  # before the model runs: a long run must not end refusing its output
     files.check_output("--output", args.output, inputs(config, args))

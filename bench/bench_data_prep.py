@@ -93,14 +93,14 @@ def child_result(code: str, root: str = ROOT):
 
 def bench_tokenizers(corpus, vocab_file, sample_every):
   from data_prep.reference_tokenizer import ReferenceTokenizer
-  from data_prep.tokenizer import Tokenizer, _get_patterns
+  from data_prep.tokenizer import Tokenizer, get_patterns
   from data_prep.vocab import load_vocab
   vocab = load_vocab(vocab_file)
   with open(corpus, encoding="utf-8") as f:
     lines = f.read().split("\n")
   sample = lines[::sample_every]
   fast = Tokenizer(vocab)
-  _get_patterns()  # one-off set-up (about a second), not throughput
+  get_patterns()  # one-off set-up (about a second), not throughput
   fast.batch_ids(sample[:10])
 
   def run_fast(texts):

@@ -92,8 +92,8 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   with tempfile.TemporaryDirectory() as model_dir:
     loop = finetuner.train_loop(train, steps, model_dir)
   model, optimizer = loop.model, loop.optimizer
-  if finetuner.init:
-    model.load_pretrained(finetuner.init, finetuner.config.init_adjustment)
+  if finetuner.start:
+    model.load_pretrained(finetuner.start.weights, finetuner.config.init_adjustment)
   start(model)
   loss_fn = finetuner.loss_fn(model, config.train_batch_size)
   variables = model.trainable_variables
@@ -149,8 +149,8 @@ def main(argv=None) -> int:
     dev = finetuner.split(0, task.eval_splits[0]).features
     dev = {k: v[:args.sentences] for k, v in dev.items()}
     model = finetuner.build_model()
-    if finetuner.init:
-      model.load_pretrained(finetuner.init, finetuner.config.init_adjustment)
+    if finetuner.start:
+      model.load_pretrained(finetuner.start.weights, finetuner.config.init_adjustment)
     start = lambda m: apply_init_scheme(m, scheme, args.seed,
                                         m.model_config.initializer_range) if scheme else None
     start(model)

@@ -37,7 +37,7 @@ from data_prep.vocab import Vocab
 
 # One character that BERT would never keep (private use, category Co, dropped by its
 # text cleaning) marks "a word over 200 characters" for the WordPiece step.
-_LONG_WORD_MARK = "\ue000"
+LONG_WORD_MARK = "\ue000"
 
 
 def _char_class(member: np.ndarray) -> str:
@@ -90,7 +90,8 @@ class _Patterns:
 _patterns = None
 
 
-def _get_patterns() -> _Patterns:
+def get_patterns() -> _Patterns:
+  """The tokenizer's compiled patterns, compiled at the first call (about a second)."""
   global _patterns
   if _patterns is None:
     _patterns = _Patterns()
@@ -117,7 +118,7 @@ def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes
     if lower_case:
       data = data.lower()
     if len(data) > ref.MAX_WORD_CHARS:
-      data = _ASCII_LONG_WORD.sub(f" {_LONG_WORD_MARK} ".encode("utf-8"), data)
+      data = _ASCII_LONG_WORD.sub(f" {LONG_WORD_MARK} ".encode("utf-8"), data)
     return data
   if "\n" in text:  # mostly-ASCII batches: only the lines that need it take the slow path
     parts, ascii_run = [], []
@@ -132,7 +133,7 @@ def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes
     if ascii_run:
       parts.append(normalize("\n".join(ascii_run), lower_case, accents))
     return b"\n".join(parts)
-  p = _get_patterns()
+  p = get_patterns()
   text = p.space.sub(" ", p.dropped.sub("", text))
   text = p.cjk.sub(r" \g<0> ", text)
   if lower_case:
@@ -140,7 +141,7 @@ def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes
     if accents:
       text = p.accent.sub("", unicodedata.normalize("NFD", text))
   if _LONG_RUN.search(text):
-    text = p.long_word.sub(f" {_LONG_WORD_MARK} ", text)
+    text = p.long_word.sub(f" {LONG_WORD_MARK} ", text)
   return text.encode("utf-8")
 
 
@@ -165,7 +166,7 @@ def _space_punctuation(data: bytes) -> bytes:
     data = data.replace(mark, b" " + mark + b" ")
   if data.isascii():
     return data
-  punctuation = _get_patterns().non_ascii_punctuation
+  punctuation = get_patterns().non_ascii_punctuation
   return b"\n".join(
       line if line.isascii() else
       punctuation.sub(r" \g<0> ", line.decode("utf-8")).encode("utf-8")
@@ -232,7 +233,7 @@ class Tokenizer:
   def __init__(self, vocab: Vocab, lower_case: bool = True, accents: bool = True):
     self.vocab = vocab
     self.lower_case, self.accents = lower_case, accents
-    if _LONG_WORD_MARK in vocab.ids:
+    if LONG_WORD_MARK in vocab.ids:
       raise ValueError(f"{vocab.path}: holds U+E000, which this tokenizer reserves")
     self._words = _WordPieces(vocab)
 

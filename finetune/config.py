@@ -20,17 +20,21 @@ from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig(ScaleSettings, ModelChoice):
-  model_name: str = "electra_small"
-  data_dir: str = "data"
+class FinetuningConfig(*(family.settings for family in task_registry.FAMILIES
+                         if family.settings), ScaleSettings, ModelChoice):
+  """Every field of a fine-tuning run: these, the hardware's (ScaleSettings), the
+  model's (ModelChoice) and each task family's own (finetune/<family>/family.py)."""
+  model_name: str = hparams.field("electra_small", resumable=True)
+  data_dir: str = hparams.field("data", resumable=True)
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
   # Quick checks: 100 examples per split and, unless init_checkpoint is given, a tiny
   # random model.
   debug: bool = False
-  num_trials: int = hparams.field(1, at_least=1)
-  do_train: bool = True
-  do_eval: bool = True
-  keep_all_models: bool = True  # false: delete each trial's model once it is scored
+  num_trials: int = hparams.field(1, at_least=1, resumable=True)
+  do_train: bool = hparams.field(True, resumable=True)
+  do_eval: bool = hparams.field(True, resumable=True)
+  # False: delete each trial's model once it is scored.
+  keep_all_models: bool = hparams.field(True, resumable=True)
   # Each kept trial's model also as a serving SavedModel (finetune/serving.py); a study
   # that wants only scores turns it off (the export is about a third of a small run).
   export_serving: bool = True
@@ -42,29 +46,19 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   layerwise_lr_decay: float = hparams.field(0.8, above=0, at_most=1)
   num_train_epochs: float = hparams.field(3.0, above=0)
   warmup_proportion: float = hparams.field(0.1, at_least=0, at_most=1)
-  save_checkpoints_steps: int = hparams.field(1000000, at_least=1)
-  log_every_steps: int = hparams.field(50, at_least=1)
-  write_test_outputs: bool = False
-  n_writes_test: int = hparams.field(5, at_least=0)
+  save_checkpoints_steps: int = hparams.field(1000000, at_least=1, resumable=True)
+  log_every_steps: int = hparams.field(50, at_least=1, resumable=True)
+  write_test_outputs: bool = hparams.field(False, resumable=True)
+  n_writes_test: int = hparams.field(5, at_least=0, resumable=True)
 
   # Sizing.
   max_seq_length: int = hparams.field(128, at_least=1)
   train_batch_size: int = hparams.field(32, at_least=1)
-  eval_batch_size: int = hparams.field(32, at_least=1)
-  predict_batch_size: int = hparams.field(32, at_least=1)  # test sets and --predict
-  double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
-
-  # Question answering.
-  max_query_length: int = hparams.field(64, at_least=1)
-  doc_stride: int = hparams.field(128, at_least=1)
-  n_best_size: int = hparams.field(20, at_least=1)
-  max_answer_length: int = hparams.field(30, at_least=1)
-  answerable_classifier: bool = True
-  answerable_uses_start_logits: bool = True
-  answerable_weight: float = hparams.field(0.5, at_least=0)
-  joint_prediction: bool = True
-  beam_size: int = hparams.field(20, at_least=1)
-  qa_na_threshold: float = -2.75
+  eval_batch_size: int = hparams.field(32, at_least=1, resumable=True)
+  # Test sets and --predict.
+  predict_batch_size: int = hparams.field(32, at_least=1, resumable=True)
+  # The pre-trained checkpoint's vocabulary is signed with its sizes ("model").
+  vocab_size: int = hparams.field(30522, at_least=1, resumable=True)
 
   # New: a change of the pre-trained weights' values before fine-tuning (names and
   # shapes stay), for encoders pre-trained briefly from the mimetic start
@@ -73,15 +67,19 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   init_adjustment: str = hparams.field("none", choices=INIT_ADJUSTMENTS)
 
   # Locations; empty means the original layout under data_dir.
-  vocab_file: str = ""
-  init_checkpoint: str = ""  # a pre-trained checkpoint (ours or the original's)
-  model_dir: str = ""
-  results_dir: str = ""
-  tfds_data_dir: str = ""  # read tasks prepared by TensorFlow Datasets from here
-  overwrite_model_dir: bool = False  # allow a model_dir holding a different run
+  vocab_file: str = hparams.field("", resumable=True)
+  # A pre-trained checkpoint (ours or the original's).
+  init_checkpoint: str = hparams.field("", resumable=True)
+  model_dir: str = hparams.field("", resumable=True)
+  results_dir: str = hparams.field("", resumable=True)
+  # Read tasks prepared by TensorFlow Datasets from here.
+  tfds_data_dir: str = hparams.field("", resumable=True)
+  # Allow a model_dir holding a different run.
+  overwrite_model_dir: bool = hparams.field(False, resumable=True)
 
   def __post_init__(self):
     hparams.check_fields(self)
+    self.check_batch_split(self.train_batch_size)
     pretrained = self.pretrained_model_dir
     tasks = self.tasks_label
     defaults = {
@@ -128,7 +126,7 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
             "model_name": model_name,
             "data_dir": data_dir,
             # Registered tasks by canonical name; users' tasks stay the path of their JSON.
-            "task_names": [n if n.strip().endswith(".json") else t.name
+            "task_names": [n if task_registry.task_file_family(n) else t.name
                            for n, t in zip(task_names, tasks)]}
   values.update(task_registry.task_defaults(tasks))
   values.update(overrides)

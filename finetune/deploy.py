@@ -36,7 +36,8 @@ from finetune import tasks as task_registry
 from finetune.modeling import FinetuningModel
 from finetune.runner import TaskRunner
 from finetune.sentence import features as sentence_features
-from finetune.sentence import data as sentence_data
+from finetune.sentence import family as sentence_family
+from finetune.sentence.files import unlabeled_layout
 from finetune.sentence.serving import numeric_outputs
 from model.config import ModelConfig
 from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable,
@@ -101,7 +102,8 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
   settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
   names = settings["task_names"]
   task = task_registry.get_task(names[0])
-  if need_sentence_task and (len(names) != 1 or not isinstance(task, sentence_data.SentenceTask)):
+  if need_sentence_task and (
+      len(names) != 1 or task_registry.family_of(task) is not sentence_family.FAMILY):
     raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; {need_sentence_task}")
   latest = newest_readable(folder, note)
   if not latest:
@@ -267,7 +269,7 @@ def _write_reader(finetuned: Finetuned, folder: str, files: List[str], calibrate
   """vocab.txt, deploy.json and the reader with the modules it imports."""
   task, settings = finetuned.task, finetuned.settings
   shutil.copyfile(settings["vocab_file"], os.path.join(folder, "vocab.txt"))
-  pair = sentence_data.unlabeled_layout(task)[1].text_b is not None
+  pair = unlabeled_layout(task)[1].text_b is not None
   info = {"task": task.name, "labels": list(task.labels or []), "pair": pair,
           "regression": task.is_regression, "lower_case": settings["do_lower_case"],
           "max_seq_length": finetuned.max_seq_length, "inputs": list(INPUTS),

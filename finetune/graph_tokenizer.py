@@ -33,9 +33,9 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data_prep import reference_tokenizer as ref
-from data_prep.tokenizer import _LONG_WORD_MARK
+from data_prep.tokenizer import LONG_WORD_MARK
 
-_SPACE, _MARK = 0x20, ord(_LONG_WORD_MARK)
+_SPACE, _MARK = 0x20, ord(LONG_WORD_MARK)
 # FastWordpieceTokenizer knows a byte limit only; words over 200 characters are the mark
 # by then, so any limit above 200 characters of UTF-8 is BERT's.
 _MAX_WORD_BYTES = 4 * ref.MAX_WORD_CHARS + 4

@@ -1,35 +1,65 @@
-"""The task registry: every fine-tuning task by its TFDS-style name and its aliases.
+"""The task registry: the task families, and every task by its TFDS-style name and its
+aliases.
 
-`get_task("glue/sst2")`, `get_task("sst")` (the original's name) and
-`get_task("my_task.json")` (a user's task description) return task definitions;
-`get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the original's
-multi-task runs take it; `read_examples(task, data_dir, split)` reads any task's split;
-`runner_for(task, ...)` is the runner of its family. Per-task hyperparameter defaults
-live in configs/finetuning/task_defaults.json.
+A family is one folder that declares itself in one record (finetune/family.py); FAMILIES
+lists them, and `register` adds one (a user's or a test's module). `get_task("glue/sst2")`,
+`get_task("sst")` (the original's name) and `get_task("my_task.json")` (a user's task
+file) return task definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated
+list as the original's multi-task runs take it; `read_examples(task, data_dir, split)`
+reads any task's split and `runner_for(task, ...)` is its family's runner. Per-task
+hyperparameter defaults live in configs/finetuning/task_defaults.json. Loads without
+TensorFlow.
 """
 
 import os
 from typing import Dict, List, Optional, Union
 
 from finetune.errors import DataError
-from finetune.qa import data as qa_data
-from finetune.qa.runner import QARunner
-from finetune.runner import TaskRunner
-from finetune.sentence import data as sentence_data
-from finetune.sentence.runner import SentenceRunner
-from finetune.tagging import data as tagging_data
-from finetune.tagging.runner import TaggingRunner
+from finetune.family import Family
+from finetune.qa import family as qa
+from finetune.sentence import family as sentence
+from finetune.tagging import family as tagging
 from util.hparams import load_preset, unknown_name_message
 
-Task = Union[sentence_data.SentenceTask, qa_data.QATask, tagging_data.TaggingTask]
-
-REGISTRY = {task.name: task for task in (*sentence_data.GLUE_TASKS, *qa_data.QA_TASKS,
-                                         tagging_data.CHUNKING)}
-ALIASES = {alias: task.name for task in REGISTRY.values() for alias in task.aliases}
+# The shipped families; their settings are FinetuningConfig's bases (finetune/config.py).
+FAMILIES: List[Family] = [sentence.FAMILY, qa.FAMILY, tagging.FAMILY]
 
 
-def read_examples(task: Task, data_dir: str, split: str,
-                  max_examples: Optional[int] = None,
+def register(family: Family):
+  """Adds a family (from a module of its own: a user's, a test's). Its config fields
+  would come too late for FinetuningConfig: such a family reads the shared ones."""
+  if family.settings is not None:
+    raise ValueError(f"family {family.name}: a registered family has no settings of its "
+                     "own; list it in finetune/tasks.py FAMILIES to add config fields")
+  if any(known.name == family.name for known in FAMILIES):
+    raise ValueError(f"a task family named {family.name!r} is registered already")
+  taken = set(_named()) | set(_aliases())
+  clashing = [name for task in family.tasks for name in (task.name, *task.aliases)
+              if name in taken]
+  if clashing:
+    raise ValueError(f"family {family.name}: task name {clashing[0]!r} is taken")
+  FAMILIES.append(family)
+
+
+def _named() -> Dict[str, object]:
+  return {task.name: task for family in FAMILIES for task in family.tasks}
+
+
+def _aliases() -> Dict[str, str]:
+  return {alias: task.name for family in FAMILIES for task in family.tasks
+          for alias in task.aliases}
+
+
+def family_of(task) -> Family:
+  """The family that declares `task`'s type; a DataError when none does."""
+  for family in FAMILIES:
+    if type(task) is family.task_type:  # pylint: disable=unidiomatic-typecheck
+      return family
+  raise DataError(f"task {getattr(task, 'name', task)!r}: no task family declares its "
+                  f"type {type(task).__name__} (finetune/tasks.py FAMILIES, register)")
+
+
+def read_examples(task, data_dir: str, split: str, max_examples: Optional[int] = None,
                   tfds_data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
   """The examples of one split of any task (the first `max_examples`, for debug runs).
 
@@ -37,28 +67,32 @@ def read_examples(task: Task, data_dir: str, split: str,
   is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
   `fetch_missing`, once TFDS has downloaded and prepared it there.
   """
-  if isinstance(task, sentence_data.SentenceTask):
-    return sentence_data.read_examples(task, data_dir, split, max_examples,
-                                        tfds_data_dir, fetch_missing)
-  if isinstance(task, qa_data.QATask):
-    return qa_data.read_examples(task, data_dir, split, tfds_data_dir,
-                            fetch_missing)[:max_examples]
-  return tagging_data.read_examples(task, data_dir, split)[:max_examples]
+  return family_of(task).read_examples(task, data_dir, split, max_examples,
+                                       tfds_data_dir, fetch_missing)
 
 
-def get_task(name: str) -> Task:
-  """A registered task by canonical name or alias, or a user's task from a .json path."""
+def task_file_family(name: str) -> Optional[Family]:
+  """The family whose users' task files `name` is the path of, else None."""
+  return next((family for family in FAMILIES if family.task_file_suffix and
+               name.strip().endswith(family.task_file_suffix)), None)
+
+
+def get_task(name: str):
+  """A registered task by canonical name or alias, or a user's task from its file."""
   name = name.strip()
-  if name.endswith(".json"):
-    return sentence_data.load_custom_task(name)
-  name = ALIASES.get(name, name)
-  if name not in REGISTRY:
-    raise DataError(unknown_name_message(name, list(REGISTRY) + list(ALIASES), "task") +
-                    " (a user's task is given as the path of its .json description)")
-  return REGISTRY[name]
+  family = task_file_family(name)
+  if family is not None:
+    return family.load_task_file(name)
+  named, aliases = _named(), _aliases()
+  name = aliases.get(name, name)
+  if name not in named:
+    files = " or ".join(f.task_file_suffix for f in FAMILIES if f.task_file_suffix)
+    raise DataError(unknown_name_message(name, list(named) + list(aliases), "task") +
+                    f" (a user's task is given as the path of its {files} description)")
+  return named[name]
 
 
-def get_tasks(names: Union[str, List[str]]) -> List[Task]:
+def get_tasks(names: Union[str, List[str]]) -> list:
   """Tasks from "a,b,c" or a list; the same task twice is an error."""
   if isinstance(names, str):
     names = [n for n in names.split(",") if n.strip()]
@@ -73,7 +107,7 @@ def get_tasks(names: Union[str, List[str]]) -> List[Task]:
   return tasks
 
 
-def data_paths(task: Task, data_dir: str) -> Dict[str, str]:
+def data_paths(task, data_dir: str) -> Dict[str, str]:
   """Where a task's files are read from, by what names them: a user's task's split files,
   else the data dir's finetuning_data folder (an output must write over none)."""
   if getattr(task, "files_dir", None) is not None:
@@ -83,21 +117,13 @@ def data_paths(task: Task, data_dir: str) -> Dict[str, str]:
   return {"--data-dir": os.path.join(data_dir, "finetuning_data")}
 
 
-def task_defaults(tasks: List[Task]) -> Dict[str, object]:
+def task_defaults(tasks: list) -> Dict[str, object]:
   """Hyperparameter defaults of a single-task run (as the original, none for several)."""
   if len(tasks) != 1:
     return {}
   return dict(load_preset("finetuning", "task_defaults").get(tasks[0].name, {}))
 
 
-RUNNERS = {sentence_data.SentenceTask: SentenceRunner, qa_data.QATask: QARunner,
-           tagging_data.TaggingTask: TaggingRunner}
-
-
-def runner_for(task: Task, config, tokenizer) -> TaskRunner:
-  """The runner of a task's family, for a run's FinetuningConfig and Tokenizer."""
-  for task_type, runner in RUNNERS.items():
-    if isinstance(task, task_type):
-      return runner(task, config, tokenizer)
-  raise ValueError(f"task {task.name}: no fine-tuning runner for "
-                   f"{type(task).__name__} tasks")
+def runner_for(task, config, tokenizer):
+  """The TaskRunner of a task's family, for a run's FinetuningConfig and Tokenizer."""
+  return family_of(task).runner()(task, config, tokenizer)

@@ -27,14 +27,17 @@ from finetune.modeling import FinetuningModel
 from finetune.prior_watch import PriorWatch
 from finetune.tasks import runner_for
 from model import flops as model_flops
+from model.config import check_vocab_size
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
 from model.weights import CheckpointError
-from model.weights.formats import Weights, open_weights
+from model.weights.start import (PretrainedStart, in_todays_name, open_start,
+                                 record_name)
 from model.weights.run_files import FINETUNING_RECORD, newest_readable
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
+from util import hparams
 from util.files import atomic_write
 
 RUN_CONFIG = FINETUNING_RECORD
@@ -42,17 +45,6 @@ RUN_CONFIG = FINETUNING_RECORD
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (README, \"A pre-trained "
                 "encoder that fine-tunes worse than random weights\")")
-# Fields that may change between runs on one model dir: they do not change the trained
-# weights (the rest, with the model's sizes and the resolved init checkpoint, must match).
-RESUMABLE_FIELDS = (
-    "data_dir", "model_name", "init_checkpoint", "vocab_file", "model_dir", "results_dir",
-    "tfds_data_dir", "overwrite_model_dir", "do_train", "do_eval", "num_trials",
-    "keep_all_models", "log_every_steps", "save_checkpoints_steps", "write_test_outputs",
-    "n_writes_test", "eval_batch_size", "predict_batch_size", "n_best_size",
-    "max_answer_length", "beam_size", "qa_na_threshold", "model_size",
-    "model_hparam_overrides", "embedding_size", "vocab_size", "distribution_strategy",
-    "tpu_address", "mixed_precision", "use_xla", "gradient_accumulation_steps",
-    "recompute")
 
 
 class NotFinetunedError(ValueError):
@@ -75,26 +67,25 @@ class Finetuner:
     self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
     # Sizes come from the pre-trained checkpoint when there is one, else the config.
-    self.init = self.init_checkpoint()
-    if not self.init and not config.debug and not os.path.isfile(config.vocab_file):
+    self.start = self.find_start()
+    if not self.start and not config.debug and not os.path.isfile(config.vocab_file):
       raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
                        f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
-    if config.init_adjustment != "none" and not self.init and config.do_train:
+    if config.init_adjustment != "none" and not self.start and config.do_train:
       raise ValueError(f"init_adjustment {config.init_adjustment} changes pre-trained "
                        "weights, and this run starts from random weights (no "
                        "init_checkpoint and no pre-trained model found); set "
                        "\"init_adjustment\": \"none\" or give --init-checkpoint")
     vocab = load_vocab(self.vocab_file())
-    if self.init:
-      self.model_config = self.init.model_config("discriminator")
-      self.model_config.check_sequence_length(config.max_seq_length, self.init.location)
+    if self.start:
+      weights = self.start.weights
+      self.model_config = weights.model_config("discriminator")
+      self.model_config.check_sequence_length(config.max_seq_length, weights.location)
     else:
       self.model_config = config.model_config()
-    if len(vocab) != self.model_config.vocab_size:
-      source = self.init.location if self.init else "the configured model"
-      raise ValueError(f"{config.vocab_file} has {len(vocab)} tokens but {source} has a "
-                       f"vocabulary of {self.model_config.vocab_size}; use the vocab.txt "
-                       "the model was pre-trained with")
+    source = self.start.weights.location if self.start else "the configured model"
+    check_vocab_size(config.vocab_file, len(vocab), self.model_config.vocab_size, source,
+                     "use the vocab.txt the model was pre-trained with")
     self.tokenizer = Tokenizer(vocab, lower_case=config.do_lower_case,
                                accents=config.do_lower_case)
     self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
@@ -173,9 +164,9 @@ class Finetuner:
     """The configured vocab.txt or, when it is missing, the checkpoint's (Weights.vocab:
     a released model's zip and a Hugging Face directory hold one)."""
     path = self.config.vocab_file
-    if not os.path.isfile(path) and self.init:
+    if not os.path.isfile(path) and self.start:
       try:
-        return self.init.vocab()
+        return self.start.weights.vocab()
       except CheckpointError:
         pass
     if not os.path.isfile(path):
@@ -183,27 +174,31 @@ class Finetuner:
                        "pre-trained with there, or set \"vocab_file\" in --hparams")
     return path
 
-  def init_checkpoint(self) -> Optional[Weights]:
-    """The pre-trained weights to start from, or None (random, with a warning)."""
+  def find_start(self) -> Optional[PretrainedStart]:
+    """The pre-trained weights to start from, opened: init_checkpoint, else (unless
+    debug) the model model_name names in the data dir, its export/ or its run dir;
+    None when there are none (random weights, with a warning)."""
     config = self.config
     if config.init_checkpoint:  # a bad path fails, in debug runs too
-      return open_weights(config.init_checkpoint)
+      return open_start(config.init_checkpoint)
     if config.debug:
       return None
     for path in (os.path.join(config.pretrained_model_dir, "export"),
                  config.pretrained_model_dir):
       try:
-        return open_weights(path)
+        return open_start(path)
       except CheckpointError:
         pass
     return None
 
   def run_signature(self) -> Dict[str, object]:
-    """What fixes a trial's trained weights (resume.check_resume compares it)."""
-    return {"init_checkpoint": os.path.abspath(self.init.location) if self.init else "",
+    """What fixes a trial's trained weights (resume.check_resume compares it): the
+    start, the model's sizes and every field not declared resumable."""
+    resumable = hparams.resumable_fields(self.config)
+    return {"init_checkpoint": record_name(self.start),
             "model": self.model_config.to_dict(),
             **{k: v for k, v in self.config.to_dict().items()
-               if k not in RESUMABLE_FIELDS}}
+               if k not in resumable}}
 
   def loss_fn(self, model, global_batch: int):
     runners = self.runners
@@ -299,7 +294,7 @@ class Finetuner:
     kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
-                          config.overwrite_model_dir)
+                          config.overwrite_model_dir, renamed=in_todays_name(self.start))
     runtime.use_checkpointed_dropout(seed)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
@@ -315,8 +310,8 @@ class Finetuner:
     if config.do_train:
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
                              on_step=self.prior_watch(num_steps))
-      model, init = loop.model, self.init
-      if not init and not config.debug:  # debug runs are random by design
+      model, start = loop.model, self.start
+      if not start and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
       resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
@@ -329,8 +324,8 @@ class Finetuner:
       for epoch, end in enumerate(boundaries, 1):
         loop.settings.num_train_steps = end
         loop.run(dataset_fn, init_fn=(
-            lambda: model.load_pretrained(init, config.init_adjustment)) if init
-                 else None)
+            lambda: model.load_pretrained(start.weights, config.init_adjustment))
+                 if start else None)
         if config.do_eval:
           scores = self.evaluate(model)
           history.append({"epoch": epoch, "step": end, **{
@@ -375,9 +370,7 @@ class Finetuner:
     num_steps steps of train_batch_size features into model_dir: a trial's training,
     and the step the benches time (TrainLoop.train_step)."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
-    if batch % config.gradient_accumulation_steps:
-      raise ValueError(f"gradient_accumulation_steps {config.gradient_accumulation_steps}"
-                       f" must divide train_batch_size {batch}")
+    config.check_batch_split(batch, strategy.num_replicas_in_sync)
     # Before any model call: one too big would never return.
     pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
     runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(

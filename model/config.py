@@ -17,15 +17,26 @@ INIT_SCHEMES = ("truncated_normal", "mimetic", "mimetic_generator")
 INIT_ADJUSTMENTS = ("none", "attention", "positions", "attention_and_positions")
 
 
+def check_vocab_size(vocab_file: str, tokens: int, vocab_size: int, whose: str,
+                     remedy: str):
+  """The one check of a vocabulary against a model, in both phases: `vocab_file` holds
+  `tokens` tokens, `whose` model (the config's, a checkpoint's) has `vocab_size` rows of
+  embeddings; they must agree."""
+  if tokens != vocab_size:
+    raise hparams.HParamsError(f"{vocab_file} holds {tokens} tokens but {whose} has a "
+                               f"vocabulary of {vocab_size}; {remedy}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelChoice:
   """How a run names its model: the fields pre-training and fine-tuning configs share
   (ModelConfig.for_run turns them into sizes)."""
-  model_size: str = "small"
-  model_hparam_overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  embedding_size: Optional[int] = hparams.field(None, at_least=1)
+  model_size: str = hparams.field("small", resumable=True)
+  model_hparam_overrides: Dict[str, Any] = hparams.field(default_factory=dict,
+                                                         resumable=True)
+  embedding_size: Optional[int] = hparams.field(None, at_least=1, resumable=True)
   vocab_size: int = hparams.field(30522, at_least=1)
-  do_lower_case: bool = True
+  do_lower_case: bool = hparams.field(True, meaning=True)
 
 
 @dataclasses.dataclass(frozen=True)

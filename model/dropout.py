@@ -2,6 +2,8 @@
 
 import tf_keras
 
+from model.internals import draws_from_generator, dropout_generator
+
 
 def dropout_generators(layer: tf_keras.layers.Layer, strict: bool = False) -> list:
   """The tf.random.Generators of the dropout layers inside `layer`, created now (Keras
@@ -9,12 +11,11 @@ def dropout_generators(layer: tf_keras.layers.Layer, strict: bool = False) -> li
   legacy stateful ops (no generator to save or rewind) is an error."""
   generators = []
   for module in layer.submodules:
-    rng = getattr(module, "_random_generator", None)
-    if rng is None:
+    if not draws_from_generator(module):
       continue
-    rng._maybe_init()  # pylint: disable=protected-access
-    if rng._generator is not None:  # pylint: disable=protected-access
-      generators.append(rng._generator)  # pylint: disable=protected-access
+    generator = dropout_generator(module)
+    if generator is not None:
+      generators.append(generator)
     elif strict and getattr(module, "rate", 0):
       raise ValueError(
           f"dropout layer {module.name} draws from Keras' legacy stateful ops, whose "

@@ -13,6 +13,7 @@ from official.nlp.modeling import layers as tfm_layers
 from model import fused
 from model.config import ModelConfig
 from model.dropout import dropout_generators
+from model.internals import block_layers
 
 ATTENTION_DIRECTIONS = ("bidirectional", "ltr", "rtl")
 
@@ -159,7 +160,7 @@ class ElectraEncoder(tf_keras.Model):
     x, mask = self._embed(inputs)
     states, probs = [x], []
     for layer in self.transformer_layers:
-      _, layer_probs = layer._attention_layer(  # pylint: disable=protected-access
+      _, layer_probs = block_layers(layer).attention(
           x, x, attention_mask=mask, return_attention_scores=True)
       probs.append(layer_probs)
       x = layer([x, mask])

@@ -25,6 +25,10 @@ import tensorflow as tf
 import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 
+from model.internals import (attention_built, attention_scale, block_layers,
+                             draw_uniform, dropout_generator, norm_epsilon,
+                             plain_post_layer_norm)
+
 SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
 # What tf_keras' masked softmax adds to masked-off float32 scores
@@ -194,13 +198,11 @@ def dropout_uniform(dropout: tf_keras.layers.Dropout, shape):
   """The uniform numbers `dropout` (Keras, checkpointed generator) would draw for an
   input of `shape`, advancing its generator as it would; None without dropout.
 
-  Generator.uniform's own [0, 1) scaling (x * 1 + 0) is exact, so its inner draw is
-  used, which spares two passes over the numbers.
+  (model/internals.py's draw_uniform: Generator.uniform's numbers in one pass.)
   """
   if not dropout.rate:
     return None
-  return dropout._random_generator._generator._uniform(  # pylint: disable=protected-access
-      shape, tf.float32)
+  return draw_uniform(dropout_generator(dropout), shape)
 
 
 class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
@@ -224,62 +226,50 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
   def get_config(self):
     return {**super().get_config(), "exact_gelu": self.exact_gelu}
 
-  def _dropouts(self):
-    return (self._attention_layer._dropout_layer, self._attention_dropout,  # pylint: disable=protected-access
-            self._output_dropout)
-
   def _fusable(self, inputs, output_range) -> bool:
     if not (isinstance(inputs, (list, tuple)) and len(inputs) == 2
             and inputs[1] is not None and output_range is None):
       return False
-    if (self._output_range is not None or self._norm_first or not self._use_bias
-            or self._use_rms_norm or not self._use_query_residual or self._inner_dropout
-            or self._return_attention_scores or self._linformer_dim is not None
-            or self._output_last_dim is not None or self._value_dim is not None
-            or type(self._attention_layer) is not tf_keras.layers.MultiHeadAttention
-            or not self.exact_gelu or self.compute_dtype != "float32"):
+    if (not plain_post_layer_norm(self) or not self.exact_gelu
+            or self.compute_dtype != "float32"):
       return False
-    if not (self._attention_layer._built_from_signature  # pylint: disable=protected-access
+    if not (attention_built(self)
             and all(layer.built for layer in self.submodules
                     if isinstance(layer, tf_keras.layers.Layer))):
       return False  # Keras builds the sublayers (and their variables) at the first call
-    for dropout in self._dropouts():
-      if dropout.rate:
-        dropout._random_generator._maybe_init()  # pylint: disable=protected-access
-        if dropout._random_generator._generator is None:  # pylint: disable=protected-access
-          return False
-    return True
+    layers = block_layers(self)
+    return all(dropout_generator(dropout) is not None for dropout in
+               (layers.probs_dropout, layers.attention_dropout, layers.output_dropout)
+               if dropout.rate)
 
   def call(self, inputs, output_range=None, training=None):
     if not (self.fused and training is True and self._fusable(inputs, output_range)):
       return super().call(inputs, output_range)
     x, mask = inputs
-    attention = self._attention_layer
-    probs_dropout, attention_dropout, output_dropout = self._dropouts()
+    layers, epsilon = block_layers(self), norm_epsilon(self)
     projections = [tf.einsum("abc,cde->abde", x, dense.kernel)
-                   for dense in (attention._query_dense, attention._key_dense,  # pylint: disable=protected-access
-                                 attention._value_dense)]  # pylint: disable=protected-access
+                   for dense in (layers.query, layers.key, layers.value)]
     query, key, value = qkv_heads(
-        *projections, attention._query_dense.bias, attention._key_dense.bias,  # pylint: disable=protected-access
-        attention._value_dense.bias, 1.0 / float(self._key_dim) ** 0.5)  # pylint: disable=protected-access
+        *projections, layers.query.bias, layers.key.bias, layers.value.bias,
+        attention_scale(self))
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+    probs_dropout = layers.probs_dropout
     probs = masked_softmax_dropout(
         scores, tf.cast(mask, scores.dtype),
         dropout_uniform(probs_dropout, tf.shape(scores)), probs_dropout.rate)
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, W]
-    output_dense = attention._output_dense  # pylint: disable=protected-access
+    attention_dropout, output_dropout = layers.attention_dropout, layers.output_dropout
     attended = residual_norm(
-        tf.einsum("abcd,cde->abe", context, output_dense.kernel), output_dense.bias,
-        dropout_uniform(attention_dropout, tf.shape(x)), x,
-        self._attention_layer_norm.gamma, self._attention_layer_norm.beta,
-        attention_dropout.rate, self._norm_epsilon)
-    inner = bias_gelu(tf.einsum("abc,cd->abd", attended, self._intermediate_dense.kernel),
-                      self._intermediate_dense.bias)
+        tf.einsum("abcd,cde->abe", context, layers.attention_output.kernel),
+        layers.attention_output.bias, dropout_uniform(attention_dropout, tf.shape(x)), x,
+        layers.attention_norm.gamma, layers.attention_norm.beta, attention_dropout.rate,
+        epsilon)
+    inner = bias_gelu(tf.einsum("abc,cd->abd", attended, layers.intermediate.kernel),
+                      layers.intermediate.bias)
     return residual_norm(
-        tf.einsum("abc,cd->abd", inner, self._output_dense.kernel),
-        self._output_dense.bias, dropout_uniform(output_dropout, tf.shape(x)), attended,
-        self._output_layer_norm.gamma, self._output_layer_norm.beta,
-        output_dropout.rate, self._norm_epsilon)
+        tf.einsum("abc,cd->abd", inner, layers.output.kernel),
+        layers.output.bias, dropout_uniform(output_dropout, tf.shape(x)), attended,
+        layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon)
 
 
 def use_fused(model: tf_keras.layers.Layer, fused: bool):

@@ -33,6 +33,7 @@ import tensorflow as tf
 from model.config import INIT_ADJUSTMENTS, INIT_SCHEMES
 from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
+from model.internals import block_layers
 from model.heads import DiscriminatorHead, GeneratorHead
 
 
@@ -63,16 +64,16 @@ def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
                       vo_identity: float):
   """Sets every layer's query/key and value/output kernels of `encoder` (biases stay)."""
   for block in encoder.transformer_layers:
-    attention = block._attention_layer  # pylint: disable=protected-access
-    width, heads, head_size = attention._query_dense.kernel.shape  # pylint: disable=protected-access
+    layers = block_layers(block)
+    width, heads, head_size = layers.query.kernel.shape
     query, key, value = (np.zeros([width, heads, head_size]) for _ in range(3))
     output = np.zeros([heads, head_size, width])
     for h in range(heads):
       query[:, h], key_t = factored_pair(rng, width, head_size, qk_noise, qk_identity)
       key[:, h] = key_t.T
       value[:, h], output[h] = factored_pair(rng, width, head_size, vo_noise, -vo_identity)
-    for dense, kernel in ((attention._query_dense, query), (attention._key_dense, key),  # pylint: disable=protected-access
-                          (attention._value_dense, value), (attention._output_dense, output)):  # pylint: disable=protected-access
+    for dense, kernel in ((layers.query, query), (layers.key, key),
+                          (layers.value, value), (layers.attention_output, output)):
       dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
 
 
@@ -159,7 +160,7 @@ def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
     raise ValueError(f"init_adjustment {adjustment!r}: expected one of {INIT_ADJUSTMENTS}")
   if adjustment in ("attention", "attention_and_positions"):
     for block in encoder.transformer_layers:
-      query = block._attention_layer._query_dense  # pylint: disable=protected-access
+      query = block_layers(block).query
       query.kernel.assign(tf.zeros_like(query.kernel))
       query.bias.assign(tf.zeros_like(query.bias))
   if adjustment in ("positions", "attention_and_positions"):

@@ -7,34 +7,63 @@ follow the original data-dir layout: <data_dir>/pretrain_tfrecords, <data_dir>/v
 """
 
 import dataclasses
+import json
 import os
 from typing import Any, Callable, Dict, Optional
 
-from model.config import INIT_SCHEMES, ModelChoice, ModelConfig
+from model.config import INIT_SCHEMES, ModelChoice, ModelConfig, check_vocab_size
 from data_prep import records
 from data_prep.vocab import load_vocab
 from util import hparams
 from training.settings import ScaleSettings
 
 
+# The objectives by name: one class each in pretrain/objectives/ (OBJECTIVES there).
+OBJECTIVES = ("masked_lm", "electra", "electric")
+
+
+def objective_of_switches(electra_objective: Optional[bool],
+                          electric_objective: Optional[bool]) -> str:
+  """The objective the original's switches choose (each None: its default, true and
+  false): electric_objective first, then electra_objective."""
+  if electric_objective:
+    return "electric"
+  return "masked_lm" if electra_objective is False else "electra"
+
+
+def with_objective_named(values: Dict[str, Any]) -> Dict[str, Any]:
+  """A run record's signature or config as today's fields name it: one written before
+  `objective` holds the original's switches instead."""
+  if "objective" in values or "electra_objective" not in values:
+    return values
+  values = dict(values)
+  values["objective"] = objective_of_switches(values.pop("electra_objective"),
+                                              values.pop("electric_objective", None))
+  return values
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig(ScaleSettings, ModelChoice):
-  model_name: str = "electra_small"
-  data_dir: str = "data"
-  debug: bool = False  # tiny model and few steps, for quick checks
-  do_train: bool = True
-  do_eval: bool = False
+  model_name: str = hparams.field("electra_small", resumable=True)
+  data_dir: str = hparams.field("data", resumable=True)
+  # Tiny model and few steps, for quick checks.
+  debug: bool = hparams.field(False, resumable=True)
+  do_train: bool = hparams.field(True, resumable=True)
+  do_eval: bool = hparams.field(False, resumable=True)
 
-  # Objective: ELECTRA, Electric, or (both false) BERT-style masked LM only.
-  electra_objective: bool = True
-  electric_objective: bool = False
-  gen_weight: float = hparams.field(1.0, at_least=0)
-  disc_weight: float = hparams.field(50.0, at_least=0)
+  # The objective (pretrain/objectives/): ELECTRA, Electric, or BERT-style masked LM
+  # only. The original's switches are accepted as aliases: electric_objective true is
+  # "electric", else electra_objective false is "masked_lm".
+  objective: str = hparams.field("electra", choices=OBJECTIVES, meaning=True)
+  electra_objective: dataclasses.InitVar[Optional[bool]] = None
+  electric_objective: dataclasses.InitVar[Optional[bool]] = None
+  gen_weight: float = hparams.field(1.0, at_least=0, meaning=True)
+  disc_weight: float = hparams.field(50.0, at_least=0, meaning=True)
   # New: the discriminator's loss weight grows linearly from 0 to disc_weight over this
   # many steps (0: the original's constant weight), so that a tied or shared encoder
   # first learns from the generator's richer signal.
   disc_weight_ramp_steps: int = hparams.field(0, at_least=0)
-  mask_prob: float = hparams.field(0.15, above=0, at_most=1)
+  mask_prob: float = hparams.field(0.15, above=0, at_most=1, meaning=True)
 
   # The start of a fresh run (model/initialization.py): the original's truncated
   # normal, "mimetic" (smooth positions, attention that follows similarity), or
@@ -63,37 +92,49 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   disc_warmup_steps: int = hparams.field(0, at_least=0)
 
   # Training loop.
-  save_checkpoints_steps: int = hparams.field(1000, at_least=1)
-  num_train_steps: int = hparams.field(1000000, at_least=1)
-  num_eval_steps: int = hparams.field(100, at_least=1)
-  keep_checkpoint_max: int = hparams.field(5, at_least=1)
-  log_every_steps: int = hparams.field(10, at_least=1)
+  save_checkpoints_steps: int = hparams.field(1000, at_least=1, resumable=True)
+  num_train_steps: int = hparams.field(1000000, at_least=1, resumable=True)
+  num_eval_steps: int = hparams.field(100, at_least=1, resumable=True)
+  keep_checkpoint_max: int = hparams.field(5, at_least=1, resumable=True)
+  log_every_steps: int = hparams.field(10, at_least=1, resumable=True)
   seed: int = hparams.field(0, at_least=0)
 
   # Generator.
-  uniform_generator: bool = False
-  two_tower_generator: bool = False
-  untied_generator_embeddings: bool = False
-  untied_generator: bool = True
-  generator_layers: float = hparams.field(1.0, above=0)
-  generator_hidden_size: float = hparams.field(0.25, above=0)
-  disallow_correct: bool = False
-  temperature: float = hparams.field(1.0, above=0)
+  uniform_generator: bool = hparams.field(False, meaning=True)
+  two_tower_generator: bool = hparams.field(False, meaning=True)
+  untied_generator_embeddings: bool = hparams.field(False, meaning=True)
+  untied_generator: bool = hparams.field(True, meaning=True)
+  generator_layers: float = hparams.field(1.0, above=0, meaning=True)
+  generator_hidden_size: float = hparams.field(0.25, above=0, meaning=True)
+  disallow_correct: bool = hparams.field(False, meaning=True)
+  temperature: float = hparams.field(1.0, above=0, meaning=True)
 
   # Batches.
   max_seq_length: int = hparams.field(128, at_least=1)
   train_batch_size: int = hparams.field(128, at_least=1)
-  eval_batch_size: int = hparams.field(128, at_least=1)
+  eval_batch_size: int = hparams.field(128, at_least=1, resumable=True)
 
   # Locations; empty means the original layout under data_dir.
-  pretrain_tfrecords: str = ""
-  vocab_file: str = ""
-  model_dir: str = ""
+  pretrain_tfrecords: str = hparams.field("", resumable=True)
+  vocab_file: str = hparams.field("", resumable=True)
+  model_dir: str = hparams.field("", resumable=True)
   init_checkpoint: str = ""
-  overwrite_model_dir: bool = False  # allow a model_dir holding a different config
+  # Allow a model_dir holding a different config.
+  overwrite_model_dir: bool = hparams.field(False, resumable=True)
 
-  def __post_init__(self):
+  def __post_init__(self, electra_objective, electric_objective):
     hparams.check_fields(self)
+    if electra_objective is not None or electric_objective is not None:
+      chosen = objective_of_switches(electra_objective, electric_objective)
+      if self.objective not in (chosen, PretrainingConfig.objective):
+        given = {"electra_objective": electra_objective,
+                 "electric_objective": electric_objective}
+        switches = ", ".join(f"{name} {json.dumps(value)}" for name, value in
+                             given.items() if value is not None)
+        raise hparams.HParamsError(
+            f"objective {self.objective} and the original's {switches} (objective "
+            f"{chosen}) disagree; give one of them")
+      object.__setattr__(self, "objective", chosen)
     layout = {
         "pretrain_tfrecords": os.path.join(self.data_dir, "pretrain_tfrecords",
                                            "pretrain_data.tfrecord*"),
@@ -103,28 +144,42 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
     for name, default in layout.items():
       if not getattr(self, name):
         object.__setattr__(self, name, default)
-    if self.electric_objective and not self.two_tower_generator:
-      object.__setattr__(self, "two_tower_generator", True)  # Electric needs it
+    self.check_objective()
+    self.check_batch_split(self.train_batch_size)
+    self.model_config()  # its sizes, and max_seq_length against them, are valid
+
+  def check_objective(self):
+    """The rules between the objective's fields: Electric's generator is the two-tower
+    cloze model (set here, as the original's config does); a two-tower generator needs
+    a discriminator and a generator of its own; mimetic_generator needs ELECTRA's pair."""
+    if self.objective == "electric" and not self.two_tower_generator:
+      object.__setattr__(self, "two_tower_generator", True)
+    if self.two_tower_generator and (self.uniform_generator or not self.untied_generator
+                                     or self.objective == "masked_lm"):
+      # The original crashes on these combinations (its cloze loss is never built).
+      raise hparams.HParamsError(
+          "a two-tower generator (two_tower_generator, or objective electric) needs "
+          f"untied_generator true, uniform_generator false and objective electra or "
+          f"electric (got untied_generator {str(self.untied_generator).lower()}, "
+          f"uniform_generator {str(self.uniform_generator).lower()}, objective "
+          f"{self.objective})")
     if self.init_scheme == "mimetic_generator" and not (
-        self.electra_objective and self.untied_generator and not self.two_tower_generator):
+        self.objective == "electra" and self.untied_generator and
+        not self.two_tower_generator):
       raise hparams.HParamsError(
           "init_scheme mimetic_generator starts the generator apart from the "
-          "discriminator: it needs electra_objective true, untied_generator true and "
+          "discriminator: it needs objective electra, untied_generator true and "
           "no two-tower generator; use \"mimetic\" otherwise")
-    self.model_config()  # its sizes, and max_seq_length against them, are valid
 
   def with_vocab_file_size(self) -> "PretrainingConfig":
     """This config with vocab_size read from vocab_file (which must exist) when it was
     left at its default: a built dataset may carry a learned vocabulary. Set
     explicitly, vocab_size must match the file."""
     size = len(load_vocab(self.vocab_file))
-    if size == self.vocab_size:
-      return self
-    if self.vocab_size != PretrainingConfig.vocab_size:
-      raise hparams.HParamsError(
-          f"{self.vocab_file} holds {size} tokens but vocab_size is {self.vocab_size}; "
-          f"set \"vocab_size\": {size}")
-    return dataclasses.replace(self, vocab_size=size)
+    if self.vocab_size != PretrainingConfig.vocab_size:  # set: it must match
+      check_vocab_size(self.vocab_file, size, self.vocab_size, "the config (vocab_size)",
+                       f"set \"vocab_size\": {size}")
+    return dataclasses.replace(self, vocab_size=size) if size != self.vocab_size else self
 
   @property
   def max_predictions_per_seq(self) -> int:
@@ -141,8 +196,7 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
         generator_layers=self.generator_layers,
         untied_generator_embeddings=self.untied_generator_embeddings,
         # The MLM-only baseline trains one full-size encoder as the generator.
-        untied_generator=self.untied_generator and (
-            self.electra_objective or self.electric_objective))
+        untied_generator=self.untied_generator and self.objective != "masked_lm")
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -155,7 +209,8 @@ def load_config(model_name: str, data_dir: str = "data",
   """Original defaults < size preset (configs/pretraining/<size>.json) < overrides.
 
   The preset is chosen by `model_size` from the overrides, else from the model name
-  (electra_small/base/large), else "small". As in the original, `debug: true` shrinks
+  (electra_small/base/large), else "small". vocab_size follows vocab_file when that
+  exists (with_vocab_file_size). As in the original, `debug: true` shrinks
   the run (batch 8, 20 steps) unless the overrides set those values themselves.
   `elsewhere`: the other phase's config, for hparams.check_overrides.
   """
@@ -170,4 +225,7 @@ def load_config(model_name: str, data_dir: str = "data",
   # (dataclasses.replace would otherwise copy the defaults' "data/..." paths).
   for name in ("pretrain_tfrecords", "vocab_file", "model_dir"):
     values.setdefault(name, "")
-  return hparams.update(PretrainingConfig(), values)
+  config = hparams.update(PretrainingConfig(), values)
+  # The vocabulary, where it is built already, sizes the model (the trainer refuses a
+  # missing one, with the command that builds it).
+  return config.with_vocab_file_size() if os.path.isfile(config.vocab_file) else config

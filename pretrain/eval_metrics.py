@@ -16,8 +16,8 @@
 
 The original's disc_auc is measured against the model's own generator, so it falls as the
 generator gets better and cannot by itself say whether the discriminator learned. Two new
-figures do not move with the generator (FixedCorruptionMetrics, from
-PretrainingModel.fixed_corruption_outputs):
+figures do not move with the generator (FixedCorruptionMetrics, from the objective's
+eval_outputs: pretrain/objectives/electra.py):
 - disc_auc_fixed: the exact ROC AUC (ties counted half) of the discriminator's logits on
   a fixed corruption, 15% of the candidate tokens replaced by draws from the batch's
   unigram distribution with seeds that depend only on the batch's index, over the
@@ -113,8 +113,8 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 class FixedCorruptionMetrics:
-  """disc_auc_fixed and disc_state_cosine over batches of fixed_corruption_outputs,
-  gathered on the host (an exact AUC needs every score)."""
+  """disc_auc_fixed and disc_state_cosine over batches of the objective's
+  eval_outputs, gathered on the host (an exact AUC needs every score)."""
 
   def __init__(self):
     self._labels: List[np.ndarray] = []
@@ -123,7 +123,7 @@ class FixedCorruptionMetrics:
     self._state_count = 0
 
   def update(self, outputs: Dict[str, np.ndarray]):
-    """Adds one replica's batch (NumPy values of fixed_corruption_outputs)."""
+    """Adds one replica's batch (NumPy values of the objective's eval_outputs)."""
     keep = np.asarray(outputs["fixed_weights"]).reshape(-1) > 0
     self._labels.append(np.asarray(outputs["fixed_labels"]).reshape(-1)[keep])
     self._scores.append(np.asarray(outputs["fixed_logits"]).reshape(-1)[keep])

@@ -14,20 +14,21 @@ import json
 import os
 import shutil
 import sys
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from model.config import check_vocab_size
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
-from model.weights import by_name
-from model.weights.formats import open_weights
+from model.weights.start import (PretrainedStart, in_todays_name, open_start,
+                                 record_name)
 from model.weights.original import save_original
 from model.weights.run_dir import TRAINED_PART
 from model.weights.run_files import CHECKPOINT_NAME, PRETRAINING_RECORD
 from pretrain import input_pipeline
-from pretrain.config import PretrainingConfig
+from pretrain.config import PretrainingConfig, with_objective_named
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
@@ -37,46 +38,39 @@ from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate, own_warmup
-from util import files
+from util import files, hparams
 
 RUN_CONFIG = PRETRAINING_RECORD
 EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
 FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
-# What a resumed run may change: how long it runs (num_train_steps, to continue a run),
-# where its files are, what it logs, saves and evaluates, how it uses the hardware, and
-# the names of its sizes (the sizes themselves are signed). Every other field fixes the
-# trained weights: changing it on a model dir is refused (training/resume.py).
-RESUMABLE_FIELDS = (
-    "model_name", "data_dir", "pretrain_tfrecords", "vocab_file", "model_dir",
-    "overwrite_model_dir", "debug", "do_train", "do_eval", "num_train_steps",
-    "num_eval_steps", "eval_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
-    "log_every_steps", "distribution_strategy", "tpu_address", "mixed_precision",
-    "use_xla", "gradient_accumulation_steps", "recompute", "model_size",
-    "model_hparam_overrides", "embedding_size")
 
 
-def check_inputs(config: PretrainingConfig) -> PretrainingConfig:
-  """Fails early, naming the file, when the data or vocabulary cannot serve this config.
+def checked_and_sized(config: PretrainingConfig
+                      ) -> Tuple[PretrainingConfig, Optional[PretrainedStart]]:
+  """The config with the sizes its inputs fix, and its start (init_checkpoint's
+  weights, opened once; None without one), after failing early, naming the file, when
+  the vocabulary or the start cannot serve it.
 
   Left at its default, vocab_size follows the vocabulary file (a built dataset may
-  carry a learned vocabulary); set explicitly, it must match.
+  carry a learned vocabulary); set explicitly, it must match. The config takes the
+  start's generator size.
   """
   if not os.path.isfile(config.vocab_file):
     raise InputError(f"{config.vocab_file}: vocabulary not found; run "
                      f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
-  sized = config.with_vocab_file_size()
-  if sized.vocab_size != config.vocab_size:
-    print(f"vocab_size {sized.vocab_size}, from {config.vocab_file}", flush=True)
-  config = sized
-  if config.init_checkpoint:
-    config = fit_to_checkpoint(config)
+  config = config.with_vocab_file_size()
+  if config.vocab_size != PretrainingConfig.vocab_size:
+    print(f"vocab_size {config.vocab_size}, from {config.vocab_file}", flush=True)
+  start = open_start(config.init_checkpoint)  # after the vocabulary: it may download
+  if start:
+    config = fit_to_start(config, start)
   ramp, steps = config.disc_weight_ramp_steps, config.num_train_steps
   if config.do_train and ramp > steps and objective_for(config).has_discriminator:
     print(f"warning: disc_weight_ramp_steps {ramp} is longer than num_train_steps "
           f"{steps}: the discriminator's loss weight ends at {steps / ramp:.0%} of "
           f"disc_weight {config.disc_weight:g}", file=sys.stderr, flush=True)
-  return config
+  return config, start
 
 
 # The discriminator's sizes a run must set to start from a checkpoint: where each is set.
@@ -87,17 +81,14 @@ GENERATOR_HPARAMS = ("generator_hidden_size", "generator_layers",
                      "untied_generator_embeddings")
 
 
-def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
-  """The config with the generator's size of init_checkpoint (a released ELECTRA-Small's
-  is full width, generator_hidden_size 1.0); refuses other size mismatches, saying
-  which hparam to set."""
-  path = config.init_checkpoint
-  weights = open_weights(path)
+def fit_to_start(config: PretrainingConfig, start: PretrainedStart) -> PretrainingConfig:
+  """The config with the generator's size of the start's weights (a released
+  ELECTRA-Small's is full width, generator_hidden_size 1.0); refuses other size
+  mismatches, saying which hparam to set."""
+  path, weights = start.given, start.weights
   theirs, ours = weights.model_config(), config.model_config()
-  if theirs.vocab_size != config.vocab_size:
-    raise InputError(f"init_checkpoint {path} has a vocabulary of {theirs.vocab_size} "
-                     f"tokens but vocab_size is {config.vocab_size} ({config.vocab_file}); "
-                     "use the checkpoint's vocab.txt")
+  check_vocab_size(config.vocab_file, config.vocab_size, theirs.vocab_size,
+                   f"init_checkpoint {path}", "use the checkpoint's vocab.txt")
   if theirs.untied_generator and ours.untied_generator:
     adopted = {name: getattr(theirs, name) for name in GENERATOR_HPARAMS
                if getattr(theirs, name) != getattr(ours, name)}
@@ -125,55 +116,58 @@ def fit_to_checkpoint(config: PretrainingConfig) -> PretrainingConfig:
   return config
 
 
-def run_signature(config: PretrainingConfig) -> Dict:
-  """What fixes the trained weights: the model's sizes and every field a resumed run
-  may not change."""
-  values = {k: v for k, v in config.to_dict().items() if k not in RESUMABLE_FIELDS}
-  if values["init_checkpoint"]:
-    values["init_checkpoint"] = by_name.stable(values["init_checkpoint"])
+def run_signature(config: PretrainingConfig,
+                  start: Optional[PretrainedStart] = None) -> Dict:
+  """What fixes the trained weights: the model's sizes, the start (`start`, the opened
+  init_checkpoint, by its record_name) and every field a resumed run may not change
+  (the fields declare which: hparams.field's resumable)."""
+  resumable = hparams.resumable_fields(config)
+  values = {k: v for k, v in config.to_dict().items() if k not in resumable}
+  values["init_checkpoint"] = record_name(start)
   return {"model": config.model_config().to_dict(), **values}
 
 
-# What gives trained weights their meaning, for a run that only evaluates them: the
-# objective and generator (the model's sizes and vocabulary are signed as "model").
-# The optimizer, schedule, seed and start do not: they made the weights, and evaluating
-# them needs none of it.
-MEANING_FIELDS = (
-    "electra_objective", "electric_objective", "gen_weight", "disc_weight", "mask_prob",
-    "uniform_generator", "two_tower_generator", "untied_generator_embeddings",
-    "untied_generator", "generator_layers", "generator_hidden_size", "disallow_correct",
-    "temperature", "do_lower_case")
+def older_record_read(start: Optional[PretrainedStart]):
+  """An older record's signature or config in today's names (resume.check_resume's
+  `renamed`): the objective's, then the start's."""
+  return lambda values: in_todays_name(start)(with_objective_named(values))
 
 
-def check_model_dir(config: PretrainingConfig):
+def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] = None):
   """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
-  a run that only evaluates compares only what gives the weights their meaning."""
-  signature = run_signature(config)
+  a run that only evaluates compares only what gives the weights their meaning (the
+  model's sizes and vocabulary, and the fields declared so: hparams.field's meaning).
+  The optimizer, schedule, seed and start do not: they made the weights, and
+  evaluating them needs none of it."""
+  signature, renamed = run_signature(config, start), older_record_read(start)
   if config.do_train:
     resume.check_resume(config.model_dir, RUN_CONFIG, signature,
-                        config.overwrite_model_dir)
+                        config.overwrite_model_dir, renamed=renamed)
   else:
     resume.check_resume(config.model_dir, RUN_CONFIG,
                         {k: v for k, v in signature.items()
-                         if k == "model" or k in MEANING_FIELDS},
-                        overwrite=False, evaluating=True)
+                         if k == "model" or k in hparams.meaning_fields(config)},
+                        overwrite=False, evaluating=True, renamed=renamed)
 
 
-def write_run_config(config: PretrainingConfig, step: int = 0):
+def write_run_config(config: PretrainingConfig, step: int = 0,
+                     start: Optional[PretrainedStart] = None):
   """The model dir's record; a run resumed at `step` adds the settings it changed to
-  the history, so the record keeps every value a step was trained with."""
+  the history, so the record keeps every value a step was trained with. `start`: the
+  opened init_checkpoint, None without one."""
   history = resume.settings_history(
       config.model_dir, RUN_CONFIG,
-      {k: v for k, v in config.to_dict().items() if k in RESUMABLE_FIELDS}, step)
+      {k: v for k, v in config.to_dict().items()
+       if k in hparams.resumable_fields(config)}, step)
   # What the first step started from (init_scheme does not apply to a checkpoint's
   # weights, whatever the config says); kept as the run's first write recorded it.
-  start = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
-      {"init_checkpoint": by_name.stable(config.init_checkpoint)}
-      if config.init_checkpoint else {"init_scheme": config.init_scheme})
+  first = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
+      {"init_checkpoint": record_name(start)} if start
+      else {"init_scheme": config.init_scheme})
   # What the run trains, for the weights' readers (model/weights/run_dir.py), which
   # cannot ask the objective themselves.
-  resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config),
-                          config=config.to_dict(), history=history, start=start,
+  resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config, start),
+                          config=config.to_dict(), history=history, start=first,
                           **{TRAINED_PART: objective_for(config).exported_part})
 
 
@@ -183,12 +177,15 @@ class Pretrainer:
   def __init__(self, config: PretrainingConfig):
     self.strategy = runtime.start_run(config, config.seed)  # before any TensorFlow op
     self.files = input_pipeline.input_files(config)
-    self.config = config = check_inputs(config)
+    config, self.start = checked_and_sized(config)
+    self.config = config
     self.static_mask_length = input_pipeline.check_files(
         self.files, config.max_seq_length, config.mask_prob)
     input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
-    check_model_dir(config)
+    check_model_dir(config, self.start)
     if config.do_train:  # before any model call: one too big would never return
+      config.check_batch_split(config.train_batch_size,
+                               self.strategy.num_replicas_in_sync)
       pieces = self.strategy.num_replicas_in_sync * config.gradient_accumulation_steps
       runtime.check_step_memory(
           self.strategy, config.mixed_precision, objective_for(config).step_memory(
@@ -229,8 +226,7 @@ class Pretrainer:
   def _loss(self, batch, step, replica_id, micro_step):
     seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
     loss, outputs = self.model.compute(batch, seed, training=True, step=step)
-    scalars = {k: outputs[k] for k in ("mlm_loss", "cloze_loss", "disc_loss")
-               if k in outputs}
+    scalars = {k: outputs[k] for k in self.model.objective.logged_losses()}
     weights = outputs["masked_lm_weights"]
     scalars["masked_lm_accuracy"] = _weighted_mean(
         tf.equal(outputs["masked_lm_preds"], outputs["masked_lm_ids"]), weights)
@@ -254,10 +250,11 @@ class Pretrainer:
           static_mask_length=self.static_mask_length, input_context=context)
     return dataset_fn
 
-  def _init_from_checkpoint(self):
-    """A fresh run's start: init_checkpoint's weights, else the init_scheme."""
-    if self.config.init_checkpoint:
-      path = open_weights(self.config.init_checkpoint).load_into(self.model.electra)
+  def _initialize(self):
+    """A fresh run's first values: the start's weights, else the init_scheme's values
+    and the heads' optional starts (disc_prior_init, generator_unigram_init)."""
+    if self.start:
+      path = self.start.weights.load_into(self.model.electra)
       print(f"initialized the generator and discriminator from {path}", flush=True)
       if self.config.init_scheme != PretrainingConfig.init_scheme:
         print(f"note: init_scheme {self.config.init_scheme} does not apply: every weight "
@@ -290,19 +287,13 @@ class Pretrainer:
     if self.loop.chief:
       latest = self.loop.latest_checkpoint()
       step = int(latest.rsplit("-", 1)[1]) if latest else 0
-      write_run_config(self.config, step)
+      write_run_config(self.config, step, self.start)
       if step > self.config.num_train_steps:
         print(f"note: the run in {self.config.model_dir} is already at step {step}, past "
               f"num_train_steps {self.config.num_train_steps}: nothing to train (raise "
               "num_train_steps to continue it)", flush=True)
-    batch = self.config.train_batch_size
-    if batch % (self.strategy.num_replicas_in_sync *
-                self.config.gradient_accumulation_steps):
-      raise InputError(f"train_batch_size {batch} does not split evenly over "
-                       f"{self.strategy.num_replicas_in_sync} replica(s) x "
-                       f"{self.config.gradient_accumulation_steps} accumulation steps")
     return self._reading_data(lambda: self.loop.run(
-        self.dataset_fn(training=True), init_fn=self._init_from_checkpoint))
+        self.dataset_fn(training=True), init_fn=self._initialize))
 
   def evaluate(self, checkpoint: Optional[str] = None, write: bool = True
                ) -> Dict[str, float]:
@@ -313,7 +304,7 @@ class Pretrainer:
       if not self.config.init_checkpoint:
         raise InputError(f"{self.config.model_dir}: no checkpoint to evaluate; train "
                          "first (\"do_train\": true) or set init_checkpoint")
-      self._init_from_checkpoint()
+      self._initialize()
     with self.strategy.scope():
       metrics = PretrainingMetrics()
 

@@ -106,6 +106,22 @@ PRETRAINING_CASES = [
     # The other phase's setting: said so, no near name of this phase suggested.
     ({"layerwise_lr_decay": 0.8}, "--hparams: 'layerwise_lr_decay' is a hyperparameter "
      "of fine-tuning (run_finetuning.py), not of this command"),
+    # Rules between fields, checked as the config is built.
+    ({"gradient_accumulation_steps": 3}, "train_batch_size 128 does not split evenly "
+     "over 1 replica(s) x gradient_accumulation_steps 3"),
+    ({"electric_objective": True, "untied_generator": False}, "a two-tower generator "
+     "(two_tower_generator, or objective electric) needs untied_generator true, "
+     "uniform_generator false and objective electra or electric (got untied_generator "
+     "false, uniform_generator false, objective electric)"),
+    ({"objective": "masked_lm", "two_tower_generator": True}, "a two-tower generator "
+     "(two_tower_generator, or objective electric) needs untied_generator true, "
+     "uniform_generator false and objective electra or electric (got untied_generator "
+     "true, uniform_generator false, objective masked_lm)"),
+    ({"objective": "masked_lm", "electric_objective": True}, "objective masked_lm and "
+     "the original's electric_objective true (objective electric) disagree; give one "
+     "of them"),
+    ({"electra_objective": 1}, "--hparams: electra_objective 1: expected true or false "
+     "or null"),
 ]
 
 
@@ -163,6 +179,8 @@ FINETUNING_CASES = [
                 r"\"recompute\": true")),
     ({"task_names": "glue/sst2"},
      '--hparams: task_names "glue/sst2": expected a list of strings'),
+    ({"train_batch_size": 16, "gradient_accumulation_steps": 3}, "train_batch_size 16 "
+     "does not split evenly over 1 replica(s) x gradient_accumulation_steps 3"),
     ({"debug": True, "max_seq_length": 1024}, "max_seq_length 1024 exceeds "
      "max_position_embeddings 512 of model size 'debug'; lower max_seq_length"),
     # The model is the pre-trained checkpoint's: its position embeddings decide.
@@ -233,5 +251,34 @@ def test_debug_run_validates_init_checkpoint(reviews, tmp_path, capsys):
   config = finetune_config.load_config("electra_small", [task], str(data),
                                        {"debug": True, "init_checkpoint": export})
   finetuner = finetune_trainer.Finetuner(config)
-  assert finetuner.init.location.endswith("/tiny/export/model.ckpt")
+  assert finetuner.start.weights.location.endswith("/tiny/export/model.ckpt")
   assert finetuner.model_config.hidden_size == 32  # debug size: 144
+
+
+def test_the_vocabulary_size_is_checked_as_the_pretraining_config_is_built(tmp_path,
+                                                                          capsys):
+  specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  (tmp_path / "vocab.txt").write_text("".join(
+      f"{token}\n" for token in specials + [f"token{i}" for i in range(95)]))
+  # Left at its default, vocab_size is the file's; set, it must be.
+  assert pretrain_config.load_config("x", str(tmp_path)).vocab_size == 100
+  code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
+                               "--hparams", '{"vocab_size": 1000}'])
+  assert (code, capsys.readouterr().err) == (
+      2, f"error: {tmp_path}/vocab.txt holds 100 tokens but the config (vocab_size) has a "
+      'vocabulary of 1000; set "vocab_size": 100\n')
+  assert [p.name for p in tmp_path.iterdir()] == ["vocab.txt"]  # nothing written
+
+
+def test_objective_is_one_choice_with_the_original_switches_as_aliases():
+  def objective(**overrides):
+    config = pretrain_config.load_config("x", "data", overrides)
+    return config.objective, config.two_tower_generator
+  assert objective() == ("electra", False)
+  assert objective(electra_objective=False) == objective(objective="masked_lm") == (
+      "masked_lm", False)
+  # Electric's generator is the two-tower cloze model, as the original's config sets it.
+  assert objective(electric_objective=True) == objective(objective="electric") == (
+      "electric", True)
+  assert objective(electric_objective=True, electra_objective=False) == ("electric", True)
+  assert "electra_objective" not in pretrain_config.load_config("x", "data").to_dict()

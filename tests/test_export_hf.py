@@ -14,7 +14,7 @@ from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
-from finetune.sentence.data import SentenceExample
+from finetune.sentence.task import SentenceExample
 from model.weights.formats import open_weights
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of

@@ -13,6 +13,8 @@ import pytest
 
 from finetune import tasks
 from finetune.sentence import data as sentence_data
+from finetune.sentence.submission import write_glue_submission
+from finetune.sentence.task import SentenceExample, both_orders
 from finetune.errors import DataError
 from tests.conftest import ROOT, shared_path
 
@@ -113,7 +115,7 @@ def test_mnli_matched_and_mismatched_splits(tmp_path):
       ("A man eats.", "Someone eats.", "entailment"),
       ("It rains.", "It is dry.", "contradiction")]
   assert read["dev_matched"][0].label == "neutral"
-  assert read["dev_mismatched"][0] == sentence_data.SentenceExample(0, "p", "h2",
+  assert read["dev_mismatched"][0] == SentenceExample(0, "p", "h2",
                                                                      "contradiction")
   assert read["test_mismatched"][0].text_b == "test_mismatched"
   assert read["test_matched"][0].label is None
@@ -157,7 +159,7 @@ def test_diagnostic_set_in_both_layouts(tmp_path):
   _write(tmp_path / "original" / "finetuning_data" / "mnli" / "diagnostic.tsv", rows)
   for root in ("glue_layout", "ours", "original"):
     examples = sentence_data.read_examples(task, str(tmp_path / root), "test")
-    assert examples == [sentence_data.SentenceExample(0, "The cat sat.", "A cat sat.",
+    assert examples == [SentenceExample(0, "The cat sat.", "A cat sat.",
                                                        None)]
 
 
@@ -213,10 +215,10 @@ def test_non_utf8_file_and_unknown_split(tmp_path):
 
 
 def test_both_orders_swaps_pairs_after_the_originals():
-  examples = [sentence_data.SentenceExample(0, "a", "b", "1"),
-              sentence_data.SentenceExample(1, "c", "d", "0")]
+  examples = [SentenceExample(0, "a", "b", "1"),
+              SentenceExample(1, "c", "d", "0")]
   assert [(e.eid, e.text_a, e.text_b, e.label)
-          for e in sentence_data.both_orders(examples)] == [
+          for e in both_orders(examples)] == [
               (0, "a", "b", "1"), (1, "c", "d", "0"), (2, "b", "a", "1"), (3, "d", "c", "0")]
   assert tasks.get_task("mrpc").symmetric and tasks.get_task("sts").symmetric
   assert not tasks.get_task("rte").symmetric
@@ -289,7 +291,7 @@ def test_custom_csv_classification_task(tmp_path):
   assert [(e.text_a, e.label) for e in train] == [('Great, really "great"', "good"),
                                                   ("Dull\nand long", "bad")]
   assert sentence_data.read_examples(task, "unused", "test")[0] == \
-      sentence_data.SentenceExample(0, "unseen", None, None)
+      SentenceExample(0, "unseen", None, None)
   # A bad label on a row after a multi-line field still gets its own line number.
   (tmp_path / "train.csv").write_text('id,review,stars\n1,"a\nb",good\n2,c,meh\n')
   with pytest.raises(DataError, match=r"train.csv:4: unknown label 'meh' for reviews"):
@@ -379,7 +381,7 @@ def test_glue_submission_files(shared_data_dir, tmp_path):
   cola = tasks.get_task("cola")
   examples = sentence_data.read_examples(cola, shared_data_dir, "test")
   predictions = [i % 2 for i in range(len(examples))]  # label ids
-  path = sentence_data.write_glue_submission(cola, "test", examples, predictions,
+  path = write_glue_submission(cola, "test", examples, predictions,
                                               str(tmp_path))
   assert os.path.basename(path) == "CoLA.tsv"
   rows = _independent_rows(path, header=False)
@@ -389,15 +391,15 @@ def test_glue_submission_files(shared_data_dir, tmp_path):
   assert [r[1] for r in rows[1:]] == [str(p) for p in predictions]
 
   sts = tasks.get_task("sts")
-  pairs = [sentence_data.SentenceExample(i, "a", "b", None) for i in range(3)]
-  path = sentence_data.write_glue_submission(sts, "test", pairs, [-0.2, 2.34567, 7.0],
+  pairs = [SentenceExample(i, "a", "b", None) for i in range(3)]
+  path = write_glue_submission(sts, "test", pairs, [-0.2, 2.34567, 7.0],
                                               str(tmp_path))
   assert open(path).read() == "index\tprediction\n0\t0.000\n1\t2.346\n2\t5.000\n"
   mnli = tasks.get_task("mnli")
-  names = [os.path.basename(sentence_data.write_glue_submission(
+  names = [os.path.basename(write_glue_submission(
       mnli, split, pairs, ["neutral", 0, 2], str(tmp_path))) for split in mnli.test_splits]
   assert names == ["MNLI-m.tsv", "MNLI-mm.tsv"]
   assert open(tmp_path / "MNLI-mm.tsv").read().split("\n")[1:4] == [
       "0\tneutral", "1\tcontradiction", "2\tneutral"]
   with pytest.raises(DataError, match="no GLUE submission file for split 'dev'"):
-    sentence_data.write_glue_submission(mnli, "dev", pairs, [0, 0, 0], str(tmp_path))
+    write_glue_submission(mnli, "dev", pairs, [0, 0, 0], str(tmp_path))

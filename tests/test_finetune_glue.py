@@ -15,7 +15,7 @@ from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
-from finetune.sentence.data import SentenceExample
+from finetune.sentence.task import SentenceExample
 from model.weights.formats import open_weights
 from model.weights.original import save_original
 from model import flops as model_flops
@@ -232,7 +232,7 @@ def test_vocab_size_mismatch_is_refused(tmp_path):
                                       num_hidden_layers=1, embedding_size=16))
   save_original(ElectraPair(config).build_variables(),
                      str(data / "models" / "m" / "model.ckpt"))
-  with pytest.raises(ValueError, match="has 7 tokens but .* vocabulary of 30522"):
+  with pytest.raises(ValueError, match="holds 7 tokens but .* vocabulary of 30522"):
     trainer.Finetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))
 
 

@@ -28,9 +28,9 @@ ORIGINAL = {
                      7.117606040895488e+20),
     "electra_1.75M": (1024, 24, None, 0.25, 512, 2048, 1750000, "electra",
                       3.113952642891776e+21),
-    "bert_small": (256, 12, 128, 0.25, 128, 128, 1.45e6, "mlm", 1.4187399146496e+18),
-    "bert_base": (768, 12, None, 0.25, 512, 256, 1e6, "mlm", 6.428335104e+19),
-    "bert_large": (1024, 24, None, 0.25, 512, 256, 1e6, "mlm", 1.91720905883648e+20),
+    "bert_small": (256, 12, 128, 0.25, 128, 128, 1.45e6, "masked_lm", 1.4187399146496e+18),
+    "bert_base": (768, 12, None, 0.25, 512, 256, 1e6, "masked_lm", 6.428335104e+19),
+    "bert_large": (1024, 24, None, 0.25, 512, 256, 1e6, "masked_lm", 1.91720905883648e+20),
 }
 # The same runs from our presets: (model name, overrides).
 PRESETS = {

@@ -21,6 +21,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
+from model.weights.start import open_start
 from pretrain import trainer
 from pretrain.config import load_config
 from tests.conftest import shared_path
@@ -201,7 +202,7 @@ def test_bert_directory_fine_tunes_as_a_discriminator_encoder(tmp_path, capsys):
     np.testing.assert_array_equal(features["input_mask"], theirs["attention_mask"])
     model = finetuner.build_model(features)
     capsys.readouterr()
-    assert model.load_pretrained(finetuner.init) == str(folder)
+    assert model.load_pretrained(finetuner.start.weights) == str(folder)
     weights_file = next(folder / f for f in ("model.safetensors", "pytorch_model.bin")
                         if os.path.isfile(folder / f))
     # The pooler's 2; + the masked-LM and next-sentence heads' 7 saved (decoder tied).
@@ -336,8 +337,9 @@ def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
   assert (f"from init_checkpoint {folder}: generator_hidden_size 1.0 (configured 0.25)"
           in out)
   assert f"initialized the generator and discriminator from {folder}" in out
-  config = trainer.fit_to_checkpoint(load_config("continued", data_dir, dict(
-      hparams, init_checkpoint=str(folder), vocab_size=vocab_size)))
+  config = trainer.fit_to_start(load_config("continued", data_dir, dict(
+      hparams, init_checkpoint=str(folder), vocab_size=vocab_size)),
+                                open_start(str(folder)))
   assert (config.generator_hidden_size, config.model_config().generator_config()
           .hidden_size) == (1.0, 64)
   assert (tmp_path / "data" / "models" / "continued" / "results" /

@@ -32,6 +32,7 @@ from tests.test_pretrain_input_pipeline import make_data_dir, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
+from util.hparams import HParamsError
 
 SEQ = 64
 # One small layer: enough to show each variant trains, quick to build.
@@ -65,7 +66,7 @@ def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
   for asked in (False, True):
     pretrainer = trainer.Pretrainer(config_for(
         data_dir, f"prior_{asked}", disc_prior_init=asked, generator_unigram_init=asked))
-    pretrainer._init_from_checkpoint()  # pylint: disable=protected-access
+    pretrainer._initialize()  # pylint: disable=protected-access
     electra = pretrainer.model.electra
     kernel = electra.discriminator_head.dense_1.kernel.numpy()
     bias = electra.discriminator_head.dense_1.bias.numpy()
@@ -245,8 +246,11 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
       config_for(str(tmp_path), "x"))
   assert "records hold sequences of length 64 but max_seq_length is 128" in error(
       config_for(data_dir, "x", max_seq_length=128))
-  assert f"holds {vocab_size} tokens but vocab_size is 1000" in error(
-      config_for(data_dir, "x", vocab_size=1000))
+  # The vocabulary's size: checked as the config is built.
+  with pytest.raises(HParamsError, match=f"holds {vocab_size} tokens but the config "
+                     r"\(vocab_size\) has a vocabulary of 1000; set \"vocab_size\": "
+                     f"{vocab_size}$"):
+    config_for(data_dir, "x", vocab_size=1000)
 
   # A model dir holding another model's run.
   config = config_for(data_dir, "x", vocab_size=vocab_size,
@@ -256,6 +260,23 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   message = error(other)
   assert "holds a run with a different config (num_hidden_layers: 3 -> 2)" in message
   assert "overwrite_model_dir" in message
+  # A record written before `objective` (the original's switches signed instead) reads
+  # in today's names: the same run resumes, another objective is refused.
+  masked_lm = dataclasses.replace(config, objective="masked_lm",
+                                  model_dir=str(tmp_path / "masked_lm_run"))
+  trainer.write_run_config(masked_lm)
+  record_path = os.path.join(masked_lm.model_dir, trainer.RUN_CONFIG)
+  with open(record_path, encoding="utf-8") as f:
+    record = json.load(f)
+  for part in ("signature", "config"):
+    del record[part]["objective"]
+    record[part].update(electra_objective=False, electric_objective=False)
+  with open(record_path, "w", encoding="utf-8") as f:
+    json.dump(record, f)
+  trainer.check_model_dir(masked_lm)
+  trainer.check_model_dir(dataclasses.replace(masked_lm, do_train=False))
+  with pytest.raises(HParamsError, match=r"objective: 'masked_lm' -> 'electra'"):
+    trainer.check_model_dir(dataclasses.replace(masked_lm, objective="electra"))
   # ... unless told: then the old run is deleted.
   trainer.check_model_dir(dataclasses.replace(other, overwrite_model_dir=True))
   assert not (tmp_path / "other_run").exists()
@@ -266,7 +287,8 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
   pair = ElectraPair(ModelConfig.from_size("debug", vocab_size=100)).build_variables()
   save_original(pair, small_vocab)
-  assert f"has a vocabulary of 100 tokens but vocab_size is {vocab_size}" in error(
+  assert (f"holds {vocab_size} tokens but init_checkpoint {small_vocab} has a vocabulary "
+          "of 100; use the checkpoint's vocab.txt") in error(
       config_for(data_dir, "x", init_checkpoint=small_vocab))
 
   # One of the right sizes, cut short: one line, not TensorFlow's IndexError.
@@ -293,8 +315,8 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
 
 def test_a_discriminator_ramp_longer_than_the_run_is_warned_of(data_dir, capsys):
   for ramp, warned in ((100, False), (400, True)):
-    trainer.check_inputs(config_for(data_dir, "x", num_train_steps=100,
-                                    disc_weight_ramp_steps=ramp))
+    trainer.checked_and_sized(config_for(data_dir, "x", num_train_steps=100,
+                                         disc_weight_ramp_steps=ramp))
     err = capsys.readouterr().err
     assert (err == "warning: disc_weight_ramp_steps 400 is longer than num_train_steps "
             "100: the discriminator's loss weight ends at 25% of disc_weight 50\n"
@@ -722,6 +744,7 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
           "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
   record = json.loads((tmp_path / "continued" / trainer.RUN_CONFIG).read_text())
-  assert record["start"] == {"init_checkpoint": str(model_dir)}
+  # Named as every run record names a start (model/weights/start.py): its location.
+  assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-2"}
   assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}

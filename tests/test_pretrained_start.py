@@ -65,7 +65,7 @@ def test_mimetic_generator_leaves_the_discriminator_as_the_original_starts_it(
 
 
 def test_mimetic_generator_is_refused_where_there_is_no_separate_generator(tmp_path):
-  for overrides, flag in (({"electra_objective": False}, "electra_objective"),
+  for overrides, flag in (({"electra_objective": False}, "objective electra"),
                           ({"untied_generator": False}, "untied_generator"),
                           ({"electric_objective": True}, "two-tower")):
     with pytest.raises(HParamsError, match="init_scheme mimetic_generator .*" + flag):

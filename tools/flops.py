@@ -48,7 +48,7 @@ def summary(config, output_frac=None) -> dict:
 
 def describe(s: dict) -> str:
   from util.progress import format_count  # pylint: disable=g-import-not-at-top
-  generator = ("" if s["objective"] == "mlm" else
+  generator = ("" if s["objective"] == "masked_lm" else
                f", generator {s['generator_layers']} x {s['generator_hidden_size']}")
   return "\n".join([
       f"{s['model_name']} ({s['objective']}): discriminator {s['discriminator_layers']} "

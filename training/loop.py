@@ -26,6 +26,7 @@ import tensorflow as tf
 import tf_keras
 
 from model.dropout import dropout_generators
+from model.internals import create_slots
 from model.weights import CheckpointError
 from model.weights.run_files import (CHECKPOINT_NAME, RECORD_KEY, carried_record,
                                      first_readable, kept_checkpoints)
@@ -92,6 +93,10 @@ class TrainLoop:
     self._stop_signal = None
     self._compiled_step = None
     self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
+    # One micro-batch's gradients, compiled on its own (XLA when asked) and called by
+    # each replica's step (_replica_step).
+    self._gradients = tf.function(self._compute_gradients, autograph=False,
+                                  jit_compile=settings.use_xla or None)
 
   @property
   def trainable_variables(self):
@@ -276,12 +281,10 @@ class TrainLoop:
     per epoch, and a new step would be traced and compiled again each time."""
     if self._compiled_step is not None:
       return self._compiled_step
-    self._gradients = tf.function(self._compute_gradients, autograph=False,
-                                  jit_compile=self.settings.use_xla or None)
     with self.strategy.scope():
       # Slots made now, not inside the first call, spare tf.function a second trace.
       optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-      optimizer._create_all_weights(self.trainable_variables)  # pylint: disable=protected-access
+      create_slots(optimizer, self.trainable_variables)
 
     # No autograph: the step has no data-dependent Python control flow, and converting
     # the whole model's code makes the first step much slower to trace.
@@ -328,18 +331,7 @@ class TrainLoop:
     if not restored and init_fn is not None:
       init_fn()
     if restored and data_manager is not None:
-      data_state = os.path.join(data_manager.directory,
-                                f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
-      problem = "none saved"
-      if tf.io.gfile.exists(data_state + ".index"):
-        try:  # read by restoring: an iterator's state is no tensor a reader can read
-          data_manager.checkpoint.restore(data_state)
-          problem = None
-        except (tf.errors.OpError, ValueError, IndexError) as e:
-          problem = f"{data_state}: {cli.first_line(e)}"
-      if problem is not None and self.chief:
-        print(f"note: no input position for {restored} ({problem}); the data starts over",
-              flush=True)
+      self._restore_input_position(data_manager, restored)
     start = int(self.step.numpy())
     if self.chief:
       drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
@@ -351,51 +343,11 @@ class TrainLoop:
     train_step = self.train_step()
     writer = tf.summary.create_file_writer(os.path.join(settings.model_dir, "train")) \
         if self.chief else tf.summary.create_noop_writer()
-    progress = Progress(settings.label, settings.num_train_steps, "steps", start=start,
-                        interval=0)
     previous_handlers = {s: signal.signal(s, self._on_signal)
                          for s in (signal.SIGINT, signal.SIGTERM)}
-    last_saved = restored
-    logged = {}
-    for note in (precision_note(),
-                 first_step_note(settings.flops_per_step, settings.peak_flops)):
-      if note and self.chief:
-        print(note, flush=True)
     try:
-      step = start
-      while step < settings.num_train_steps:
-        # The first call compiles model/fused.py's islands, and TensorFlow tells so.
-        with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
-              if step == start else contextlib.nullcontext()):
-          scalars = train_step(iterator)
-        step += 1
-        if settings.on_step is not None and self.chief:
-          settings.on_step(step, scalars)
-        if step == start + 1:  # rates from here on: the first step includes tracing
-          progress.start_count, progress.t0 = step, time.time()
-        at_end = step == settings.num_train_steps
-        at_save = step % settings.save_checkpoints_steps == 0 or at_end
-        at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
-        stopping = self._stop_signal is not None
-        if at_save or at_log or stopping:
-          bad = int(self.bad_step.numpy())
-          if bad >= 0:
-            raise NonFiniteLossError(
-                f"the loss or its gradients became NaN/inf at step {bad}; training "
-                f"stopped without saving; the last good checkpoint is "
-                f"{last_saved or 'none (no checkpoint was written)'}")
-        if at_log:
-          logged = self._log(step, scalars, progress, writer)
-        if at_save or stopping:
-          if settings.record_name:
-            self._carry_record()
-          if data_manager is not None:
-            save_checkpoint(data_manager, step)
-          last_saved = save_checkpoint(manager, step)
-        if stopping:
-          raise TrainingInterrupted(
-              f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
-              "command again to resume")
+      return self._train_steps(train_step, iterator, start, restored, manager,
+                               data_manager, writer)
     finally:
       for s, handler in previous_handlers.items():
         signal.signal(s, handler)
@@ -406,7 +358,74 @@ class TrainLoop:
       if self.chief:
         plot_curves(os.path.join(settings.model_dir, LOG_NAME),
                     os.path.join(settings.model_dir, CURVES_NAME))
+
+  def _restore_input_position(self, data_manager, restored: str):
+    """Puts the input where the restored checkpoint's step left it, or says the data
+    starts over (none saved, or a state that does not read whole)."""
+    data_state = os.path.join(data_manager.directory,
+                              f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
+    problem = "none saved"
+    if tf.io.gfile.exists(data_state + ".index"):
+      try:  # read by restoring: an iterator's state is no tensor a reader can read
+        data_manager.checkpoint.restore(data_state)
+        problem = None
+      except (tf.errors.OpError, ValueError, IndexError) as e:
+        problem = f"{data_state}: {cli.first_line(e)}"
+    if problem is not None and self.chief:
+      print(f"note: no input position for {restored} ({problem}); the data starts over",
+            flush=True)
+
+  def _train_steps(self, train_step, iterator, start: int, restored: Optional[str],
+                   manager, data_manager, writer) -> Dict[str, float]:
+    """The steps from `start` to num_train_steps: each logged, saved and checked for a
+    non-finite loss as the settings say, and stopped (saved) at a signal."""
+    settings = self.settings
+    progress = Progress(settings.label, settings.num_train_steps, "steps", start=start,
+                        interval=0)
+    last_saved, logged = restored, {}
+    for note in (precision_note(),
+                 first_step_note(settings.flops_per_step, settings.peak_flops)):
+      if note and self.chief:
+        print(note, flush=True)
+    step = start
+    while step < settings.num_train_steps:
+      # The first call compiles model/fused.py's islands, and TensorFlow tells so.
+      with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
+            if step == start else contextlib.nullcontext()):
+        scalars = train_step(iterator)
+      step += 1
+      if settings.on_step is not None and self.chief:
+        settings.on_step(step, scalars)
+      if step == start + 1:  # rates from here on: the first step includes tracing
+        progress.start_count, progress.t0 = step, time.time()
+      at_end = step == settings.num_train_steps
+      at_save = step % settings.save_checkpoints_steps == 0 or at_end
+      at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
+      stopping = self._stop_signal is not None
+      if at_save or at_log or stopping:
+        self._check_finite(last_saved)
+      if at_log:
+        logged = self._log(step, scalars, progress, writer)
+      if at_save or stopping:
+        if settings.record_name:
+          self._carry_record()
+        if data_manager is not None:
+          save_checkpoint(data_manager, step)
+        last_saved = save_checkpoint(manager, step)
+      if stopping:
+        raise TrainingInterrupted(
+            f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
+            "command again to resume")
     return logged
+
+  def _check_finite(self, last_saved: Optional[str]):
+    """NonFiniteLossError when a step so far had a NaN/inf loss or gradients."""
+    bad = int(self.bad_step.numpy())
+    if bad >= 0:
+      raise NonFiniteLossError(
+          f"the loss or its gradients became NaN/inf at step {bad}; training "
+          f"stopped without saving; the last good checkpoint is "
+          f"{last_saved or 'none (no checkpoint was written)'}")
 
   def evaluate(self, dataset_fn, replica_fn, num_steps: int) -> list:
     """Runs `replica_fn(batch, batch_index)` on num_steps batches from `dataset_fn`.

@@ -29,9 +29,10 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 import tf_keras
-# For _var_key: the key OptimizerV2 itself files slots under, the same for a mirrored
+
+# variable_key: the key OptimizerV2 itself files slots under, the same for a mirrored
 # variable and each replica's copy.
-from tf_keras.src.optimizers.legacy import optimizer_v2
+from model.internals import variable_key
 
 SLOT_NAMES = ("adam_m", "adam_v")
 GRADIENT_CLIP_NORM = 1.0
@@ -150,7 +151,7 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
 
   def _create_slots(self, var_list):
     for var in var_list:
-      key = optimizer_v2._var_key(var)
+      key = variable_key(var)
       if key not in self._variable_settings:
         multiplier = 1.0 if self.lr_multiplier is None else self.lr_multiplier(var)
         if not callable(multiplier):  # else a schedule of the step (own_warmup)
@@ -162,7 +163,7 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
 
   def variable_settings(self, var):
     """(learning-rate multiplier, weight-decay rate) used for `var`."""
-    return self._variable_settings[optimizer_v2._var_key(var)]
+    return self._variable_settings[variable_key(var)]
 
   def _resource_apply_dense(self, grad, var, apply_state=None):
     dtype = var.dtype.base_dtype

@@ -9,7 +9,7 @@ when its signature is the same.
 import json
 import os
 import shutil
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from model.weights import CheckpointError, run_files
 from util import files, hparams
@@ -27,7 +27,8 @@ def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
 
 
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
-                 evaluating: bool = False):
+                 evaluating: bool = False,
+                 renamed: Callable[[Dict], Dict] = lambda values: values):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
   than this one, unless `overwrite`: then deletes that run so this one starts over.
@@ -37,7 +38,9 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   `evaluating`: this run only reads the trained weights, so `signature` holds just what
   gives them their meaning (sizes, vocabulary, objective); only those fields are
   compared, and a difference is refused whatever `overwrite` says (deleting the run
-  would leave nothing to evaluate)."""
+  would leave nothing to evaluate).
+
+  `renamed`: an older record's signature or config in today's field names."""
   try:
     previous = read_record(model_dir, config_name)
   except CheckpointError:  # a run trained under unknown settings
@@ -48,8 +51,8 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
   new = json.loads(json.dumps(signature))
-  old = dict(previous["signature"])
-  recorded = previous.get("config") or {}
+  old = renamed(dict(previous["signature"]))
+  recorded = renamed(previous.get("config") or {})
   for name, value in new.items():
     if name not in old:
       old[name] = recorded.get(name, value)

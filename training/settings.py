@@ -15,14 +15,26 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 @dataclasses.dataclass(frozen=True)
 class ScaleSettings:
   """How a run uses its hardware: fields shared by the pre-training and fine-tuning
-  configs (new: the original ran on one device in float32)."""
-  distribution_strategy: str = hparams.field("default", choices=STRATEGIES)
-  tpu_address: Optional[str] = None
-  mixed_precision: str = hparams.field("float32", choices=PRECISIONS)
-  use_xla: bool = False
+  configs (new: the original ran on one device in float32). None changes the trained
+  weights: each may change when a run resumes."""
+  distribution_strategy: str = hparams.field("default", choices=STRATEGIES,
+                                             resumable=True)
+  tpu_address: Optional[str] = hparams.field(None, resumable=True)
+  mixed_precision: str = hparams.field("float32", choices=PRECISIONS, resumable=True)
+  use_xla: bool = hparams.field(False, resumable=True)
   # Each step's batch runs as this many micro-batches whose gradients are summed: the
   # same update in less memory.
-  gradient_accumulation_steps: int = hparams.field(1, at_least=1)
+  gradient_accumulation_steps: int = hparams.field(1, at_least=1, resumable=True)
   # Gradient checkpointing: each transformer layer runs again in the backward pass
   # instead of keeping its activations (model/encoder.py use_recompute).
-  recompute: bool = False
+  recompute: bool = hparams.field(False, resumable=True)
+
+  def check_batch_split(self, train_batch_size: int, replicas: int = 1):
+    """Refuses a training batch that does not split evenly over `replicas` devices x
+    gradient_accumulation_steps micro-batches: the configs ask at build time (one
+    device), the trainers again once the strategy knows its devices."""
+    steps = self.gradient_accumulation_steps
+    if train_batch_size % (replicas * steps):
+      raise hparams.HParamsError(
+          f"train_batch_size {train_batch_size} does not split evenly over {replicas} "
+          f"replica(s) x gradient_accumulation_steps {steps}")

@@ -66,12 +66,30 @@ class Allowed:
 
 
 def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
-          at_least=None, above=None, at_most=None, below=None, choices=None):
-  """A dataclass field with its allowed values (the type is the annotation)."""
+          at_least=None, above=None, at_most=None, below=None, choices=None,
+          resumable: bool = False, meaning: bool = False):
+  """A dataclass field with its allowed values (the type is the annotation) and its part
+  in a run's record (training/resume.py): `resumable`, a re-run on the same model dir
+  may change it (it does not change the trained weights: paths, logging, hardware);
+  `meaning`, it gives trained weights their meaning (an evaluation compares it)."""
   allowed = Allowed(at_least, above, at_most, below,
                     tuple(choices) if choices is not None else None)
+  if allowed == Allowed():
+    allowed = None  # the type alone decides
   return dataclasses.field(default=default, default_factory=default_factory,
-                           metadata={"allowed": allowed})
+                           metadata={"allowed": allowed, "resumable": resumable,
+                                     "meaning": meaning})
+
+
+def resumable_fields(cls) -> tuple:
+  """The fields of dataclass `cls` (or its instance) declared resumable."""
+  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable"))
+
+
+def meaning_fields(cls) -> tuple:
+  """The fields of dataclass `cls` (or its instance) that give trained weights their
+  meaning."""
+  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("meaning"))
 
 
 _INVALID = object()
@@ -136,10 +154,18 @@ def _fields(cls) -> Dict[str, tuple]:
   return _FIELDS[cls]
 
 
+def _settable(cls) -> Dict[str, tuple]:
+  """_fields(cls) and the names a config accepts only as it is built (its
+  dataclasses.InitVar aliases, e.g. the original's switches for a newer field)."""
+  aliases = {name: (hint.type, None) for name, hint in typing.get_type_hints(cls).items()
+             if isinstance(hint, dataclasses.InitVar)}
+  return {**_fields(cls), **aliases}
+
+
 def check_value(cls, name: str, value, shown_name: Optional[str] = None):
   """`value` converted to field `name`'s type; HParamsError (naming the field
   `shown_name`, by default `name`) if the field refuses it."""
-  kind, allowed = _fields(cls)[name]
+  kind, allowed = _settable(cls)[name]
   converted = _convert(kind, value)
   if converted is _INVALID or (allowed is not None and converted is not None and
                                not allowed.admits(converted)):
@@ -171,7 +197,7 @@ def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams",
   `elsewhere` ({"pre-training (run_pretraining.py)": a function returning its config
   class, imported only when needed}): a name that belongs there is said to, rather than
   matched to a near name of this phase."""
-  names = _fields(cls)
+  names = _settable(cls)
   checked = {}
   for name, value in overrides.items():
     if name not in names:

@@ -323,10 +323,11 @@ def read_tfds(task: QATask, split: str, tfds_data_dir: Optional[str] = None,
 
 
 def read_examples(task: QATask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
+                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[QAExample]:
-  """Questions of a split from the task's files or, when they are missing, from TFDS:
-  prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
+  """The first `max_examples` questions (all when None) of a split from the task's files
+  or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
+  `fetch_missing`) downloaded and prepared now."""
   try:
     path = split_file(task, data_dir, split)
   except DataError as missing:
@@ -334,5 +335,5 @@ def read_examples(task: QATask, data_dir: str, split: str,
                                                    tfds_data_dir, fetch_missing)
     if builder is None:
       raise
-    return read_tfds(task, split, tfds_data_dir, builder)
-  return read_file(task, path)
+    return read_tfds(task, split, tfds_data_dir, builder)[:max_examples]
+  return read_file(task, path)[:max_examples]

@@ -1,6 +1,8 @@
 """A QA task's serving function (finetune/serving.py): questions and contexts in, the
 answers of --predict out, computed in the graph as the evaluation computes them."""
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -131,11 +133,89 @@ def qa_windows(module: serving.ServingModule, question, words, config):
           token_word.to_tensor(-1, shape=shape), max_context.to_tensor(False, shape=shape))
 
 
+class Spans(collections.namedtuple("Spans", [
+    "window", "example", "start", "end", "start_score", "end_score", "first_word",
+    "last_word"])):
+  """Candidate answer spans, one per row: their window and example, their first and
+  last piece in the window (start, end) with its logits, and their first and last word
+  in the example's context."""
+
+
+def ranked_spans(outputs, token_word, max_context, window_example,
+                 config) -> Spans:
+  """Every window's n-best starts and ends that make a valid span (both in the
+  context's words, in their max-context window, in order, at most max_answer_length
+  pieces), each example's spans best first."""
+  starts, ends, start_scores, end_scores = window_candidates(outputs, config.n_best_size)
+  first_word = tf.gather(token_word, starts, batch_dims=1)
+  last_word = tf.gather(token_word, ends, batch_dims=1)
+  keep = ((first_word >= 0) & (last_word >= 0) &
+          tf.gather(max_context, starts, batch_dims=1) & (ends >= starts) &
+          (ends - starts + 1 <= config.max_answer_length))
+  window = tf.where(keep)[:, 0]  # the window of each kept candidate, in mask order
+  candidates = [tf.boolean_mask(x, keep) for x in (starts, ends, start_scores,
+                                                   end_scores, first_word, last_word)]
+  # Best first (stable), then by example (stable): each example's ranked spans.
+  order = tf.argsort(candidates[2] + candidates[3], direction="DESCENDING", stable=True)
+  order = tf.gather(order, tf.argsort(tf.cast(tf.gather(tf.gather(
+      window_example, window), order), tf.int32), stable=True))
+  window = tf.gather(window, order)
+  return Spans(window, tf.gather(window_example, window),
+               *[tf.gather(x, order) for x in candidates])
+
+
+def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
+               input_ids, spans: Spans):
+  """Each span's answer text, as get_final_text trims its words' text to its pieces',
+  and a function from a character of that words' text to the context's."""
+  tokenizer, vocab = module.tokenizer, tf.constant(module.vocab_tokens)
+  word_base = tf.gather(words.row_starts(), spans.example)
+  span_words = tf.ragged.range(word_base + spans.first_word,
+                               word_base + spans.last_word + 1)
+  orig_text = tf.strings.reduce_join(tf.gather(words.values, span_words), axis=1,
+                                     separator=" ")
+  at = tf.cast(spans.window, tf.int32) * module.length
+  ids = tf.gather(tf.reshape(input_ids, [-1]),
+                  tf.ragged.range(at + spans.start, at + spans.end + 1))
+  pred_text = tf.strings.reduce_join(tf.gather(vocab, ids), axis=1, separator=" ")
+  pred_text = tf.strings.regex_replace(tf.strings.regex_replace(
+      pred_text, " ##", ""), "##", "")
+  pred_text = tf.strings.reduce_join(tf_text.regex_split(
+      pred_text, tokenizer.split_pattern), axis=1, separator=" ")
+  span_start, span_end = final_spans(tokenizer, orig_text, pred_text)
+  text = tf.strings.substr(orig_text, span_start, span_end - span_start,
+                           unit="UTF8_CHAR")
+  # postprocess.context_span: from the words joined by single spaces to the context.
+  joined = serving.row_cumsum(tf.gather(word_lengths.values, span_words) + 1)
+
+  def in_context(place):
+    row = joined.value_rowids()
+    word = tf.math.unsorted_segment_sum(tf.cast(
+        joined.values <= tf.gather(place, row), tf.int64), row, tf.size(place)) - 1
+    return (tf.gather(word_offsets.values, word_base + spans.first_word + word) + place -
+            serving.gather_at(joined, word, tf.ones_like(place, tf.bool)))
+  return text, in_context(span_start), in_context(span_end - 1) + 1
+
+
+def null_odds(outputs, config, window_example, batch, best_start_score, best_end_score):
+  """Each example's no-answer score as postprocess scores it: its windows' least null
+  logit, less its best span's when the head has no answerable classifier."""
+  if config.answerable_classifier:
+    null = outputs["answerable_logit"]
+  else:
+    null = outputs["start_logits"][:, 0]
+    if "end_logits" in outputs:  # the joint head scores ends only after a start
+      null += outputs["end_logits"][:, 0]
+  odds = tf.cast(tf.math.unsorted_segment_min(null, window_example, batch), tf.float64)
+  if not config.answerable_classifier:
+    odds = odds - best_start_score - best_end_score
+  return odds
+
+
 def qa_function(module: serving.ServingModule, runner):
   """The answer of every (question, context): postprocess.predict_answers over the
   windows of finetune/qa/features.py, as runner.prediction_records reports it."""
   config, v2 = runner.config, runner.task.v2
-  tokenizer, vocab = module.tokenizer, tf.constant(module.vocab_tokens)
   spec = tf.TensorSpec([None], tf.string)
 
   @tf.function(input_signature=[spec, spec], autograph=False)
@@ -145,52 +225,12 @@ def qa_function(module: serving.ServingModule, runner):
     inputs, window_example, token_word, max_context = qa_windows(
         module, question, words, config)
     outputs = module.head(runner, inputs)
-    starts, ends, start_scores, end_scores = window_candidates(outputs,
-                                                               config.n_best_size)
-    first_word = tf.gather(token_word, starts, batch_dims=1)
-    last_word = tf.gather(token_word, ends, batch_dims=1)
-    keep = ((first_word >= 0) & (last_word >= 0) &
-            tf.gather(max_context, starts, batch_dims=1) & (ends >= starts) &
-            (ends - starts + 1 <= config.max_answer_length))
-    window = tf.where(keep)[:, 0]  # the window of each kept candidate, in mask order
-    candidates = [tf.boolean_mask(x, keep) for x in (starts, ends, start_scores,
-                                                     end_scores, first_word, last_word)]
-    # Best first (stable), then by example (stable): each example's ranked spans.
-    order = tf.argsort(candidates[2] + candidates[3], direction="DESCENDING", stable=True)
-    order = tf.gather(order, tf.argsort(tf.cast(tf.gather(tf.gather(
-        window_example, window), order), tf.int32), stable=True))
-    window, (start, end, start_score, end_score, first_word, last_word) = (
-        tf.gather(window, order), [tf.gather(x, order) for x in candidates])
-    example = tf.gather(window_example, window)
-
-    # Each span's text: its pieces read back and aligned on its words (get_final_text).
-    word_base = tf.gather(words.row_starts(), example)
-    span_words = tf.ragged.range(word_base + first_word, word_base + last_word + 1)
-    orig_text = tf.strings.reduce_join(tf.gather(words.values, span_words), axis=1,
-                                       separator=" ")
-    at = tf.cast(window, tf.int32) * module.length
-    ids = tf.gather(tf.reshape(inputs["input_ids"], [-1]),
-                    tf.ragged.range(at + start, at + end + 1))
-    pred_text = tf.strings.reduce_join(tf.gather(vocab, ids), axis=1, separator=" ")
-    pred_text = tf.strings.regex_replace(tf.strings.regex_replace(
-        pred_text, " ##", ""), "##", "")
-    pred_text = tf.strings.reduce_join(tf_text.regex_split(
-        pred_text, tokenizer.split_pattern), axis=1, separator=" ")
-    span_start, span_end = final_spans(tokenizer, orig_text, pred_text)
-    text = tf.strings.substr(orig_text, span_start, span_end - span_start,
-                             unit="UTF8_CHAR")
-    # postprocess.context_span: from the words joined by single spaces to the context.
-    joined = serving.row_cumsum(tf.gather(word_lengths.values, span_words) + 1)
-
-    def in_context(place):
-      row = joined.value_rowids()
-      word = tf.math.unsorted_segment_sum(tf.cast(
-          joined.values <= tf.gather(place, row), tf.int64), row, tf.size(place)) - 1
-      return (tf.gather(word_offsets.values, word_base + first_word + word) + place -
-              serving.gather_at(joined, word, tf.ones_like(place, tf.bool)))
-
+    spans = ranked_spans(outputs, token_word, max_context, window_example, config)
+    text, start, end = span_texts(module, words, word_offsets, word_lengths,
+                                  inputs["input_ids"], spans)
+    example = spans.example
     # The n-best list: the first n_best_size distinct texts of each example.
-    total = tf.cast(start_score, tf.float64) + tf.cast(end_score, tf.float64)
+    total = tf.cast(spans.start_score, tf.float64) + tf.cast(spans.end_score, tf.float64)
     rank = tf.range(tf.size(text))
     texts, text_id = tf.unique(tf.strings.join([tf.strings.as_string(example), text],
                                                ":"))
@@ -215,23 +255,15 @@ def qa_function(module: serving.ServingModule, runner):
         tf.exp(listed_total - tf.gather(top, listed_example)), listed_example, batch)
     probability = tf.exp(total - tf.gather(top, example)) / tf.gather(norm, example)
     result = {"answer": pick(text, "empty"),
-              "start": pick(in_context(span_start), tf.constant(-1, tf.int64)),
-              "end": pick(in_context(span_end - 1) + 1, tf.constant(-1, tf.int64)),
+              "start": pick(start, tf.constant(-1, tf.int64)),
+              "end": pick(end, tf.constant(-1, tf.int64)),
               "probability": tf.cast(pick(probability, tf.constant(1.0, tf.float64)),
                                      tf.float32)}
     if v2:
-      if config.answerable_classifier:
-        null = outputs["answerable_logit"]
-      else:
-        null = outputs["start_logits"][:, 0]
-        if "end_logits" in outputs:  # the joint head scores ends only after a start
-          null += outputs["end_logits"][:, 0]
-      odds = tf.cast(tf.math.unsorted_segment_min(null, window_example, batch),
-                     tf.float64)
-      if not config.answerable_classifier:
-        zero = tf.constant(0.0, tf.float64)
-        odds = (odds - pick(tf.cast(start_score, tf.float64), zero) -
-                pick(tf.cast(end_score, tf.float64), zero))
+      zero = tf.constant(0.0, tf.float64)
+      odds = null_odds(outputs, config, window_example, batch,
+                       pick(tf.cast(spans.start_score, tf.float64), zero),
+                       pick(tf.cast(spans.end_score, tf.float64), zero))
       result.update(no_answer_score=tf.cast(odds, tf.float32),
                     no_answer=odds > config.qa_na_threshold)
     return result

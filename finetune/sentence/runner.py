@@ -9,7 +9,9 @@ import numpy as np
 import tensorflow as tf
 
 from finetune.runner import TaskRunner, label_entropy
-from finetune.sentence import data as sentence_data
+from finetune.sentence import files as sentence_files
+from finetune.sentence.submission import write_glue_submission
+from finetune.sentence.task import both_orders
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.features import encode
 from finetune.sentence.head import SentenceHead
@@ -22,7 +24,7 @@ class SentenceRunner(TaskRunner):
   def prepare_examples(self, examples, split):
     if split == self.task.train_split and self.task.symmetric and \
         self.config.double_unordered:
-      return sentence_data.both_orders(examples)  # MRPC, STS-B: both orders
+      return both_orders(examples)  # MRPC, STS-B: both orders
     return examples
 
   def features(self, examples, split):
@@ -61,8 +63,8 @@ class SentenceRunner(TaskRunner):
     return sentence_metrics.score(self.task.metrics, features["label"], self.predictions(outputs))
 
   def read_unlabeled(self, path):
-    name, layout = sentence_data.unlabeled_layout(self.task, path)
-    return sentence_data.iter_file(self.task, layout, path,
+    name, layout = sentence_files.unlabeled_layout(self.task, path)
+    return sentence_files.iter_file(self.task, layout, path,
                                     f"{self.task.name} {name}", True, skipped=[])
 
   def prediction_records(self, examples, features, outputs):
@@ -77,7 +79,7 @@ class SentenceRunner(TaskRunner):
   def write_predictions(self, examples, features, outputs, split, out_dir):
     if split not in self.task.submission_files:
       return []
-    return [sentence_data.write_glue_submission(
+    return [write_glue_submission(
         self.task, split, examples, list(self.predictions(outputs)), out_dir)]
 
   def serving_function(self, module):

@@ -4,7 +4,7 @@ predictions of --predict out."""
 import tensorflow as tf
 
 from finetune import serving
-from finetune.sentence import data as sentence_data
+from finetune.sentence.files import unlabeled_layout
 
 
 def numeric_outputs(task, out):
@@ -18,7 +18,7 @@ def numeric_outputs(task, out):
 def sentence_function(module: serving.ServingModule, runner):
   """text_a [B] (and text_b [B] of a pair task) -> probabilities, label_id, label; a
   regression task's -> score. The pieces cut as the original's truncation does."""
-  pair = sentence_data.unlabeled_layout(runner.task)[1].text_b is not None
+  pair = unlabeled_layout(runner.task)[1].text_b is not None
   task, length = runner.task, module.length
   labels = tf.constant(task.labels or [""])
   spec = tf.TensorSpec([None], tf.string)

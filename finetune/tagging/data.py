@@ -7,7 +7,7 @@ trains on. Span-level F1 lives in finetune/tagging/metrics.py.
 """
 
 import dataclasses
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from finetune import layout
 from finetune.errors import DataError, at
@@ -98,8 +98,13 @@ def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
                                 [split + ".txt"], "CoNLL-2000 format")
 
 
-def read_examples(task: TaggingTask, data_dir: str, split: str) -> List[TaggingExample]:
-  return read_conll(split_file(task, data_dir, split), task.tags)
+def read_examples(task: TaggingTask, data_dir: str, split: str,
+                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  fetch_missing: bool = False) -> List[TaggingExample]:
+  """The first `max_examples` sentences (all when None) of a split's CoNLL file (TFDS
+  has no chunking task: its arguments are the family reader's, unused)."""
+  del tfds_data_dir, fetch_missing
+  return read_conll(split_file(task, data_dir, split), task.tags)[:max_examples]
 
 
 def to_bioes(tags: Sequence[str]) -> List[str]:

@@ -24,6 +24,7 @@ import tensorflow as tf
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
+from model.internals import block_layers
 from model.weights import CheckpointError, by_name, read_json
 from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD, check_whole
 from util import cli
@@ -71,14 +72,14 @@ def encoder_variables(encoder: ElectraEncoder, scope: str,
                   encoder.embeddings.embedding_width, h)
   for i, block in enumerate(encoder.transformer_layers):
     p = f"{scope}/encoder/layer_{i}"
-    attention = block._attention_layer  # pylint: disable=protected-access
+    layers = block_layers(block)
     for name in ("query", "key", "value"):
-      out += _dense(f"{p}/attention/self/{name}", getattr(attention, f"_{name}_dense"), h, h)
-    out += _dense(f"{p}/attention/output/dense", attention._output_dense, h, h)
-    out += _layer_norm(f"{p}/attention/output/LayerNorm", block._attention_layer_norm, h)
-    out += _dense(f"{p}/intermediate/dense", block._intermediate_dense, h, inner)
-    out += _dense(f"{p}/output/dense", block._output_dense, inner, h)
-    out += _layer_norm(f"{p}/output/LayerNorm", block._output_layer_norm, h)
+      out += _dense(f"{p}/attention/self/{name}", getattr(layers, name), h, h)
+    out += _dense(f"{p}/attention/output/dense", layers.attention_output, h, h)
+    out += _layer_norm(f"{p}/attention/output/LayerNorm", layers.attention_norm, h)
+    out += _dense(f"{p}/intermediate/dense", layers.intermediate, h, inner)
+    out += _dense(f"{p}/output/dense", layers.output, inner, h)
+    out += _layer_norm(f"{p}/output/LayerNorm", layers.output_norm, h)
   return out
 
 

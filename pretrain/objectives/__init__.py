@@ -1,23 +1,22 @@
 """The pre-training objectives, one class per file: masked LM (masked_lm.py, BERT's),
 ELECTRA (electra.py) and Electric (electric.py), over the pieces in losses.py.
 
-Each answers for its loss and eval outputs, the variables and parts it trains and its
-FLOPs and memory per step; the config's switches (electra_objective,
-electric_objective, as the original's) choose one. A new objective is a class (most
-extend Electra) and a line in OBJECTIVES.
+Each answers for its loss, the losses it logs and its eval outputs, the variables and
+parts it trains and its FLOPs and memory per step; the config's `objective` names one
+(the original's switches electra_objective and electric_objective are its aliases). A
+new objective is a class (most extend Electra) and a line in OBJECTIVES, its name in the
+config's choices (pretrain/config.py OBJECTIVES).
 """
 
-from pretrain.config import PretrainingConfig
+from pretrain import config as pretrain_config
 from pretrain.objectives.electra import Electra
 from pretrain.objectives.electric import Electric
 from pretrain.objectives.masked_lm import MaskedLM
 
-# Asked in order; the first the config chooses is the objective (the masked LM, which
-# every config chooses, is what is left).
-OBJECTIVES = (Electric, Electra, MaskedLM)
+OBJECTIVES = {objective.name: objective for objective in (MaskedLM, Electra, Electric)}
+assert tuple(OBJECTIVES) == pretrain_config.OBJECTIVES, "pretrain/config.py OBJECTIVES"
 
 
-def objective_for(config: PretrainingConfig) -> MaskedLM:
-  """The objective `config` chooses, for it (every objective extends MaskedLM)."""
-  chosen = next(objective for objective in OBJECTIVES if objective.chosen_by(config))
-  return chosen(config)
+def objective_for(config: pretrain_config.PretrainingConfig) -> MaskedLM:
+  """The objective `config` names, for it (every objective extends MaskedLM)."""
+  return OBJECTIVES[config.objective](config)

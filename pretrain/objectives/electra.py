@@ -1,4 +1,4 @@
-"""ELECTRA's replaced-token detection (`electra_objective`, the default; facts section 4).
+"""ELECTRA's replaced-token detection (`objective: electra`, the default; facts section 4).
 
 After the generator step (masked_lm.py): Gumbel-max samples (no gradient) written into
 the unmasked input -> discriminator logits over every token -> sigmoid loss over real
@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from model import flops as model_flops
 from model import memory as model_memory
-from pretrain.config import PretrainingConfig
 from pretrain.objectives.losses import (corrupt, discriminator_loss, fixed_corruption,
                                         gumbel_sample)
 from pretrain.objectives.masked_lm import MaskedLM
@@ -27,9 +26,8 @@ class Electra(MaskedLM):
   # A correct sample counts as original (Electric labels every masked position).
   every_masked_is_fake = False
 
-  @staticmethod
-  def chosen_by(config: PretrainingConfig) -> bool:
-    return config.electra_objective
+  def logged_losses(self) -> tuple:
+    return super().logged_losses() + ("disc_loss",)
 
   @property
   def exported_part(self) -> str:

@@ -1,4 +1,4 @@
-"""Electric (`electric_objective`): the discriminator as an energy model.
+"""Electric (`objective: electric`): the discriminator as an energy model.
 
 A two-tower cloze generator (model/electra.py: TwoTowerGenerator) gives logits at every
 position and is trained on every candidate token; every masked position is labelled
@@ -12,7 +12,6 @@ from typing import Optional
 
 import tensorflow as tf
 
-from pretrain.config import PretrainingConfig
 from pretrain.objectives.electra import Electra
 
 
@@ -20,10 +19,6 @@ class Electric(Electra):
 
   name = "electric"
   every_masked_is_fake = True
-
-  @staticmethod
-  def chosen_by(config: PretrainingConfig) -> bool:
-    return config.electric_objective
 
   @property
   def replaced_prior(self) -> Optional[float]:

@@ -1,5 +1,5 @@
-"""BERT's masked LM (`electra_objective: false`), and the generator step every objective
-starts with.
+"""BERT's masked LM (`objective: masked_lm`; the original's `electra_objective: false`),
+and the generator step every objective starts with.
 
 One full-size encoder predicts the masked tokens; there is no discriminator, and the
 encoder is saved as the pair's generator. ELECTRA and Electric (electra.py, electric.py)
@@ -19,7 +19,6 @@ from model import flops as model_flops
 from model import memory as model_memory
 from pretrain.config import PretrainingConfig
 from pretrain.objectives.losses import masked_lm_loss
-from util.hparams import HParamsError
 
 # What the generator step gives the discriminator's: the masking, the generator's logits
 # at the masked positions (and a two-tower generator's at every position), the seed left
@@ -33,25 +32,17 @@ class MaskedLM:
   """The objective's loss, eval outputs, FLOPs, memory and the parts it trains; the
   networks are PretrainingModel's (pretrain/model.py), passed to each call."""
 
-  name = "mlm"  # as run records and tools.flops name it
+  name = "masked_lm"  # the config's `objective`
   has_discriminator = False
   exported_part = "generator"  # the part its export holds (model/weights/original.py)
 
   def __init__(self, config: PretrainingConfig):
     self.config = config
-    self.two_tower = config.two_tower_generator
-    if self.two_tower and (config.uniform_generator or not config.untied_generator or
-                           not self.has_discriminator):
-      # The original crashes on these combinations (its cloze loss is never built).
-      raise HParamsError("two_tower_generator / electric_objective needs "
-                         "untied_generator true, uniform_generator false and "
-                         "electra_objective or electric_objective")
+    self.two_tower = config.two_tower_generator  # (PretrainingConfig checks it fits)
 
-  @staticmethod
-  def chosen_by(config: PretrainingConfig) -> bool:  # pylint: disable=unused-argument
-    """Whether the config's switches select this objective (objectives.OBJECTIVES asks
-    each in turn); the masked LM is what is left when no other is on."""
-    return True
+  def logged_losses(self) -> tuple:
+    """The names of compute's outputs the training log shows as losses."""
+    return ("mlm_loss", "cloze_loss") if self.two_tower else ("mlm_loss",)
 
   # ---- the loss ---------------------------------------------------------------------
 

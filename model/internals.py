@@ -1,0 +1,113 @@
+"""The private attributes of tf-models-official and tf_keras that the project reads, in
+one place: an upgrade of either (both pinned in requirements.txt) that renames them is
+fixed here. Everything else reaches them through these functions.
+
+- tf-models' TransformerEncoderBlock keeps its sublayers as _attention_layer,
+  _attention_layer_norm, _intermediate_dense, _output_dense, _output_layer_norm,
+  _attention_dropout and _output_dropout, and Keras' MultiHeadAttention its projections
+  as _query_dense, _key_dense, _value_dense and _output_dense (its softmax's dropout as
+  _dropout_layer): block_layers; its settings (_norm_first, _use_bias, _key_dim,
+  _norm_epsilon, ...): plain_post_layer_norm, attention_built, attention_scale,
+  norm_epsilon.
+- Keras' Dropout draws from a _random_generator whose tf.random.Generator (_generator)
+  exists after _maybe_init, and whose _uniform is the generator's unscaled draw:
+  dropout_generator, draw_uniform.
+- Keras' legacy optimizer makes its slots in _create_all_weights and keys them by
+  optimizer_v2._var_key: create_slots, variable_key.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras
+from tf_keras.src.optimizers.legacy import optimizer_v2
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockLayers:
+  """A TransformerEncoderBlock's sublayers, by what they are."""
+  attention: tf_keras.layers.MultiHeadAttention
+  query: tf_keras.layers.Layer  # EinsumDense kernels [width, heads, head_size]
+  key: tf_keras.layers.Layer
+  value: tf_keras.layers.Layer
+  attention_output: tf_keras.layers.Layer  # [heads, head_size, width]
+  attention_norm: tf_keras.layers.LayerNormalization
+  intermediate: tf_keras.layers.Layer
+  output: tf_keras.layers.Layer
+  output_norm: tf_keras.layers.LayerNormalization
+  probs_dropout: tf_keras.layers.Dropout  # on the attention probabilities
+  attention_dropout: tf_keras.layers.Dropout  # on the attention's output
+  output_dropout: tf_keras.layers.Dropout  # on the feed-forward's output
+
+
+def block_layers(block) -> BlockLayers:
+  """The sublayers of tf-models' TransformerEncoderBlock `block`."""
+  # pylint: disable=protected-access
+  attention = block._attention_layer
+  return BlockLayers(
+      attention=attention, query=attention._query_dense, key=attention._key_dense,
+      value=attention._value_dense, attention_output=attention._output_dense,
+      attention_norm=block._attention_layer_norm, intermediate=block._intermediate_dense,
+      output=block._output_dense, output_norm=block._output_layer_norm,
+      probs_dropout=attention._dropout_layer, attention_dropout=block._attention_dropout,
+      output_dropout=block._output_dropout)
+
+
+def plain_post_layer_norm(block) -> bool:
+  """Whether `block` is configured as ELECTRA's (what model/fused.py computes): post
+  LayerNorm with biases, Keras' MultiHeadAttention with a query residual, the whole
+  sequence out, no inner dropout and none of tf-models' other variants."""
+  # pylint: disable=protected-access
+  return not (
+      block._output_range is not None or block._norm_first or not block._use_bias
+      or block._use_rms_norm or not block._use_query_residual or block._inner_dropout
+      or block._return_attention_scores or block._linformer_dim is not None
+      or block._output_last_dim is not None or block._value_dim is not None
+      or type(block._attention_layer) is not tf_keras.layers.MultiHeadAttention)
+
+
+def attention_built(block) -> bool:
+  """Whether `block`'s attention has made its projections (Keras does at the first
+  call)."""
+  return block._attention_layer._built_from_signature  # pylint: disable=protected-access
+
+
+def attention_scale(block) -> float:
+  """What `block`'s attention multiplies its query by: 1 / sqrt(key_dim)."""
+  return 1.0 / float(block._key_dim) ** 0.5  # pylint: disable=protected-access
+
+
+def norm_epsilon(block) -> float:
+  """The epsilon of `block`'s LayerNorms."""
+  return block._norm_epsilon  # pylint: disable=protected-access
+
+
+def draws_from_generator(layer) -> bool:
+  """Whether `layer` draws random numbers through Keras' RandomGenerator (dropout)."""
+  return getattr(layer, "_random_generator", None) is not None
+
+
+def dropout_generator(layer) -> Optional[tf.random.Generator]:
+  """The tf.random.Generator a Keras dropout layer draws its masks from, created now
+  (Keras makes it at the first training call); None when the layer draws from Keras'
+  legacy stateful ops instead."""
+  rng = layer._random_generator  # pylint: disable=protected-access
+  rng._maybe_init()  # pylint: disable=protected-access
+  return rng._generator  # pylint: disable=protected-access
+
+
+def draw_uniform(generator: tf.random.Generator, shape, dtype=tf.float32):
+  """Generator.uniform's inner draw in [0, 1): its own scaling (x * 1 + 0) is exact, so
+  this is the same numbers without two passes over them."""
+  return generator._uniform(shape, dtype)  # pylint: disable=protected-access
+
+
+def create_slots(optimizer, variables):
+  """Makes a Keras legacy optimizer's slots for `variables` now."""
+  optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+
+
+def variable_key(variable) -> str:
+  """The key a Keras legacy optimizer files `variable`'s slots under."""
+  return optimizer_v2._var_key(variable)  # pylint: disable=protected-access

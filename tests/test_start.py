@@ -1,0 +1,33 @@
+"""model/weights/start.py: a run's start from pre-trained weights, opened once and named
+alike in both phases' run records; the names older records used still read."""
+
+import os
+
+from model.config import ModelConfig
+from model.electra import ElectraPair
+from model.weights.original import save_original
+from model.weights.start import in_todays_name, open_start, record_name
+from pretrain import trainer as pretrain_trainer
+from pretrain.config import load_config
+
+CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                                    max_position_embeddings=32))
+
+
+def test_a_start_is_named_by_its_weights_location_in_both_records(tmp_path):
+  folder = tmp_path / "export"
+  prefix = save_original(ElectraPair(CONFIG).build_variables(), str(folder / "model.ckpt"))
+  start = open_start(str(folder))
+  assert start.record_name == os.path.abspath(prefix) == record_name(start)
+  assert record_name(None) == "" and open_start("") is None
+  # Pre-training signs it so (fine-tuning's Finetuner.run_signature too).
+  config = load_config("run", str(tmp_path), {"init_checkpoint": str(folder)})
+  signature = pretrain_trainer.run_signature(config, start)
+  assert signature["init_checkpoint"] == start.record_name
+  # Older records: pre-training signed the given path, fine-tuning the location.
+  for older in (str(folder), prefix):
+    assert in_todays_name(start)({"init_checkpoint": older, "seed": 1}) == {
+        "init_checkpoint": start.record_name, "seed": 1}
+  other = {"init_checkpoint": str(tmp_path / "elsewhere")}
+  assert in_todays_name(start)(other) == other  # another start stays another
+  assert in_todays_name(None)(other) == other

@@ -1,0 +1,143 @@
+"""A task family is one folder and one line: a toy family declared in this module and
+registered in one place runs end to end through run_finetuning.py; the registry refuses
+what no family declares; the fine-tuning config, and both commands' --help, load without
+TensorFlow."""
+
+import dataclasses
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_finetuning
+from finetune import tasks
+from finetune.errors import DataError
+from finetune.family import Family
+from finetune.runner import TaskRunner
+from finetune.sentence.features import encode
+from finetune.sentence.head import SentenceHead
+from finetune.sentence.task import SentenceExample
+from tests.conftest import ROOT, shared_path
+
+WORDS = ("cat", "dog", "bird", "fish")
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstWordTask:
+  """Is the first of four words "cat"? (The fields a family's task type must have.)"""
+  name: str = "toy/first_word"
+  aliases: tuple = ("first_word",)
+  train_split: str = "train"
+  eval_splits: tuple = ("dev",)
+  test_splits: tuple = ()
+  metrics: tuple = ("accuracy",)
+
+
+READ = []  # (task name, split, max_examples) of each read, in order
+
+
+def read_first_word(task, data_dir, split, max_examples=None, tfds_data_dir=None,
+                    fetch_missing=False):
+  del data_dir, tfds_data_dir, fetch_missing
+  READ.append((task.name, split, max_examples))
+  rng = random.Random(split)
+  texts = [" ".join(rng.choice(WORDS) for _ in range(4))
+           for _ in range(64 if split == "train" else 16)]
+  return [SentenceExample(i, text, None, text.startswith("cat"))
+          for i, text in enumerate(texts)][:max_examples]
+
+
+class FirstWordRunner(TaskRunner):
+
+  def features(self, examples, split):
+    out = encode(self.tokenizer, examples, self.config.max_seq_length)
+    out["label"] = np.array([e.label for e in examples], np.int32)
+    return out
+
+  def make_head(self, model_config):
+    return SentenceHead(2, model_config.hidden_dropout_prob, name="task_specific/toy")
+
+  def loss(self, outputs, batch):
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(batch["label"], outputs)
+
+  def score(self, examples, features, outputs, split):
+    return {"accuracy": 100 * float(np.mean(outputs.argmax(-1) == features["label"]))}
+
+
+TOY = Family(name="toy", task_type=FirstWordTask, tasks=(FirstWordTask(),),
+             read_examples=read_first_word, runner=lambda: FirstWordRunner)
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+  monkeypatch.setattr(tasks, "FAMILIES", list(tasks.FAMILIES))  # undone after the test
+  tasks.register(TOY)
+
+
+def test_a_toy_family_registered_in_one_place_runs_through_the_script(
+    toy_registered, tmp_path, capsys):
+  del toy_registered
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "vocab.txt").write_bytes(
+      open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
+  READ.clear()
+  code = run_finetuning.main(
+      ["--task", "first_word", "--data-dir", str(data), "--hparams", json.dumps(
+          {"debug": True, "train_batch_size": 8, "max_seq_length": 8,
+           "num_train_epochs": 1, "export_serving": False})])
+  out = capsys.readouterr()
+  assert code == 0, out.err[-2000:]
+  # The family's reader read both splits, the debug run's 100 examples at most.
+  assert sorted(READ) == [("toy/first_word", "dev", None), ("toy/first_word", "train", None)]
+  results = data / "models" / "electra_small" / "results" / "toy_first_word_results.json"
+  report = json.loads(results.read_text())
+  assert list(report["summary"]) == ["toy/first_word dev accuracy"]
+  accuracy = report["summary"]["toy/first_word dev accuracy"]["median"]
+  assert 0 <= accuracy <= 100
+  # 64 training examples in batches of 8, one epoch: the runner's loss trains 8 steps.
+  assert "starting at step 0/8" in out.out
+
+
+def test_a_family_registered_twice_or_with_a_taken_name_is_refused(toy_registered):
+  del toy_registered
+  with pytest.raises(ValueError, match="a task family named 'toy' is registered already"):
+    tasks.register(TOY)
+  with pytest.raises(ValueError, match="task name 'glue/sst2' is taken"):
+    tasks.register(dataclasses.replace(
+        TOY, name="other", tasks=(FirstWordTask(name="glue/sst2", aliases=()),)))
+
+
+def test_a_task_no_family_declares_is_an_error_not_tagging():
+  stray = FirstWordTask()  # its family is not registered here
+  with pytest.raises(DataError, match="no task family declares its type FirstWordTask"):
+    tasks.read_examples(stray, "data", "train")
+  with pytest.raises(DataError, match="no task family declares"):
+    tasks.runner_for(stray, None, None)
+
+
+def test_the_finetuning_config_loads_without_tensorflow():
+  code = ("import sys\nfrom finetune import config\n"
+          "c = config.load_config('electra_small', ['squad', 'glue/mrpc'], 'data',"
+          " {'beam_size': 5})\n"
+          "print(c.beam_size, c.double_unordered, c.tasks_label)\n"
+          "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+          "('tensorflow', 'tf_keras', 'keras')))\n")
+  run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                       text=True, check=True)
+  assert run.stdout.splitlines() == ["5 True squad_v2.0,glue_mrpc", "[]"]
+
+
+@pytest.mark.parametrize("command", ["run_finetuning.py", "run_pretraining.py"])
+def test_help_loads_no_tensorflow(command):
+  code = ("import runpy, sys\nsys.argv = [sys.argv[1], '--help']\n"
+          "try:\n  runpy.run_path(sys.argv[0], run_name='__main__')\n"
+          "except SystemExit:\n  pass\n"
+          "print('tensorflow' in sys.modules, file=sys.stderr)\n")
+  run = subprocess.run([sys.executable, "-c", code, command], cwd=ROOT,
+                       capture_output=True, text=True, check=True)
+  assert run.stdout.startswith("usage: ") and run.stderr == "False\n"
