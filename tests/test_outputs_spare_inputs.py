@@ -117,7 +117,7 @@ def test_pretraining_export_spares_its_inputs(tmp_path, capsys):
   export rewrites is refused before anything runs, not after hours of training."""
   export = tmp_path / "models" / "x" / "export"
   export.mkdir(parents=True)
-  (export / "vocab.txt").write_text("a\n")
+  (export / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
   for hparams, name in (({"vocab_file": str(export / "vocab.txt")}, "vocab_file"),
                         ({"init_checkpoint": str(export)}, "init_checkpoint")):
     code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
