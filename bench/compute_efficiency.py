@@ -14,9 +14,8 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
    (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/8, 1/4,
-   1/2 and all of its FLOPs
-   are exported for fine-tuning (the schedule is the full run's, as in the paper).
-3. fine-tuning (run_finetuning.py) of those six encoders and a random one (or of the
+   1/2 and all of its FLOPs are exported for fine-tuning (the schedule is the full run's, as in the paper).
+3. fine-tuning (run_finetuning.py) of those eight encoders and a random one (or of the
    --encoders given instead: no pre-training) with one recipe (configs/finetuning/<size>)
    by a judge, the same for every encoder:
    - original (the default): the original's recipe (whole training sets, SST-2 cut to
@@ -228,7 +227,7 @@ def make_plan(args) -> dict:
     per_step = objective_for(config).flops().train_flops_per_step
     if budget is None:
       budget = (args.budget_steps or config.num_train_steps) * per_step
-    steps = max(4, round(budget / per_step))
+    steps = max(8, round(budget / per_step))  # an eighth of it is at least a step
     # Checkpoints every `interval` steps, a divisor of an eighth of the run (so 1/8, 1/4
     # and 1/2 are saved) near the preset's interval (so a hard kill loses little), all
     # kept.
