@@ -143,10 +143,18 @@ class UnsupportedOpError(ValueError):
   """The model holds ops that the target runtime cannot run."""
 
 
-# The attention's masked scores (scores + -1e9 at padding): calibrated to int8, their
-# range makes every real score one value (measured: the labels of a tiny SST-2 model all
-# flipped), so this add and the softmax after it stay float32.
-_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(add|Softmax)$")
+# Kept float32 in the full-int8 model (matched on the float model's tensor names):
+# - the attention's masked scores (scores + -1e9 at padding) and the softmax after them:
+#   calibrated to int8, their range makes every real score one value (measured: the
+#   labels of a tiny SST-2 model all flipped);
+# - the layer norms and the attention's two batched matmuls: LiteRT's XNNPACK delegate
+#   has no int8 kernel for their SUB, SQUARED_DIFFERENCE, RSQRT and BATCH_MATMUL, so in
+#   int8 they ran on LiteRT's reference kernels (perf: ~68% of an electra_small's time)
+#   and split the graph into 116 delegate partitions; in float32 XNNPACK takes them,
+#   between the int8 dense layers (bench/RESULTS.md; bench.litert_ops lists them).
+_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(add|Softmax)$"
+                          r"|layer_norm/"
+                          r"|self_attention/einsum(_1)?/Einsum\d*$")
 
 
 def to_litert(function, variables, form: str,

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bench import litert_ops
 from finetune import config as finetune_config
 from finetune import deploy, graph_tokenizer, serving, trainer
 from tests.conftest import shared_path, write_tiny_pretrained_model
@@ -97,6 +98,19 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
     assert run["tokenizer"].startswith(str(output))
     for key, value in run["inputs"].items():
       np.testing.assert_array_equal(value, dev.features[key])
+
+  # Full int8 keeps its dense layers int8 and leaves no op XNNPACK lacks an int8 kernel
+  # for (the layer norms' SUB, SQUARED_DIFFERENCE and RSQRT, the attention's
+  # BATCH_MATMUL: float32, and taken by XNNPACK), as bench/RESULTS.md says.
+  ops, taken, _ = litert_ops.delegated_ops(str(output / "model_full_int8.tflite"))
+  kinds = {op.split("[")[0] for op in ops}
+  assert "FULLY_CONNECTED[int8]" in ops and "FULLY_CONNECTED[float32]" not in ops
+  for kind in ("SUB", "SQUARED_DIFFERENCE", "RSQRT", "BATCH_MATMUL", "FULLY_CONNECTED"):
+    assert kind in kinds
+    assert all(done for op, done in zip(ops, taken) if op.startswith(kind + "[")
+               and (kind == "FULLY_CONNECTED" or "float32" in op)), kind
+  assert not [op for op in ops if op.startswith(("SQUARED_DIFFERENCE", "RSQRT",
+                                                 "BATCH_MATMUL")) and "int8" in op]
 
   saved = tf.saved_model.load(os.path.join(trial, serving.SAVED_MODEL))
   signature = saved.signatures["serving_default"]
