@@ -153,10 +153,11 @@ class UnsupportedOpError(ValueError):
 #   with these two kept int8, 35% of a tiny SST-2 model's dev labels stayed the float
 #   model's, without them 96.5%;
 # - the layer norms and the attention's two batched matmuls: LiteRT's XNNPACK delegate
-#   has no int8 kernel for their SUB, SQUARED_DIFFERENCE, RSQRT and BATCH_MATMUL, so in
-#   int8 they ran on LiteRT's reference kernels (perf: ~68% of an electra_small's time)
-#   and split the graph into 116 delegate partitions; in float32 XNNPACK takes them,
-#   between the int8 dense layers (bench/RESULTS.md; bench.litert_ops lists them).
+#   (ai-edge-litert 2.3.0) did not take their int8 SUB, SQUARED_DIFFERENCE, RSQRT and
+#   BATCH_MATMUL, so in int8 they ran on LiteRT's reference kernels (perf: ~68% of an
+#   electra_small's time) and split the graph into 116 delegate partitions; in float32
+#   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
+#   bench.litert_ops lists them).
 _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"
