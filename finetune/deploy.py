@@ -145,10 +145,25 @@ class UnsupportedOpError(ValueError):
   """The model holds ops that the target runtime cannot run."""
 
 
-# The attention's masked scores (scores + -1e9 at padding): calibrated to int8, their
-# range makes every real score one value (measured: the labels of a tiny SST-2 model all
-# flipped), so this add and the softmax after it stay float32.
-_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(add|Softmax)$")
+# Kept float32 in the full-int8 model (matched on the float model's tensor names):
+# - the attention mask's terms ((1 - mask) * -1e9), the masked scores and the softmax
+#   after them: calibrated to int8, the -1e9 range makes every real score one value, and
+#   the converter gave 1 - mask the product's range, so it quantized to 0 and padding
+#   was not masked (measured on a tiny SST-2 model: labels flipped);
+# - the position embeddings' broadcast: its int8 output took other quantization
+#   parameters than its input, which a broadcast copies unchanged (relative error 0.9);
+#   with these two kept int8, 35% of a tiny SST-2 model's dev labels stayed the float
+#   model's, without them 96.5%;
+# - the layer norms and the attention's two batched matmuls: LiteRT's XNNPACK delegate
+#   (ai-edge-litert 2.3.0) did not take their int8 SUB, SQUARED_DIFFERENCE, RSQRT and
+#   BATCH_MATMUL, so in int8 they ran on LiteRT's reference kernels (perf: ~68% of an
+#   electra_small's time) and split the graph into 116 delegate partitions; in float32
+#   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
+#   bench.litert_ops lists them).
+_FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
+                          r"|embeddings/position_embeddings/"
+                          r"|layer_norm/"
+                          r"|self_attention/einsum(_1)?/Einsum\d*$")
 
 
 def to_litert(function, variables, form: str,
