@@ -235,9 +235,59 @@ def to_onnx(function, path: str):
 
 def quantize_onnx(source: str, path: str):
   """onnxruntime's dynamic quantization of the float ONNX file `source`: int8 weights,
-  activations quantized at run time."""
+  activations quantized at run time. (Every weight matrix: on electra_small the file
+  went from 52% of the float one, quantizing tf2onnx's graph as it came, to 22%.)"""
+  import onnx  # pylint: disable=import-outside-toplevel
   from onnxruntime.quantization import QuantType, quantize_dynamic  # pylint: disable=import-outside-toplevel
-  quantize_dynamic(source, path, weight_type=QuantType.QInt8)
+  from onnxruntime.quantization.shape_inference import quant_pre_process  # pylint: disable=import-outside-toplevel
+  # Constant folding first: tf2onnx leaves the attention's weights behind a Reshape whose
+  # shape is computed, and the quantizer takes only constant weights (without it 48 of
+  # electra_small's weight matrices stayed float32). Its symbolic shape inference stops
+  # on tf2onnx's graph, and the folding does not need it.
+  with tempfile.TemporaryDirectory() as tmp:
+    folded = os.path.join(tmp, "folded.onnx")
+    quant_pre_process(source, folded, skip_symbolic_shape=True)
+    proto = onnx.load(folded)
+  gemms_as_matmuls(proto.graph)
+  onnx.checker.check_model(proto)
+  quantize_dynamic(proto, path, weight_type=QuantType.QInt8)
+
+
+def gemms_as_matmuls(graph):
+  """Rewrites each Gemm of `graph` with a constant weight as MatMul then Add, in place.
+
+  tf2onnx writes a dense layer on a 2-D input as Gemm, and onnxruntime's dynamic
+  quantization (1.32) has no integer Gemm: those weights stayed float32.
+  """
+  from onnx import helper, numpy_helper  # pylint: disable=import-outside-toplevel
+  weights = {w.name: w for w in graph.initializer}
+  nodes = []
+  for node in graph.node:
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    has_bias = len(node.input) > 2 and node.input[2]
+    if (node.op_type != "Gemm" or node.input[1] not in weights or attrs.get("transA", 0)
+        or attrs.get("alpha", 1.0) != 1.0
+        or (has_bias and attrs.get("beta", 1.0) != 1.0)):
+      nodes.append(node)
+      continue
+    weight = node.input[1]
+    if attrs.get("transB", 0):
+      kernel = numpy_helper.from_array(
+          numpy_helper.to_array(weights[weight]).T.copy(), f"{node.name}/kernel")
+      graph.initializer.append(kernel)
+      weight = kernel.name
+    product = f"{node.name}/matmul" if has_bias else node.output[0]
+    nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product],
+                                  name=f"{node.name}/MatMul"))
+    if has_bias:
+      nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
+                                    name=f"{node.name}/Add"))
+  del graph.node[:]
+  graph.node.extend(nodes)
+  used = {i for n in graph.node for i in n.input}
+  kept = [w for w in graph.initializer if w.name in used]
+  del graph.initializer[:]
+  graph.initializer.extend(kept)
 
 
 def export(folder: str, output: str, formats: List[str], calibration_size: int = 256,

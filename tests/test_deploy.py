@@ -10,6 +10,7 @@ import sys
 
 from ai_edge_litert.interpreter import Interpreter
 import numpy as np
+import onnx
 import pytest
 import tensorflow as tf
 import tf_keras
@@ -112,6 +113,19 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
                and (kind == "FULLY_CONNECTED" or "float32" in op)), kind
   assert not [op for op in ops if op.startswith(("SQUARED_DIFFERENCE", "RSQRT",
                                                  "BATCH_MATMUL")) and "int8" in op]
+
+  # ONNX int8 quantizes every dense kernel: one integer matmul each, and no float Gemm or
+  # MatMul reads a constant (tf2onnx's Gemm, and the attention's weights behind a
+  # computed Reshape, once stayed float32).
+  quantized = onnx.load(str(output / "model_dynamic_int8.onnx")).graph
+  constants = {w.name for w in quantized.initializer}
+  assert not [n.name for n in quantized.node
+              if n.op_type in ("Gemm", "MatMul") and constants & set(n.input)]
+  # (The segment embeddings are a one-hot matmul too: model/encoder.py.)
+  matrices = [v for v in deploy.load_finetuned(trial, "").model.variables
+              if v.name.endswith(("kernel:0", "token_type_embeddings/embeddings:0"))
+              and len(v.shape) >= 2]
+  assert sum(n.op_type == "MatMulInteger" for n in quantized.node) == len(matrices)
 
   # Padding is masked in every LiteRT form: the ids at masked positions change nothing
   # (the full-int8 model once quantized 1 - mask to 0, which unmasked padding and flipped
