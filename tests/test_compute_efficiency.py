@@ -15,7 +15,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -111,10 +110,9 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
       "electra/embeddings/word_embeddings")
   assert (read(exports / "step_2") != read(exports)).any()
 
-  start = time.time()
+  # A finished study only re-prints its results: every unit is skipped, none runs.
   second = run_study(mirror, work)
   assert second.returncode == 0, second.stderr[-3000:]
-  assert time.time() - start < 30, "a finished study should only re-print its results"
   timings = json.loads((work / "timings.json").read_text())
   assert len(timings) == 1 + 2 + len(ENCODERS)  # data, two arms, one task per encoder
   assert {t["status"] for t in timings.values()} == {"skipped"}
