@@ -13,9 +13,10 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
 2. pre-training (run_pretraining.py), the recipe's preset (configs/pretraining/<size>)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
-   (the objective's flops(), pretrain/objectives/). Checkpoints of each run at 1/8, 1/4,
-   1/2 and all of its FLOPs are exported for fine-tuning (the schedule is the full run's, as in the paper).
-3. fine-tuning (run_finetuning.py) of those eight encoders and a random one (or of the
+   (the objective's flops(), pretrain/objectives/). Checkpoints of each run at
+   --fractions of its FLOPs (in eighths; default 1/8, 1/4, 1/2 and all of it) are
+   exported for fine-tuning (the schedule is the full run's, as in the paper).
+3. fine-tuning (run_finetuning.py) of those encoders (eight by default) and a random one (or of the
    --encoders given instead: no pre-training) with one recipe (configs/finetuning/<size>)
    by a judge, the same for every encoder:
    - original (the default): the original's recipe (whole training sets, SST-2 cut to
@@ -39,6 +40,7 @@ seeds of one encoder, task and rate in one process: one compilation per shape).
 """
 
 import argparse
+import fractions
 import json
 import os
 import re
@@ -53,7 +55,7 @@ from bench import ROOT, SHARED_DATA
 from bench.exp_transfer import split_squad
 from util.files import atomic_write
 
-FRACTIONS = ("1/8", "1/4", "1/2", "1")
+FRACTIONS = "1/8,1/4,1/2,1"  # --fractions' default
 ARMS = ("electra", "mlm")
 GLUE_FOLDERS = {"glue/cola": "CoLA", "glue/sst2": "SST-2", "glue/mrpc": "MRPC",
                 "glue/stsb": "STS-B", "glue/rte": "RTE"}
@@ -237,9 +239,11 @@ def make_plan(args) -> dict:
     hparams.update(num_train_steps=steps, save_checkpoints_steps=interval,
                    keep_checkpoint_max=steps // interval + 10)  # + room for interruptions
     export = os.path.join(args.work_dir, "models", name, "export")
-    export_steps = [eighth, 2 * eighth, 4 * eighth]
-    for fraction, step in zip(FRACTIONS, export_steps + [steps]):
-      # The end of the run is run_pretraining.py's own export; others go to step_N.
+    # The end of the run is run_pretraining.py's own export; others go to step_N.
+    at = {f: steps if f == "1" else int(fractions.Fraction(f) * 8) * eighth
+          for f in args.fractions}
+    export_steps = sorted(step for step in at.values() if step != steps)
+    for fraction, step in at.items():
       encoders[f"{arm}@{fraction}"] = {
           "arm": arm, "step": step, "train_flops": step * per_step,
           "init_checkpoint": export if step == steps else os.path.join(
@@ -309,8 +313,11 @@ def units_of(args, plan) -> list:
   # Encoders that need no pre-training first: they fill idle cores. Then the longest
   # pre-training first, both arms side by side, so that a study cut short still
   # compares the arms at equal compute.
-  order = {"1": 1, "1/2": 2, "1/4": 3, "1/8": 4}
-  for encoder in sorted(plan["encoders"], key=lambda e: order.get(e.partition("@")[2], 0)):
+  def latest_first(encoder):
+    spec = plan["encoders"][encoder]
+    arm = plan["arms"].get(spec["arm"])
+    return (arm is not None, -spec["step"] / arm["num_train_steps"] if arm else 0)
+  for encoder in sorted(plan["encoders"], key=latest_first):
     spec = plan["encoders"][encoder]
     for task in args.tasks:
       for lr in args.lr_grid or [None]:
@@ -597,6 +604,9 @@ def parse_args(argv=None):
   parser.add_argument("--encoders", type=encoder_list, default=None,
                       help="judge these instead of pre-training: NAME=PATH (any "
                       "--init-checkpoint of run_finetuning.py) or random, comma-separated")
+  parser.add_argument("--fractions", type=fraction_list, default=FRACTIONS,
+                      help="the points of each pre-training arm judged, as fractions "
+                      "of its run in eighths (default %(default)s)")
   parser.add_argument("--trials", type=int, default=3,
                       help="seeds per task (--judge short: per GLUE task)")
   parser.add_argument("--lr-grid", default=None,
@@ -669,6 +679,20 @@ def parse_args(argv=None):
   return args
 
 
+def fraction_list(text: str) -> list:
+  """--fractions: distinct eighths of a run, ascending, written as Fraction writes them
+  ("1/4", "1"): the encoders' names."""
+  try:
+    given = [fractions.Fraction(f.strip()) for f in text.split(",") if f.strip()]
+  except (ValueError, ZeroDivisionError):
+    given = []
+  if not given or any(not 0 < f <= 1 or (f * 8).denominator != 1 for f in given) or \
+      len(set(given)) < len(given):
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: expected distinct fractions of the run in eighths, e.g. 1/8,1/2,1")
+  return [str(f) for f in sorted(given)]
+
+
 def encoder_list(text: str) -> dict:
   """--encoders: {name: path, or None for random weights}."""
   encoders = {}
@@ -706,7 +730,7 @@ def main(argv=None) -> int:
   # results do (each judge's own, so that both can judge one study's encoders).
   settings = {k: getattr(args, k) for k in (
       "model_size", "vocab_size", "budget_steps", "squad_train_articles",
-      "pretrain_hparams", "mlm_hparams", "encoders")}
+      "pretrain_hparams", "mlm_hparams", "encoders", "fractions")}
   judge_settings = {k: getattr(args, k) for k in JUDGE_SETTINGS[args.judge]}
   saved = read_json(plan_file)
   # Studies made before there were judges kept the short judge's settings and tasks in
@@ -722,7 +746,9 @@ def main(argv=None) -> int:
     return 0
   for what, before, now in (("a study", saved, settings),
                             (f"the {args.judge} judge's runs", judged, judge_settings)):
-    changed = [k for k in now if before and before["settings"].get(k) != now[k]]
+    # (Studies made before --fractions judged its default.)
+    changed = [k for k in now if before and before["settings"].get(
+        k, fraction_list(FRACTIONS) if k == "fractions" else None) != now[k]]
     if changed:
       fail(f"{args.work_dir} holds {what} with other settings ({', '.join(changed)}); "
            "use another --work-dir")
