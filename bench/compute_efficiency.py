@@ -550,6 +550,9 @@ def plot(results: dict, tasks: list, path: str):
   if len(tasks) > 1:
     panels.append(("average of the tasks", lambda s: s["task_avg"]))
   fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+  # The judged points' FLOPs are the ticks: a study spans about a decade, where the log
+  # axis's own minor labels (2e14, 3e14, ...) run into each other.
+  ticks = sorted({s["train_flops"] for s in encoders.values() if s["train_flops"]})
   for ax, (title, score) in zip(axes[0], panels):
     for arm, style in (("electra", "o-"), ("mlm", "s-")):
       points = sorted((s["train_flops"], score(s)) for s in encoders.values()
@@ -560,6 +563,8 @@ def plot(results: dict, tasks: list, path: str):
       ax.axhline(score(encoders["random"]), linestyle="--", color="gray",
                  label="random init")
     ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{t:.1e}" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("pre-training FLOPs")
     ax.set_title(title)
   axes[0][0].set_ylabel("dev score (median of seeds)")
