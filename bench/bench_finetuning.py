@@ -182,7 +182,7 @@ def main():
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--impls", default="ours,ours_xla,hf",
                       help="of ours, ours_unfused (the transformer layer's elementwise "
-                      "work unfused, as before issue 22), ours_xla, ours_bf16 "
+                      "work unfused, model/fused.py off), ours_xla, ours_bf16 "
                       "(mixed_bfloat16), hf")
   parser.add_argument("--layers", action="store_true",
                       help="also time one transformer layer and its matrix products, "

@@ -100,7 +100,7 @@ def main():
   parser.add_argument("--vocab-file", default=BERT_VOCAB)
   parser.add_argument("--impl", default="ours", choices=("ours", "ours_unfused", "hf"),
                       help="ours_unfused: the transformer layer's elementwise work "
-                      "unfused (model/fused.py off), as before issue 22")
+                      "unfused (model/fused.py off)")
   parser.add_argument("--impls", default=None,
                       help="comma-separated --impl values, each run in its own process, "
                       "alternating for --rounds rounds; then a table of the best of each")

@@ -486,8 +486,8 @@ def collect(args, plan) -> dict:
     glue = [t for t in GLUE_MAIN if t in args.tasks]
     glue_avg = statistics.mean(tasks[t][GLUE_MAIN[t]]["median"] for t in glue) if glue and \
         all(t in tasks for t in glue) else None
-    # Every judged task's main metric (chunking's F1 too): what issue 34 compares the
-    # two objectives by.
+    # Every judged task's main metric (chunking's F1 too): what the two objectives are
+    # compared by.
     task_avg = statistics.mean(tasks[t][MAIN_METRIC[t]]["median"] for t in args.tasks) \
         if all(t in tasks for t in args.tasks) else None
     encoders[encoder] = {**spec, "tasks": tasks, "glue_avg": glue_avg, "task_avg": task_avg,

@@ -3,7 +3,7 @@
   python -m bench.encoder_anatomy --data-dir DIR --encoder NAME=PATH [--encoder ...]
       [--random NAME] [--hparams '{...}'] [--steps 250] [--output anatomy.json]
 
-An experiment run by hand (issue: why a pre-trained discriminator fine-tunes worse than
+An experiment run by hand (why a pre-trained discriminator fine-tunes worse than
 random weights). For each encoder (weights as --init-checkpoint takes them; --random
 names a random one of the configured size), on the --task (default
 glue/sst2; its files in <data-dir>/finetuning_data/ as run_finetuning.py reads them):

@@ -6,7 +6,7 @@ Per model: the op count, the XNNPACK partitions and how many ops they take, then
 line per op type and input dtypes with how many of those ops are left to LiteRT's own
 (builtin) kernels. An op left outside XNNPACK runs on LiteRT's builtin kernel for it,
 which for several int8 ops is the reference (scalar) one, and each one splits the
-delegated graph. Needs only ai-edge-litert. (bench/RESULTS.md, issue 35: why the
+delegated graph. Needs only ai-edge-litert. (bench/RESULTS.md: why the
 full-int8 model was no faster than float32.)
 
 How the partitions are found: with the delegate applied, the interpreter lists every

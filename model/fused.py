@@ -1,4 +1,4 @@
-"""The transformer layer's elementwise work fused into small XLA islands (issue 22).
+"""The transformer layer's elementwise work fused into small XLA islands.
 
 TensorFlow runs every elementwise op of tf-models-official's TransformerEncoderBlock
 (bias adds, GELU, LayerNorm's moments, dropout's compare and select, residual adds,

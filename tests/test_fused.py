@@ -1,4 +1,4 @@
-"""model/fused.py (issue 22): the fused transformer layer gives the loss and gradients of
+"""model/fused.py: the fused transformer layer gives the loss and gradients of
 the unfused one, dropout off and on (same seed, same masks), and keeps every variable's
 name and shape."""
 
