@@ -23,6 +23,8 @@ import tokenize
 import typing
 from typing import Dict, List, Optional, Tuple
 
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+
 COMMAND = "python -m tools.hparams_reference --output docs/hparams.md"
 
 # Meanings of the fields declared without a comment (the original's, mostly), by name.
