@@ -1,6 +1,7 @@
 """Does pre-training help? A debug-size model fine-tuned from our pre-training vs random.
 
-  # 1. records and ~30 min of debug-size pre-training (see bench/RESULTS.md for flags)
+  # 1. records and ~30 min of debug-size pre-training (its flags:
+  #    docs/studies/2026-11-21-debug-model-pretrained-vs-random.md)
   # 2. both arms, then the side-by-side table:
   python -m bench.exp_transfer --data-dir EXP --arm random
   python -m bench.exp_transfer --data-dir EXP --arm pretrained \

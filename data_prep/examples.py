@@ -1,6 +1,6 @@
 """Example packing: lines of token ids -> fixed-length [CLS] A [SEP] (B [SEP]) examples.
 
-The rules are the original's (ELECTRA_FACTS.md section 3): lines accumulate until their
+The rules are the original's build_pretraining_dataset.py's: lines accumulate until their
 length reaches the target length or the document ends; 10% of examples have a single
 segment; a line joins segment A if A is empty, if it keeps A under its target, or (50%)
 if B is still empty and A is under target; A is cut to max-2 tokens, B to what is left;

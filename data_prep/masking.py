@@ -1,4 +1,4 @@
-"""Dynamic masking, as the original's `pretrain_helpers.mask` (facts section 4).
+"""Dynamic masking, as the original's `pretrain_helpers.mask`.
 
 Positions are drawn *with replacement* from the candidates (the original samples them
 with tf.random.categorical), so a sequence can hold the same position twice; slots past

@@ -1,6 +1,6 @@
 """BERT's WordPiece tokenization rules in plain Python: the reference the fast path must match.
 
-Written from the rules of ELECTRA_FACTS.md section 3 and BERT's published behaviour:
+Written from BERT's published tokenization rules as ELECTRA's release applies them:
 clean the text (drop NUL, U+FFFD and control characters, map whitespace to spaces), put
 spaces around CJK ideographs, split on whitespace, optionally lower-case (and then, as in
 ELECTRA's release, optionally strip accents through NFD), split punctuation off, and run

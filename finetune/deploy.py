@@ -13,7 +13,7 @@ its checkpoint) becomes a folder that runs without TensorFlow or this repository
 Each model takes the token-ids signature input_ids, input_mask, segment_ids [B, L]
 int32 and returns the SavedModel's numbers: probabilities and label_id, or score.
 The WordPiece step stays outside: in the graph it needs TensorFlow ops that LiteRT's
-builtin ops lack (tools.export_lite's README section lists them; ai-edge-litert's
+builtin ops lack (docs/deploying.md lists them; ai-edge-litert's
 interpreter has no Select-TF-ops runtime to run them).
 
 The folder is written beside its destination and renamed into place when whole.

@@ -2,7 +2,7 @@
 
 An encoder pre-trained briefly can hold fine-tuning at the loss of predicting the label
 frequencies for hundreds of steps, where random weights leave it within a hundred
-(bench/RESULTS.md, "Why a pre-trained discriminator fine-tuned worse than random
+(docs/cpu_recipe.md, "A pre-trained encoder that fine-tunes worse than random
 weights"). The run then ends at the majority class and its score looks like a bad task
 or a bug. PriorWatch compares the training loss with that prior's loss and says so once,
 with what it measured and the option that helps.
@@ -16,7 +16,7 @@ import numpy as np
 # Checked when these shares of the run's steps have run, the first not before
 # FIRST_CHECK_STEP (random weights of the tiny size are still near the prior at step
 # ~60-100 at the tiny preset's rate, and leave it by ~100-150; a briefly pre-trained
-# encoder sits there for 200-250: bench/RESULTS.md); the mean loss over the latest
+# encoder sits there for 200-250: docs/cpu_recipe.md); the mean loss over the latest
 # WINDOW_SHARE of the run's steps is compared with the prior's loss.
 CHECK_AT = (0.5, 1.0)
 FIRST_CHECK_STEP = 150

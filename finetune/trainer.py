@@ -43,8 +43,8 @@ from util.files import atomic_write
 RUN_CONFIG = FINETUNING_RECORD
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
-                "\"init_adjustment\": \"attention_and_positions\" (README, \"A pre-trained "
-                "encoder that fine-tunes worse than random weights\")")
+                "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
+                "\"A pre-trained encoder that fine-tunes worse than random weights\")")
 
 
 class NotFinetunedError(ValueError):

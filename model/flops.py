@@ -1,6 +1,6 @@
 """FLOPs of pre-training and inference, counted as the original release counts them.
 
-The original's flops_computation.py (ELECTRA_FACTS section 10) is the yardstick the paper's
+The original's flops_computation.py (google-research/electra) is the yardstick the paper's
 compute figures use, so every term and quirk here follows it, and its printed totals
 for ELECTRA-Small/Base/Large and BERT-Small/Base/Large are reproduced exactly
 (tests/test_flops.py). Its conventions:

@@ -2,7 +2,7 @@
 
 "truncated_normal" is the original's: every kernel and embedding from a truncated normal
 of std initializer_range, so attention starts uniform over the sequence and position
-embeddings carry no notion of "my neighbour" (bench/RESULTS.md, the masked-LM plateau).
+embeddings carry no notion of "my neighbour" (docs/cpu_recipe.md, "Why the mimetic start").
 
 "mimetic" (after Trockman and Kolter, "Mimetic Initialization of Self-Attention
 Layers", ICML 2023) sets only the values of the standard variables, so checkpoints keep
@@ -20,8 +20,8 @@ and the embeddings it reads keep the original's start. The mimetic start helps t
 masked LM off its plateau, but a discriminator that keeps it (its rate a tenth of the
 generator's) fine-tunes far worse than random weights: position fills ~86% of its first
 layer's input variance and [CLS] attends to itself and its neighbours, so the
-classifier on [CLS] sees almost nothing of the sentence (bench/RESULTS.md, "Why a
-pre-trained discriminator fine-tuned worse than random weights").
+classifier on [CLS] sees almost nothing of the sentence (docs/cpu_recipe.md, "A
+pre-trained encoder that fine-tunes worse than random weights").
 """
 
 import math
@@ -121,7 +121,7 @@ def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):
   output layer starts with per-token logits of about unit spread around 0; their pull
   toward the base rate reaches every layer below before any token can be told apart,
   and on this project's CPU budgets the discriminator's token states collapse to one
-  direction within ~200 steps and stay there (bench/RESULTS.md). From a zero kernel the
+  direction within ~200 steps and stay there (docs/cpu_recipe.md). From a zero kernel the
   head's first gradient is the direction that separates replaced from original tokens,
   and only that reaches the encoder. Values only: names and shapes are the original's.
   """
@@ -141,7 +141,7 @@ def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
   vocabulary, i.e. mostly rare tokens, so the discriminator first learns "a rare token
   was replaced" from the token alone; some 100 steps later the generator has learned
   the unigram, that cue is gone, and on this project's CPU budgets the discriminator's
-  states collapse while it unlearns it (bench/RESULTS.md). From a unigram start there
+  states collapse while it unlearns it (docs/cpu_recipe.md). From a unigram start there
   is no such cue: only context tells a sample from the original. Values only.
   """
   bias = head.output_bias
@@ -151,7 +151,7 @@ def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
 def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
   """A new option for encoders pre-trained briefly from the mimetic start, whose states
   are mostly position and whose [CLS] attends to itself, so that fine-tuning sits at
-  the label prior for hundreds of steps (bench/RESULTS.md). "attention": every layer's
+  the label prior for hundreds of steps (docs/cpu_recipe.md). "attention": every layer's
   query kernel and bias become zero, so attention starts uniform over the sentence
   (as random weights' does: [CLS] reads the whole sentence) and learns its pattern
   anew from the keys, values and feed-forward layers kept; "positions": the position

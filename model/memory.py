@@ -8,7 +8,8 @@ The count is of float32 tensors a training step holds at its peak: what each lay
 keeps for the backward pass, the attention's [heads, S, S] tensors, the MLM head's
 logits, and per weight its value, gradient and two Adam slots. Calibrated on
 electra_small at 128 tokens: it gives 52 MiB per sequence of activations where the
-measured peak grows by 53 MiB per sequence (bench/RESULTS.md).
+measured peak grows by 53 MiB per sequence
+(docs/studies/2026-11-21-speed-against-the-peer.md).
 """
 
 import dataclasses

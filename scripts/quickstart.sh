@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quick start on a fresh machine, all on the CPU, 6-10 minutes after set-up:
+# Quick start on a fresh machine, all on the CPU, a few minutes after set-up (README):
 #   1. set up .venv (scripts/setup.sh);
 #   2. build the default pre-training data: a corpus harvested from the installed Python
 #      documentation, an 8,192-token vocabulary learned from it, TFRecords (data/);

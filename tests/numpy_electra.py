@@ -1,4 +1,4 @@
-"""An independent NumPy forward pass of ELECTRA, written from the math (facts section 1)
+"""An independent NumPy forward pass of ELECTRA, written from the math (BERT's encoder)
 and reading weights by their original checkpoint names. Used only by the tests."""
 
 import math
@@ -83,7 +83,7 @@ def forward(w, input_ids, input_mask, segment_ids, disc_heads, gen_heads,
 def original_shapes(vocab, emb, hidden, layers, inner, gen_hidden, gen_layers, gen_inner,
                     max_pos=512, type_vocab=2, untied_gen_embeddings=False,
                     generator=True, discriminator=True):
-  """Names and shapes of a pre-training checkpoint, from facts section 2."""
+  """Names and shapes of a pre-training checkpoint, as the released ones have them."""
   shapes = {}
 
   def embeddings(scope, width):

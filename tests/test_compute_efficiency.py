@@ -7,7 +7,8 @@ the original's), their exports at 1/8 and all of the run (--fractions; the defau
 1/4 and 1/2), five encoders fine-tuned on RTE by the short judge, the table, JSON and
 plot; a second run skips every unit. The original judge runs on given encoders (random weights and a
 Hugging Face BERT directory) with a rate grid; its schedule is checked against the
-original's recipe as ELECTRA_FACTS.md states it, and its choice of rate by dev median.
+original's recipe (its epochs per task, both orders for MRPC and STS-B), and its
+choice of rate by dev median.
 """
 
 import argparse
@@ -180,7 +181,7 @@ def test_finetuning_data_keeps_headers_and_quirks_and_cuts_train_files(tmp_path)
   assert len(dev["data"]) == 48 - 38
 
 
-# The original's fine-tuning recipe (ELECTRA_FACTS.md, section 5): 3 epochs, 10 for RTE
+# The original's fine-tuning recipe (the paper's appendix): 3 epochs, 10 for RTE
 # and STS-B; MRPC and STS-B train on both sentence orders.
 ORIGINAL_EPOCHS = {"glue/sst2": 3, "glue/cola": 3, "glue/mrpc": 3, "glue/stsb": 10,
                    "glue/rte": 10, "chunk": 3}

@@ -9,10 +9,11 @@ import sys
 from bench import learnability_probe
 from tests.conftest import ROOT
 
-# Measured at this size (100 words, 32 tokens; bench/RESULTS.md): eval masked-LM accuracy
-# 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a 150-step run from the mimetic
-# start, 0.94 at the end of a 100-step run; a model that does not use its neighbours stays
-# near 0.15. Those figures are from the recipe's single learning rate, which the arm keeps:
+# Measured at this size (100 words, 32 tokens; docs/studies/2026-11-23-mimetic-start.md):
+# eval masked-LM accuracy 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a
+# 150-step run from the mimetic start, 0.94 at the end of a 100-step run; a model that
+# does not use its neighbours stays near 0.15. Those figures are from the recipe's single
+# learning rate, which the arm keeps:
 # with the discriminator (and so the shared embeddings) at a tenth of it, the tiny
 # preset's default since, the generator reaches 0.87 at step 100.
 PROBE_STEPS = 100

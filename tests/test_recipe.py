@@ -6,8 +6,8 @@ on held-back masks, its eval disc_loss below the binary entropy of the replaced-
 rate (what answering "original" everywhere with the right prior scores) and disc_auc
 above 0.6.
 This early in training the discriminator mostly spots replacements by the token alone
-(a young generator samples rare tokens; bench/RESULTS.md, "A pre-training recipe for
-the CPU"): the test checks that the recipe trains, by step count, not how far it gets.
+(a young generator samples rare tokens; docs/studies/2026-11-22-cpu-recipe-and-equal-
+compute.md): the test checks that the recipe trains, by step count, not how far it gets.
 """
 
 import math

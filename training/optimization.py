@@ -1,4 +1,4 @@
-"""The optimizer and learning-rate schedule of the original ELECTRA (facts section 5).
+"""The optimizer and learning-rate schedule of the original ELECTRA (its optimization.py).
 
 One Adam variant and one schedule serve pre-training and fine-tuning:
 - `AdamWeightDecay`: Adam WITHOUT bias correction, epsilon added outside the square root,

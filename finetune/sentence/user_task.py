@@ -1,5 +1,5 @@
 """A user's sentence task: a small JSON file naming its files, columns, labels and
-metrics (README, "A task of your own")."""
+metrics (docs/finetuning.md, "A task of your own")."""
 
 import json
 import os

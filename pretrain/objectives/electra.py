@@ -1,4 +1,5 @@
-"""ELECTRA's replaced-token detection (`objective: electra`, the default; facts section 4).
+"""ELECTRA's replaced-token detection (`objective: electra`, the default; the paper's
+section 2).
 
 After the generator step (masked_lm.py): Gumbel-max samples (no gradient) written into
 the unmasked input -> discriminator logits over every token -> sigmoid loss over real
