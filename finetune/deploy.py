@@ -102,11 +102,6 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
     raise ValueError(f"{folder} is not a fine-tuned model dir (no {FINETUNING_RECORD})"
                      + hint)
   settings, sizes = saved["finetuning"], ModelConfig(**saved["model"])
-  vocab_file = recorded_vocab(folder, saved)
-  if not os.path.isfile(vocab_file):
-    raise ValueError(f"{os.path.join(folder, FINETUNING_RECORD)}: the vocabulary it names, "
-                     f"{vocab_file or '(none)'}, does not exist; put the vocab.txt the model "
-                     f"was trained with at {os.path.join(folder, 'vocab.txt')}")
   names = settings["task_names"]
   task = task_registry.get_task(names[0])
   if need_sentence_task and (
@@ -115,6 +110,11 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
   latest = newest_readable(folder, note)
   if not latest:
     raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
+  vocab_file = recorded_vocab(folder, saved)
+  if not os.path.isfile(vocab_file):
+    raise ValueError(f"{os.path.join(folder, FINETUNING_RECORD)}: the vocabulary it names, "
+                     f"{vocab_file or '(none)'}, does not exist; put the vocab.txt the model "
+                     f"was trained with at {os.path.join(folder, 'vocab.txt')}")
   runner = task_registry.runner_for(task, None, None)
   model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
   model.build_variables()
