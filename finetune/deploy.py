@@ -41,7 +41,7 @@ from finetune.sentence.files import unlabeled_layout
 from finetune.sentence.serving import numeric_outputs
 from model.config import ModelConfig
 from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable,
-                                     read_record)
+                                     read_record, recorded_vocab)
 
 LITERT_FORMS = ("float32", "dynamic_int8", "full_int8")
 ONNX_FORMS = ("float32", "dynamic_int8")
@@ -72,6 +72,8 @@ class Finetuned:
   runner: TaskRunner
   sizes: ModelConfig
   settings: Dict[str, object]
+  vocab_file: str  # the vocabulary its training read
+
 
   @property
   def max_seq_length(self) -> int:
@@ -79,7 +81,7 @@ class Finetuned:
 
   def tokenizer(self) -> Tokenizer:
     lower = self.settings["do_lower_case"]
-    return Tokenizer(load_vocab(self.settings["vocab_file"]), lower, lower)
+    return Tokenizer(load_vocab(self.vocab_file), lower, lower)
 
 
 def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Finetuned:
@@ -108,13 +110,18 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
   latest = newest_readable(folder, note)
   if not latest:
     raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")
+  vocab_file = recorded_vocab(folder, saved)
+  if not os.path.isfile(vocab_file):
+    raise ValueError(f"{os.path.join(folder, FINETUNING_RECORD)}: the vocabulary it names, "
+                     f"{vocab_file or '(none)'}, does not exist; put the vocab.txt the model "
+                     f"was trained with at {os.path.join(folder, 'vocab.txt')}")
   runner = task_registry.runner_for(task, None, None)
   model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
   model.build_variables()
   # Every weight of the model must come from the checkpoint (its optimizer slots do not).
   tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
       .expect_partial()
-  return Finetuned(folder, model, task, runner, sizes, settings)
+  return Finetuned(folder, model, task, runner, sizes, settings, vocab_file)
 
 
 def token_ids_function(finetuned: Finetuned):
@@ -333,7 +340,7 @@ def export(folder: str, output: str, formats: List[str], calibration_size: int =
 def _write_reader(finetuned: Finetuned, folder: str, files: List[str], calibrated: int):
   """vocab.txt, deploy.json and the reader with the modules it imports."""
   task, settings = finetuned.task, finetuned.settings
-  shutil.copyfile(settings["vocab_file"], os.path.join(folder, "vocab.txt"))
+  shutil.copyfile(finetuned.vocab_file, os.path.join(folder, "vocab.txt"))
   pair = unlabeled_layout(task)[1].text_b is not None
   info = {"task": task.name, "labels": list(task.labels or []), "pair": pair,
           "regression": task.is_regression, "lower_case": settings["do_lower_case"],

@@ -31,7 +31,7 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
   if len(config.task_names) != 1:
     raise ValueError(f"--predict runs one task's model; --task names "
                      f"{len(config.task_names)} ({','.join(config.task_names)})")
-  finetuner = Finetuner(config, log)
+  finetuner = Finetuner(config, log, finished=True)  # its training's vocabulary
   checkpoint = finetuner.finetuned_checkpoint(TRIAL)  # refuse before reading the file
   saved = resume.read_record(finetuner.trial_dir(TRIAL), FINETUNING_RECORD)
   if saved:  # the sizes it was trained with, whatever init says now

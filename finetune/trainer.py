@@ -33,7 +33,8 @@ from model.memory import encoder_step_memory
 from model.weights import CheckpointError
 from model.weights.start import (PretrainedStart, in_todays_name, open_start,
                                  record_name)
-from model.weights.run_files import FINETUNING_RECORD, newest_readable
+from model.weights.run_files import (FINETUNING_RECORD, RUN_VOCAB, keep_vocab,
+                                     newest_readable)
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
@@ -60,8 +61,11 @@ class SplitData:
 class Finetuner:
   """Reads, featurizes, trains and scores the config's tasks."""
 
-  def __init__(self, config: FinetuningConfig, log=print):
+  def __init__(self, config: FinetuningConfig, log=print, finished: bool = False):
+    """`finished`: the run's trained models are only read (as by --predict, and when
+    do_train is false): they tokenize with the vocabulary their training read."""
     self.config, self.log = config, log
+    self.finished = finished or not config.do_train
     # One strategy for every trial, made before TensorFlow runs anything (the tokenizer
     # does): a multi-worker strategy must configure the runtime first.
     self.strategy = runtime.start_run(config, config.seed)
@@ -76,7 +80,8 @@ class Finetuner:
                        "weights, and this run starts from random weights (no "
                        "init_checkpoint and no pre-trained model found); set "
                        "\"init_adjustment\": \"none\" or give --init-checkpoint")
-    vocab = load_vocab(self.vocab_file())
+    self.vocab_path = self.vocab_file()
+    vocab = load_vocab(self.vocab_path)
     if self.start:
       weights = self.start.weights
       self.model_config = weights.model_config("discriminator")
@@ -84,7 +89,7 @@ class Finetuner:
     else:
       self.model_config = config.model_config()
     source = self.start.weights.location if self.start else "the configured model"
-    check_vocab_size(config.vocab_file, len(vocab), self.model_config.vocab_size, source,
+    check_vocab_size(self.vocab_path, len(vocab), self.model_config.vocab_size, source,
                      "use the vocab.txt the model was pre-trained with")
     self.tokenizer = Tokenizer(vocab, lower_case=config.do_lower_case,
                                accents=config.do_lower_case)
@@ -161,8 +166,14 @@ class Finetuner:
         example, self.config.max_seq_length)
 
   def vocab_file(self) -> str:
-    """The configured vocab.txt or, when it is missing, the checkpoint's (Weights.vocab:
-    a released model's zip and a Hugging Face directory hold one)."""
+    """A finished run's own copy of the vocabulary it read (its start may have moved
+    since); else the configured vocab.txt or, when it is missing, the checkpoint's
+    (Weights.vocab: a released model's zip and a Hugging Face directory hold one)."""
+    if self.finished:
+      for trial in range(1, self.config.num_trials + 1):
+        kept = os.path.join(self.trial_dir(trial), RUN_VOCAB)
+        if os.path.isfile(kept):
+          return kept
     path = self.config.vocab_file
     if not os.path.isfile(path) and self.start:
       try:
@@ -314,9 +325,13 @@ class Finetuner:
       if not start and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
-      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(),
-                                finetuning=config.to_dict(),
-                                model=self.model_config.to_dict())
+      # The record names the vocabulary read (configured or the start's own) and its
+      # copy beside the checkpoints, which the exports and --predict read.
+      kept = keep_vocab(model_dir, self.vocab_path)
+      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **kept,
+                              finetuning={**config.to_dict(),
+                                          "vocab_file": os.path.abspath(self.vocab_path)},
+                              model=self.model_config.to_dict())
       epochs = max(1, int(np.ceil(config.num_train_epochs)))
       boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
                            for e in range(epochs)})

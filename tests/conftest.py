@@ -1,4 +1,5 @@
-"""Shared test fixtures: the project root on sys.path and ../shared/data."""
+"""Shared test fixtures: the project root on sys.path and ../shared/data; each test in a
+folder of its own."""
 
 import contextlib
 import os
@@ -11,8 +12,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+# The commands tests start run in the test's own folder (below), not the checkout: the
+# path lets `python -m <module>` and `python -c` find the project from there.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 from util import startup  # pylint: disable=unused-import,wrong-import-position  # before TensorFlow
+
+
+@pytest.fixture(autouse=True)
+def cwd_of_its_own(tmp_path_factory, monkeypatch):
+  """Each test (and each command it starts) runs in a new empty folder: a relative path,
+  such as the commands' and configs' default data dir "data", then never reaches the
+  checkout's data/, which the quick start fills, and nothing is written there."""
+  monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +68,7 @@ def run_lock_held_elsewhere(directory):
   does, through util.files.run_lock); kills it (SIGKILL, no clean-up) on exit."""
   code = ("import sys, time\nfrom util import files\nwith files.run_lock(sys.argv[1]):\n"
           "  print('held', flush=True)\n  time.sleep(600)\n")
-  holder = subprocess.Popen([sys.executable, "-c", code, str(directory)], cwd=ROOT,
+  holder = subprocess.Popen([sys.executable, "-c", code, str(directory)],
                             stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline() == "held\n"

@@ -1,6 +1,7 @@
-"""bench/ as a package on the commands' seams: `python -m bench.<name>` from the root,
-a bench end to end in its child process (the debug model, one step: seconds, not a
-benchmark), and the fine-tuning step the benches time is run_finetuning.py's."""
+"""bench/ as a package on the commands' seams: `python -m bench.<name>` with the project
+on the path, a bench end to end in its child process (the debug model, one step:
+seconds, not a benchmark), and the fine-tuning step the benches time is
+run_finetuning.py's."""
 
 import json
 import math
@@ -11,11 +12,11 @@ import numpy as np
 
 from bench.steps import finetuning_step
 from finetune.modeling import FinetuningModel
-from tests.conftest import ROOT, shared_path
+from tests.conftest import shared_path
 
 
 def bench(name: str, *flags: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", f"bench.{name}", *flags], cwd=ROOT,
+  return subprocess.run([sys.executable, "-m", f"bench.{name}", *flags],
                         capture_output=True, text=True, timeout=300, check=False)
 
 

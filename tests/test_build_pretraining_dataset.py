@@ -228,12 +228,12 @@ def test_default_build_imports_no_tensorflow_and_writes_berts_tokens(
   (tmp_path / "no_tf").mkdir()
   (tmp_path / "no_tf" / "sitecustomize.py").write_text(NO_TENSORFLOW)
   env = dict(os.environ, PYTHONPATH=str(tmp_path / "no_tf"))
-  run = lambda *argv: subprocess.run([sys.executable, *argv], cwd=ROOT, env=env,
+  run = lambda *argv: subprocess.run([sys.executable, *argv], env=env,
                                      capture_output=True, text=True, check=False)
   blocked = run("-c", "import tensorflow")
   assert blocked.returncode != 0 and "imported tensorflow" in blocked.stderr
   for processes in (1, 2):
-    built = run("build_pretraining_dataset.py", "--corpus-dir", str(corpus),
+    built = run(os.path.join(ROOT, "build_pretraining_dataset.py"), "--corpus-dir", str(corpus),
                 "--vocab-file", vocab_file, "--output-dir", str(tmp_path / f"out{processes}"),
                 "--num-processes", str(processes), "--num-out-files", "2",
                 "--no-progress")
@@ -527,10 +527,10 @@ def start_build(tmp_path, vocab_file):
   os.symlink(shared_path("corpus", "english_corpus.txt"), corpus / "english.txt")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
   process = subprocess.Popen(
-      [sys.executable, "build_pretraining_dataset.py", "--corpus-dir", str(corpus),
-       "--vocab-file", vocab_file, "--output-dir", str(tmp_path / "out"),
+      [sys.executable, os.path.join(ROOT, "build_pretraining_dataset.py"), "--corpus-dir",
+       str(corpus), "--vocab-file", vocab_file, "--output-dir", str(tmp_path / "out"),
        "--num-processes", "2", "--num-out-files", "2", "--no-progress"],
-      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       start_new_session=True,
       # As from a terminal: a test runner started in the background ignores SIGINT,
       # which its children would inherit.

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from bench import compute_efficiency
-from tests.conftest import ROOT, shared_path
+from tests.conftest import shared_path
 from tests.test_import_hf import bert_dir
 
 STUDY = [sys.executable, "-m", "bench.compute_efficiency"]
@@ -51,7 +51,7 @@ def run_study(mirror, work, *extra):
       "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
       "--mlm-hparams", '{"learning_rate": 3e-4}',
       "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}', *extra]
-  return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+  return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
 def numbers(value):
@@ -91,7 +91,7 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
     counted = subprocess.run(
         [sys.executable, "-m", "tools.flops", "--model-name", spec["model_name"],
          "--data-dir", str(work), "--hparams", json.dumps(hparams), "--json"],
-        cwd=ROOT, capture_output=True, text=True, check=True)
+        capture_output=True, text=True, check=True)
     assert spec["train_flops_per_step"] == json.loads(counted.stdout)[
         "train_flops_per_step"], arm
   # --mlm-hparams reach the masked-LM arm's run only.
@@ -120,12 +120,12 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   assert "GLUE avg" in second.stdout
   # Other points judged are other settings of the study: refused, not mixed in.
   at = second.args.index("--fractions") + 1
-  third = subprocess.run([*second.args[:at], "1/2,1", *second.args[at + 1:]], cwd=ROOT,
+  third = subprocess.run([*second.args[:at], "1/2,1", *second.args[at + 1:]],
                          capture_output=True, text=True, timeout=60)
   assert third.returncode == 2 and "other settings (fractions)" in third.stderr, third.stderr
 
   table_only = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir",
-                               str(work)], cwd=ROOT, capture_output=True, text=True,
+                               str(work)], capture_output=True, text=True,
                               timeout=60)
   assert table_only.returncode == 0 and table_only.stdout.strip() == "\n".join(table)
 
@@ -140,7 +140,7 @@ def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_
          ["--fractions", "1/3"],
          ["--shared-data", shared_path()]]
   for flags in bad:
-    result = subprocess.run([*STUDY, "--work-dir", str(work), *flags], cwd=ROOT,
+    result = subprocess.run([*STUDY, "--work-dir", str(work), *flags],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, flags
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, \
@@ -237,7 +237,7 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
              "--trials", "2", "--lr-grid", "3e-4,1e-3", "--tasks", "glue/rte",
              "--encoders", f"random,bert={bert}",
              "--finetune-hparams", '{"num_train_epochs": 1}']
-  run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+  run = subprocess.run(command, capture_output=True, text=True, timeout=900)
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   assert ("the original judge: (glue/rte 2) steps x 2 seeds x 2 rates = 8 fine-tuning "
           "steps per encoder; 16 for the 2 encoders") in run.stdout
@@ -263,10 +263,10 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   # The judges' results never mix: the short judge has none here.
   assert not (work / "results").exists()
   short = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir", str(work)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60)
   assert short.returncode == 2 and short.stderr == (
       f"error: {work}: no results of the short judge here yet\n")
-  again = subprocess.run([*STUDY, "--table", "--work-dir", str(work)], cwd=ROOT,
+  again = subprocess.run([*STUDY, "--table", "--work-dir", str(work)],
                          capture_output=True, text=True, timeout=60)
   assert again.returncode == 0 and again.stdout.strip() == table.strip()
 
@@ -276,7 +276,7 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
                                    ["--encoders", "minilm"],
                                    ["--finetune-hparams", '{"learning_rate": 1e-4}']])
 def test_the_judges_bad_flags_fail_in_one_line(tmp_path, flags):
-  result = subprocess.run([*STUDY, "--work-dir", str(tmp_path), *flags], cwd=ROOT,
+  result = subprocess.run([*STUDY, "--work-dir", str(tmp_path), *flags],
                           capture_output=True, text=True, timeout=60)
   assert result.returncode == 2, flags
   assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, \

@@ -157,11 +157,11 @@ def test_custom_task_through_the_script(tmp_path):
   (data / "vocab.txt").write_bytes(
       open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
   run = subprocess.run(
-      [sys.executable, "run_finetuning.py", "--task", str(tmp_path / "task.json"),
-       "--data-dir", str(data), "--hparams",
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task",
+       str(tmp_path / "task.json"), "--data-dir", str(data), "--hparams",
        json.dumps({"debug": True, "train_batch_size": 8, "max_seq_length": 16,
                    "num_train_epochs": 1})],
-      cwd=ROOT, capture_output=True, text=True)
+      capture_output=True, text=True)
   assert run.returncode == 0, run.stderr[-2000:]
   assert "no pre-trained checkpoint" not in run.stderr  # debug: random by design
   results = data / "models" / "electra_small" / "results" / "reviews_results.json"
@@ -169,10 +169,11 @@ def test_custom_task_through_the_script(tmp_path):
   assert list(summary) == ["reviews dev accuracy"]
 
   bad = subprocess.run(
-      [sys.executable, "run_finetuning.py", "--task", "glue/sst2", "--data-dir",
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", "glue/sst2",
        # TFDS cannot fetch the task into /proc, online or not.
+       "--data-dir",
        str(data), "--hparams", '{"debug": true, "tfds_data_dir": "/proc/no_tfds"}'],
-      cwd=ROOT, capture_output=True, text=True)
+      capture_output=True, text=True)
   assert bad.returncode == 2 and "Traceback" not in bad.stderr
   assert bad.stderr.strip().splitlines()[-1].startswith("error: ")
   assert "SST-2" in bad.stderr  # names the expected layout

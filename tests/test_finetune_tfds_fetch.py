@@ -85,7 +85,7 @@ def test_offline_fetch_through_the_script_prints_only_its_error_line(tmp_path):
   run = subprocess.run(
       [sys.executable, "-c", code, "--task", "glue/sst2", "--data-dir", str(data),
        "--hparams", json.dumps({"debug": True, "tfds_data_dir": str(data / "tfds")})],
-      cwd=ROOT, capture_output=True, text=True,
+      capture_output=True, text=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   # No absl WARNING lines (TFDS's "no dataset_info.json") before the one clear line.
   assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
@@ -93,8 +93,8 @@ def test_offline_fetch_through_the_script_prints_only_its_error_line(tmp_path):
 
 
 def test_no_pretrained_model_says_how_to_get_one(tmp_path):
-  run = subprocess.run([sys.executable, "run_finetuning.py", "--task", "glue/mnli",
-                        "--data-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
+  run = subprocess.run([sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task",
+                        "glue/mnli", "--data-dir", str(tmp_path)], capture_output=True,
                        text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
   assert run.stderr.startswith(f"error: no pre-trained model: {tmp_path}/models/"

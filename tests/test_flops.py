@@ -14,7 +14,6 @@ from model import flops
 from model.config import ModelConfig
 from pretrain.config import load_config
 from pretrain.objectives import objective_for
-from tests.conftest import ROOT
 
 # Printed by `python3 flops_computation.py` of github.com/google-research/electra (its
 # MODEL_FLOPS table: name, sizes, sequence length, batch, steps).
@@ -140,7 +139,7 @@ def test_parameter_counts_match_the_keras_model():
 
 
 def run_tool(*args):
-  return subprocess.run([sys.executable, "-m", "tools.flops", *args], cwd=ROOT,
+  return subprocess.run([sys.executable, "-m", "tools.flops", *args],
                         capture_output=True, text=True)
 
 

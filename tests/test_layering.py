@@ -101,7 +101,7 @@ def test_commands_set_tensorflows_environment_before_anything_loads_it():
             "print('keras.src' in sys.modules, tf.keras.Model is tf_keras.Model)")
   env = {k: v for k, v in os.environ.items()
          if k not in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL")}
-  run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+  run = subprocess.run([sys.executable, "-c", script], capture_output=True,
                        text=True, env=env, check=True)
   assert run.stdout.split() == ["False", "True"], run.stdout
   assert "cuInit" not in run.stderr and "oneDNN" not in run.stderr, run.stderr

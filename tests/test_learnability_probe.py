@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 from bench import learnability_probe
-from tests.conftest import ROOT
 
 # Measured at this size (100 words, 32 tokens; docs/studies/2026-11-23-mimetic-start.md):
 # eval masked-LM accuracy 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a
@@ -45,7 +44,7 @@ def test_mimetic_start_learns_the_successor_map(tmp_path):
        "--arm", 'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
        "--steps", str(PROBE_STEPS), "--eval-every", str(PROBE_STEPS), "--eval-batches", "2",
        "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],
-      cwd=ROOT, capture_output=True, text=True, check=False)
+      capture_output=True, text=True, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT mimetic "))
   summary = json.loads(line.split(" ", 2)[2])

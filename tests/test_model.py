@@ -19,7 +19,6 @@ from model.weights.formats import open_weights
 from model.weights.original import save_original
 from tools import reference_outputs
 from tests import numpy_electra
-from tests.conftest import ROOT
 
 TINY = dict(vocab=97, emb=24, hidden=32, layers=2, inner=128, gen_hidden=16,
             gen_layers=2, gen_inner=64, max_pos=40)
@@ -98,7 +97,7 @@ def test_reference_outputs_command(tmp_path):
   run = subprocess.run(
       [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
        "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
-       "--output", str(tmp_path / "out.npz")], cwd=ROOT, capture_output=True, text=True)
+       "--output", str(tmp_path / "out.npz")], capture_output=True, text=True)
   assert run.returncode == 0, run.stderr
   got = np.load(tmp_path / "out.npz")
   want = numpy_electra.forward(weights, **inputs, disc_heads=1, gen_heads=1)
@@ -111,7 +110,7 @@ def test_reference_outputs_command(tmp_path):
   run = subprocess.run(
       [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
        "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
-       "--output", str(tmp_path / "bad.npz")], cwd=ROOT, capture_output=True, text=True)
+       "--output", str(tmp_path / "bad.npz")], capture_output=True, text=True)
   assert run.returncode == 2
   assert "wrong shape" in run.stderr and "Traceback" not in run.stderr
   assert not (tmp_path / "bad.npz").exists()

@@ -253,6 +253,6 @@ def test_mirrored_strategy_sums_then_clips_then_updates():
   """Two CPU replicas: gradients summed over replicas, clipped, then applied once."""
   # A fresh process: logical devices must be configured before TensorFlow starts.
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], cwd=ROOT, env=env,
+  result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], env=env,
                           capture_output=True, text=True, timeout=300)
   assert "MIRRORED_OK" in result.stdout, result.stderr[-3000:]

@@ -127,9 +127,9 @@ def test_script_streams_predictions_to_stdout(tmp_path, capsys):
   inputs = tmp_path / "sentences.tsv"
   inputs.write_text("index\tsentence\n0\ta gripping , funny film\n1\tdull and long\n")
   run = subprocess.run(
-      [sys.executable, "run_finetuning.py", "--task", "sst", "--model-name", "tiny",
-       "--data-dir", str(data), "--hparams", json.dumps(SENTENCE), "--predict",
-       str(inputs)], cwd=ROOT, capture_output=True, text=True)
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", "sst",
+       "--model-name", "tiny", "--data-dir", str(data), "--hparams", json.dumps(SENTENCE),
+       "--predict", str(inputs)], capture_output=True, text=True)
   assert run.returncode == 0, run.stderr[-2000:]
   lines = [json.loads(line) for line in run.stdout.splitlines()]
   assert [line["index"] for line in lines] == [0, 1]

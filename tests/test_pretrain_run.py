@@ -406,7 +406,7 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
                 sequences, SEQ, masks)
   (root / "vocab.txt").write_text(open(os.path.join(data_dir, "vocab.txt"),
                                        encoding="utf-8").read(), encoding="utf-8")
-  out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(root)], cwd=ROOT,
+  out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(root)],
                        capture_output=True, text=True)
   assert out.returncode == 0, out.stderr[-3000:]
   losses = json.loads(out.stdout.strip().splitlines()[-1])
@@ -429,9 +429,9 @@ def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
              "distribution_strategy": "multi_worker", "model_dir": str(model_dir),
              **TINY_MODEL}
   workers = [subprocess.Popen(
-      [sys.executable, "run_pretraining.py", "--model-name", "mw", "--data-dir", data_dir,
-       "--hparams",
-       json.dumps(hparams)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--model-name", "mw",
+       "--data-dir", data_dir, "--hparams",
+       json.dumps(hparams)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
       text=True, env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_CONFIG=json.dumps(
           {"cluster": cluster, "task": {"type": "worker", "index": index}})))
              for index in range(2)]

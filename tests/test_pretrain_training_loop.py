@@ -16,7 +16,6 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from tests.conftest import ROOT
 from training.curves import CURVES_NAME, LOG_NAME, read_log
 from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
 from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
@@ -152,7 +151,7 @@ def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
     env = dict(os.environ, TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
     workers.append(subprocess.Popen(
-        [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")], cwd=ROOT,
+        [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
   reference, _ = train_toy(str(tmp_path / "one"), 3, dropout=0.0, noisy=False)
   outputs = [w.communicate(timeout=120) for w in workers]

@@ -21,7 +21,7 @@ QUIET_TF = "import tensorflow as tf; tf.constant(1); print('ran')"
 
 
 def run_python(code, **env):
-  return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+  return subprocess.run([sys.executable, "-c", code], capture_output=True,
                         text=True, timeout=300, env=dict(os.environ, **env))
 
 
@@ -59,7 +59,7 @@ def test_a_signal_while_tensorflow_loads_prints_one_line(tmp_path, signum, line)
   # library is mapped, while the import goes on for seconds.
   process = subprocess.Popen(
       [sys.executable, "-m", "tools.export_hf", "--checkpoint", str(tmp_path / "none"),
-       "--output", str(tmp_path / "hf")], cwd=ROOT, stdout=subprocess.PIPE,
+       "--output", str(tmp_path / "hf")], stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True,
       # As from a terminal: a test runner started in the background ignores SIGINT,
       # which its children would inherit.
@@ -90,7 +90,7 @@ def test_a_pools_workers_keep_sigterms_default(tmp_path):
   only when the main thread wakes, could leave a worker blocked for good."""
   script = tmp_path / "pool.py"
   script.write_text(POOL_SCRIPT)
-  ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+  ran = subprocess.run([sys.executable, str(script)], capture_output=True,
                        text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
   assert (ran.returncode, ran.stdout) == (0, "True [True, True]\n"), ran.stderr
 
@@ -136,7 +136,7 @@ def test_onednn_on_where_tensorflow_leaves_it_off_and_the_users_setting_kept():
           "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))")
   env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
   env[cpu.ASSUME_CPU_ENV] = "avx2"
-  run = lambda extra: subprocess.run([sys.executable, "-c", show], cwd=ROOT, env={
+  run = lambda extra: subprocess.run([sys.executable, "-c", show], env={
       **env, **extra}, capture_output=True, text=True, timeout=120)
   assert run({}).stdout == ("1\n" if "sse2" in cpu.cpu_info().flags else "None\n")
   for users in ("0", "1"):
@@ -160,7 +160,7 @@ def test_cpu_command_says_who_chose_onednn():
   env = {k: v for k, v in os.environ.items()
          if k not in ("TF_ENABLE_ONEDNN_OPTS", cpu.ASSUME_CPU_ENV)}
   run = lambda extra: json.loads(subprocess.run(
-      [sys.executable, "-m", "tools.cpu", "--json"], cwd=ROOT, env={**env, **extra},
+      [sys.executable, "-m", "tools.cpu", "--json"], env={**env, **extra},
       capture_output=True, text=True, timeout=120, check=True).stdout)
   users = run({"TF_ENABLE_ONEDNN_OPTS": "0"})
   assert not users["onednn"] and users["onednn_chosen_by"].startswith("you")

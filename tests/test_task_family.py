@@ -5,6 +5,7 @@ TensorFlow."""
 
 import dataclasses
 import json
+import os
 import random
 import subprocess
 import sys
@@ -127,7 +128,7 @@ def test_the_finetuning_config_loads_without_tensorflow():
           "print(c.beam_size, c.double_unordered, c.tasks_label)\n"
           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
           "('tensorflow', 'tf_keras', 'keras')))\n")
-  run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+  run = subprocess.run([sys.executable, "-c", code], capture_output=True,
                        text=True, check=True)
   assert run.stdout.splitlines() == ["5 True squad_v2.0,glue_mrpc", "[]"]
 
@@ -138,6 +139,6 @@ def test_help_loads_no_tensorflow(command):
           "try:\n  runpy.run_path(sys.argv[0], run_name='__main__')\n"
           "except SystemExit:\n  pass\n"
           "print('tensorflow' in sys.modules, file=sys.stderr)\n")
-  run = subprocess.run([sys.executable, "-c", code, command], cwd=ROOT,
+  run = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, command)],
                        capture_output=True, text=True, check=True)
   assert run.stdout.startswith("usage: ") and run.stderr == "False\n"

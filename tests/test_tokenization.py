@@ -12,7 +12,7 @@ from data_prep import reference_tokenizer as ref
 from tools import tokenize as tokenize_command
 from data_prep.tokenizer import Tokenizer, basic_words
 from data_prep.vocab import load_vocab
-from tests.conftest import ROOT, shared_path
+from tests.conftest import shared_path
 
 BOTH_CASINGS = pytest.mark.parametrize("lower_case", [True, False])
 
@@ -145,6 +145,6 @@ def test_tokenize_command(tmp_path, vocab, capsys):
   result = subprocess.run(
       [sys.executable, "-m", "tools.tokenize", "--vocab-file", str(tmp_path),
        "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.jsonl")],
-      cwd=ROOT, capture_output=True, text=True, check=False)
+      capture_output=True, text=True, check=False)
   assert result.returncode == 2 and "is a directory" in result.stderr
   assert "Traceback" not in result.stderr and not (tmp_path / "o.jsonl").exists()

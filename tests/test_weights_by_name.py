@@ -19,7 +19,6 @@ from model.electra import ElectraPair
 from model.weights import CheckpointError, by_name, huggingface, original
 from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
-from tests.conftest import ROOT
 from tools import export_hf
 from util import cli
 
@@ -82,7 +81,7 @@ print(json.dumps(out))
            "org/lone", "org/absent-discriminator"]
   env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1",
              ELECTRA_CACHE=str(tmp_path / "electra"))
-  run = subprocess.run([sys.executable, "-c", script, *names], cwd=ROOT, env=env,
+  run = subprocess.run([sys.executable, "-c", script, *names], env=env,
                        capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr[-3000:]
   out = json.loads(run.stdout.strip().splitlines()[-1])

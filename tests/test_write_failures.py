@@ -32,10 +32,13 @@ def _obey_file_permissions():
       raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
-def run(*args):
+def run(script, *args):
+  """`script` (a command of the checkout's, or "-m") with `args`, in the test's folder."""
   # Level 3 silences TensorFlow's C++ start-up lines (e.g. CUDA probing), not ours.
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-  return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+  if script.endswith(".py"):
+    script = os.path.join(ROOT, script)
+  return subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
                         text=True, timeout=600,
                         preexec_fn=_obey_file_permissions if os.geteuid() == 0 else None)
 

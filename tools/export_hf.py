@@ -43,7 +43,7 @@ def pretrained(path: str, part: str, vocab: str):
 
 
 def finetuned(folder: str):
-  """(weights, config.json, model sizes, fine-tuning settings) of a fine-tuned sentence
+  """(weights, config.json, model sizes, deploy.Finetuned) of a fine-tuned sentence
   classifier or regressor."""
   loaded = deploy.load_finetuned(
       folder, "only a model of one sentence classification or regression task has a "
@@ -56,7 +56,7 @@ def finetuned(folder: str):
                                        last_norm.gamma.numpy(), last_norm.beta.numpy()))
   config = hf.config_json(sizes, hf.CLASSIFIER,
                           **hf.classification_labels(loaded.task.labels))
-  return weights, config, sizes, loaded.settings
+  return weights, config, sizes, loaded
 
 
 def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
@@ -68,9 +68,9 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
       raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported as "
                        "ElectraForSequenceClassification); --part applies to "
                        "pre-trained checkpoints")
-    weights, config, sizes, settings = finetuned(folder)
-    lower_case = settings["do_lower_case"]
-    vocab = vocab or settings["vocab_file"]
+    weights, config, sizes, loaded = finetuned(folder)
+    lower_case = loaded.settings["do_lower_case"]
+    vocab = vocab or loaded.vocab_file
   else:
     weights, config, sizes, vocab = pretrained(checkpoint, part or "discriminator", vocab)
   vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))

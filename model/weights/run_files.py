@@ -27,6 +27,11 @@ CHECKPOINT_NAME = "ckpt"
 # a fine-tuned one).
 PRETRAINING_RECORD = "pretrain_config.json"
 FINETUNING_RECORD = "finetuning_config.json"
+# A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
+# record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
+# own vocab.txt was read) and a start may move; the copy keeps a finished run whole.
+RUN_VOCAB = "vocab.txt"
+RUN_VOCAB_KEY = "vocab"
 # The checkpoint's attribute holding {"file": the record's name, "record": its contents}.
 RECORD_KEY = "run_record"
 _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -35,6 +40,23 @@ _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
 def carried_record(name: str, record: Dict) -> str:
   """The text a checkpoint carries for the record `name` holding `record`."""
   return json.dumps({"file": name, "record": record}, sort_keys=True)
+
+
+def keep_vocab(model_dir: str, vocab_file: str) -> Dict[str, str]:
+  """Copies the vocabulary a run read into its model dir (atomically); the record's
+  field naming the copy."""
+  with open(vocab_file, "rb") as source, \
+      files.atomic_write(os.path.join(model_dir, RUN_VOCAB), "wb") as copy:
+    copy.write(source.read())
+  return {RUN_VOCAB_KEY: RUN_VOCAB}
+
+
+def recorded_vocab(model_dir: str, record: Dict) -> str:
+  """The vocab.txt a fine-tuning run read: the copy in its model dir that its record
+  names, else (a record written before runs kept one) its settings' vocab_file."""
+  if record.get(RUN_VOCAB_KEY):
+    return os.path.join(model_dir, record[RUN_VOCAB_KEY])
+  return (record.get("finetuning") or {}).get("vocab_file", "")
 
 
 def read_record(model_dir: str, name: str, note: Callable[[str], None]

@@ -1,0 +1,119 @@
+"""A fine-tuning run's record names the vocabulary the run read, and keeps a copy of it
+beside its checkpoints: a run started from a Hugging Face directory, whose data dir has
+no vocab.txt, predicts and exports (ONNX, Hugging Face) with the directory's own, also
+once that directory has moved; an older record (naming its data dir's vocab.txt, no
+copy) still reads, and one naming a vocabulary that is gone is one line."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+import transformers
+
+import run_finetuning
+from finetune import deploy
+from model.weights.run_files import FINETUNING_RECORD
+from tests.conftest import shared_path
+from tests.test_finetune_glue import head_of
+from tools import export_hf, export_lite
+
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "and", "film",
+          "movie", "of", "is", "it", "good", "bad"] + [f"w{i}" for i in range(105)]
+HPARAMS = {"train_batch_size": 8, "max_seq_length": 16, "num_train_epochs": 1.0,
+           "export_serving": False}
+
+
+def hf_electra(folder):
+  """A tiny random ELECTRA discriminator as save_pretrained writes it, with its own
+  vocab.txt (of 120 tokens: no other vocabulary of the tests has that size)."""
+  torch.manual_seed(0)
+  transformers.ElectraForPreTraining(transformers.ElectraConfig(
+      vocab_size=len(TOKENS), embedding_size=16, hidden_size=32, num_hidden_layers=1,
+      num_attention_heads=2, intermediate_size=40, max_position_embeddings=32)
+                                     ).save_pretrained(str(folder))
+  (folder / "vocab.txt").write_text("".join(t + "\n" for t in TOKENS), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def from_hf(tmp_path_factory):
+  """(data dir, Hugging Face dir, trial dir) of SST-2 fine-tuned briefly from the
+  directory; the data dir holds no vocab.txt."""
+  root = tmp_path_factory.mktemp("run_vocab")
+  hf_dir, data = root / "hf", root / "data"
+  hf_electra(hf_dir)
+  for split, rows in (("train", 17), ("dev", 9)):
+    head_of(shared_path("glue", "SST-2", f"{split}.tsv"),
+            data / "finetuning_data" / "SST-2" / f"{split}.tsv", rows)
+  args = ["--task", "glue/sst2", "--data-dir", str(data), "--model-name", "from_hf",
+          "--init-checkpoint", str(hf_dir), "--hparams", json.dumps(HPARAMS)]
+  assert run_finetuning.main(args) == 0
+  trial = data / "models" / "from_hf" / "finetuning_models" / "glue_sst2_model_1"
+  return data, hf_dir, trial, args
+
+
+def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
+    from_hf, tmp_path, capsys):
+  data, hf_dir, trial, args = from_hf
+  vocab = (hf_dir / "vocab.txt").read_bytes()
+  assert not (data / "vocab.txt").exists()
+  record = json.loads((trial / FINETUNING_RECORD).read_text())
+  assert record["vocab"] == "vocab.txt" and (trial / "vocab.txt").read_bytes() == vocab
+  assert record["finetuning"]["vocab_file"] == str(hf_dir / "vocab.txt")
+
+  inputs = tmp_path / "sentences.tsv"
+  inputs.write_text("index\tsentence\n0\ta good film\n1\tbad and long\n")
+  capsys.readouterr()
+  assert run_finetuning.main([*args, "--predict", str(inputs)]) == 0
+  lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+  assert [line["index"] for line in lines] == [0, 1]
+
+  # The start moved away: the finished run still exports, with the vocabulary it read.
+  hf_dir.rename(tmp_path / "hf_moved")
+  try:
+    assert export_lite.main(["--model-dir", str(trial), "--output",
+                             str(tmp_path / "lite"), "--format", "onnx"]) == 0
+    assert (tmp_path / "lite" / "vocab.txt").read_bytes() == vocab
+    assert deploy.load_finetuned(str(trial), note=print).tokenizer().vocab.tokens == TOKENS
+    export_hf.export(str(trial), str(tmp_path / "hf_out"))
+    assert (tmp_path / "hf_out" / "vocab.txt").read_bytes() == vocab
+  finally:
+    (tmp_path / "hf_moved").rename(hf_dir)
+
+
+def older_record(trial, folder, vocab_file):
+  """A copy of the trial dir whose record is as runs wrote it before they kept their
+  vocabulary: no copy, no "vocab" field, the config's vocab_file."""
+  old = folder / "old_1"
+  shutil.copytree(trial, old)
+  os.remove(old / "vocab.txt")
+  record = json.loads((old / FINETUNING_RECORD).read_text())
+  del record["vocab"]
+  record["finetuning"]["vocab_file"] = str(vocab_file)
+  (old / FINETUNING_RECORD).write_text(json.dumps(record))
+  return old
+
+
+def test_an_older_record_still_reads(from_hf, tmp_path):
+  _, hf_dir, trial, _ = from_hf
+  kept = tmp_path / "data_vocab.txt"
+  shutil.copyfile(hf_dir / "vocab.txt", kept)
+  old = older_record(trial, tmp_path, kept)
+  loaded = deploy.load_finetuned(str(old), note=print)
+  assert loaded.vocab_file == str(kept) and loaded.tokenizer().vocab.tokens == TOKENS
+
+
+def test_an_older_record_naming_a_missing_vocabulary_is_one_line(from_hf, tmp_path,
+                                                                 capsys):
+  data, _, trial, _ = from_hf
+  missing = data / "vocab.txt"  # what such runs recorded: it never existed
+  old = older_record(trial, tmp_path, missing)
+  capsys.readouterr()
+  assert export_lite.main(["--model-dir", str(old), "--output", str(tmp_path / "out"),
+                           "--format", "onnx"]) == 2
+  err = capsys.readouterr().err
+  assert err == (f"error: {old / FINETUNING_RECORD}: the vocabulary it names, {missing}, "
+                 f"does not exist; put the vocab.txt the model was trained with at "
+                 f"{old / 'vocab.txt'}\n")
+  assert not (tmp_path / "out").exists()
