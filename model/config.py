@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional
 from util import hparams
 
 # Start points of pre-training (model/initialization.py).
-INIT_SCHEMES = ("truncated_normal", "mimetic", "mimetic_generator")
+INIT_SCHEMES = ("truncated_normal", "mimetic", "mimetic_generator", "mimetic_open_cls")
 # Fine-tuning's changes of pre-trained values (model/initialization.py).
 INIT_ADJUSTMENTS = ("none", "attention", "positions", "attention_and_positions")
 

@@ -22,17 +22,27 @@ generator's) fine-tunes far worse than random weights: position fills ~86% of it
 layer's input variance and [CLS] attends to itself and its neighbours, so the
 classifier on [CLS] sees almost nothing of the sentence (docs/cpu_recipe.md, "A
 pre-trained encoder that fine-tunes worse than random weights").
+
+"mimetic_open_cls" is the mimetic start for both networks, except that [CLS] reads the
+whole sentence in the first layer: pre-training puts [CLS] at position 0 in segment 0,
+so its word-embedding row becomes minus (position row 0 + token-type row 0) and its
+embedding sum is exactly zero. LayerNorm of zero is its beta, the projection of that its
+bias, and the first layer's query of [CLS] the query bias: all zero at the start, so
+[CLS]'s attention is uniform over the real tokens while every other token keeps the
+mimetic pattern (only the key of [CLS] is now zero for them too). The later layers'
+[CLS] state is an ordinary one again (the mean of the values), and attends as the
+mimetic start makes every token attend.
 """
 
 import math
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from model.config import INIT_ADJUSTMENTS, INIT_SCHEMES
 from model.electra import ElectraPair
-from model.encoder import ElectraEncoder
+from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
 from model.heads import DiscriminatorHead, GeneratorHead
 
@@ -77,20 +87,55 @@ def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
       dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
 
 
+# Significand bits of the dtypes the embeddings may sum in (mixed precision casts them).
+SIGNIFICAND_BITS = {tf.float32: 24, tf.bfloat16: 8, tf.float16: 11}
+
+
+def open_cls_row(embeddings: ElectraEmbeddings, cls_id: int):
+  """Sets [CLS]'s word-embedding row to minus (position row 0 + token-type row 0), so
+  that [CLS] at position 0 in segment 0 embeds to exactly zero.
+
+  Exactly, in any order of the three-way sum and in the embeddings' compute dtype: the
+  two rows are first rounded, per element, to a multiple of a power of two small enough
+  that both, their sum and its negative are exact (in float32 a change of at most 2^-23
+  of each element's |position| + |token type|)."""
+  words, positions = embeddings.embedding_table, embeddings.position_table
+  types = embeddings.token_type_embeddings.embeddings
+  if not 0 <= cls_id < words.shape[0]:
+    raise ValueError(f"[CLS] id {cls_id} is outside the vocabulary of {words.shape[0]}")
+  bits = SIGNIFICAND_BITS[tf.as_dtype(embeddings.compute_dtype)]
+  position = positions[0].numpy().astype(np.float64)
+  token_type = types[0].numpy().astype(np.float64)
+  size = np.abs(position) + np.abs(token_type)
+  # Integers below 2^bits times this step are exact; the extra bit covers the rounding.
+  step = np.exp2(np.ceil(np.log2(np.where(size > 0, size, 1.0))) + 1 - bits)
+  position, token_type = np.round(position / step) * step, np.round(token_type / step) * step
+  for table, row, value in ((positions, 0, position), (types, 0, token_type),
+                            (words, cls_id, -(position + token_type))):
+    # Whole tables: a mixed-precision (autocast) variable's slice cannot be assigned.
+    values = table.numpy()
+    values[row] = value
+    table.assign(values)
+
+
 def encoders_of(model) -> Iterable[ElectraEncoder]:
-  """Every ElectraEncoder in `model` (submodules are distinct: a tied generator is the
-  discriminator, listed once)."""
-  return [m for m in [model, *model.submodules] if isinstance(m, ElectraEncoder)]
+  """Every built ElectraEncoder in `model` (submodules are distinct: a tied generator is
+  the discriminator, listed once; Electric leaves its pair's generator unbuilt)."""
+  return [m for m in [model, *model.submodules]
+          if isinstance(m, ElectraEncoder) and m.built]
 
 
 def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
                       position_scale: float = 4.0, qk_noise: float = 0.2,
                       qk_identity: float = 0.7, vo_noise: float = 0.2,
-                      vo_identity: float = 0.7):
+                      vo_identity: float = 0.7, cls_id: Optional[int] = None):
   """Re-initializes the (built) encoders of `model` by `scheme`; truncated_normal, the
-  variables' own initializers, is left as built."""
+  variables' own initializers, is left as built. `cls_id`: [CLS]'s id, which
+  mimetic_open_cls needs."""
   if scheme not in INIT_SCHEMES:
     raise ValueError(f"init_scheme {scheme!r}: expected one of {INIT_SCHEMES}")
+  if scheme == "mimetic_open_cls" and cls_id is None:
+    raise ValueError("init_scheme mimetic_open_cls needs the id of [CLS] (cls_id)")
   if scheme == "truncated_normal":
     return
   rng = np.random.default_rng(seed)
@@ -110,6 +155,9 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
                          table.dtype))
   for encoder in encoders:
     mimetic_attention(encoder, rng, qk_noise, qk_identity, vo_noise, vo_identity)
+  if scheme == "mimetic_open_cls":
+    for embeddings in tables:
+      open_cls_row(embeddings, cls_id)
 
 
 def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):

@@ -68,7 +68,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   # The start of a fresh run (model/initialization.py): the original's truncated
   # normal, "mimetic" (smooth positions, attention that follows similarity), or
   # "mimetic_generator" (the mimetic start for the generator only: nothing the
-  # discriminator reads, so that it fine-tunes as well as random weights from step 0).
+  # discriminator reads, so that it fine-tunes as well as random weights from step 0),
+  # or "mimetic_open_cls" (the mimetic start with [CLS] embedding to zero: its first
+  # layer's attention is uniform over the sentence).
   init_scheme: str = hparams.field("truncated_normal", choices=INIT_SCHEMES)
   # New: the discriminator's output layer starts at the base rate (kernel 0, bias
   # log(mask_prob / (1 - mask_prob))) instead of the original's random layer.

@@ -262,7 +262,8 @@ class Pretrainer:
               flush=True)
     else:
       apply_init_scheme(self.model, self.config.init_scheme, self.config.seed,
-                        self.model.model_config.initializer_range)
+                        self.model.model_config.initializer_range,
+                        cls_id=self.model.special_tokens.cls_id)
       if self.config.generator_unigram_init and not self.config.uniform_generator:
         unigram_generator_head(
             self.model.objective.generator_head(self.model),
