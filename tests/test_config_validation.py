@@ -120,6 +120,13 @@ PRETRAINING_CASES = [
     ({"objective": "masked_lm", "electric_objective": True}, "objective masked_lm and "
      "the original's electric_objective true (objective electric) disagree; give one "
      "of them"),
+    # An explicit "electra" (the default's value) beside a switch that chooses another.
+    ({"objective": "electra", "electric_objective": True}, "objective electra and the "
+     "original's electric_objective true (objective electric) disagree; give one of "
+     "them"),
+    ({"objective": "electra", "electra_objective": False}, "objective electra and the "
+     "original's electra_objective false (objective masked_lm) disagree; give one of "
+     "them"),
     ({"electra_objective": 1}, "--hparams: electra_objective 1: expected true or false "
      "or null"),
 ]
@@ -281,4 +288,7 @@ def test_objective_is_one_choice_with_the_original_switches_as_aliases():
   assert objective(electric_objective=True) == objective(objective="electric") == (
       "electric", True)
   assert objective(electric_objective=True, electra_objective=False) == ("electric", True)
+  # Given both ways, the same objective is no conflict.
+  assert objective(objective="electric", electric_objective=True) == ("electric", True)
+  assert objective(objective="electra", electra_objective=True) == ("electra", False)
   assert "electra_objective" not in pretrain_config.load_config("x", "data").to_dict()
