@@ -37,10 +37,35 @@ def carried_record(name: str, record: Dict) -> str:
   return json.dumps({"file": name, "record": record}, sort_keys=True)
 
 
+# What each record holds, to tell a run's own record from another JSON file in its
+# place (one taken as read would be rewritten, the run's settings and history lost):
+# {name: (the command writing it, the objects it must hold)}.
+RECORD_SHAPES = {PRETRAINING_RECORD: ("run_pretraining.py", ("signature", "config")),
+                 FINETUNING_RECORD: ("run_finetuning.py", ("finetuning", "model"))}
+
+
+def check_record_shape(path: str, record) -> Dict:
+  """`record`, read from `path`, if it has its file's shape (RECORD_SHAPES); else a
+  CheckpointError naming the file, what it holds and what was expected."""
+  writer, keys = RECORD_SHAPES.get(os.path.basename(path), ("", ()))
+  if isinstance(record, dict) and all(isinstance(record.get(k), dict) for k in keys):
+    return record
+  kinds = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+  held = (f"a JSON object with keys {cli.listed(map(repr, record))}"
+          if isinstance(record, dict) else f"a JSON {kinds.get(type(record), 'value')}")
+  raise CheckpointError(
+      f"{path}: not the run's record (holds {held}; expected the JSON object "
+      f"{writer or 'the run'} writes, with {' and '.join(repr(k) for k in keys)} "
+      "objects); "
+      "put the run's own record back, or use another model_dir, or set "
+      "\"overwrite_model_dir\": true to delete the run and start over")
+
+
 def read_record(model_dir: str, name: str, note: Callable[[str], None]
                 ) -> Optional[Dict]:
   """The run's record <model_dir>/<name>; None for a model dir without one and without
-  checkpoints. A record that is missing, empty or unreadable while checkpoints are on
+  checkpoints. A record of another shape (not the run's) is refused (CheckpointError),
+  never rewritten. A record that is missing, empty or unreadable while checkpoints are on
   disk is rebuilt from the copy the newest readable one carries (saying so through
   `note`), or refused (CheckpointError) when they carry none."""
   path = os.path.join(model_dir, name)
@@ -49,11 +74,12 @@ def read_record(model_dir: str, name: str, note: Callable[[str], None]
     try:
       with open(path, encoding="utf-8") as f:
         record = json.load(f)
-      if record:
-        return record
-      problem = "is empty"
     except (OSError, ValueError) as e:
-      problem = f"cannot be read ({e})"
+      record, problem = None, f"cannot be read ({e})"
+    else:
+      if record:
+        return check_record_shape(path, record)
+      problem = "is empty"
   # Silent: the loop says what it skips or finds when it resumes.
   paths = kept_checkpoints(model_dir, lambda _: None)
   if not paths:
