@@ -8,12 +8,13 @@ its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
 finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
 """
 
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from finetune import prior_watch
 from model.config import ModelConfig
 
 # The split name under which a user's file is featurized for --predict.
@@ -63,6 +64,10 @@ class TaskRunner:
     has no such baseline (finetune/prior_watch.py compares the training loss with it)."""
     del features
     return None
+
+  def prior_words(self) -> Tuple[str, str]:
+    """prior_loss's baseline as prior_watch's line words it (its CLASSES, REGRESSION)."""
+    return prior_watch.CLASSES
 
   def score(self, examples: list, features: Dict[str, np.ndarray], outputs,
             split: str) -> Dict[str, float]:
