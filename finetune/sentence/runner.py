@@ -81,8 +81,8 @@ class SentenceRunner(TaskRunner):
             for e, p in zip(examples, probabilities)]
 
   def write_predictions(self, examples, features, outputs, split, out_dir):
-    if split not in self.task.submission_files:
-      return []
+    if split not in self.task.submission_files:  # a user's task: JSON lines
+      return super().write_predictions(examples, features, outputs, split, out_dir)
     return [write_glue_submission(
         self.task, split, examples, list(self.predictions(outputs)), out_dir)]
 
