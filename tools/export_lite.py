@@ -35,8 +35,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
                   seed={"at_least": 0})
-  if not args.output.strip():
-    parser.error(f"--output {args.output!r}: expected the path of a new folder")
+  cli.check_given(parser, args, "model_dir", "output", "data_dir")
   formats = list(deploy.FORMATS) if args.format == "all" else [args.format]
 
   def write() -> int:
