@@ -54,3 +54,24 @@ def test_check_flags_converts_and_keeps_a_valid_value():
   args = parser.parse_args(["--seed", "3"])
   cli.check_flags(parser, args, seed={"at_least": 0})
   assert args.seed == 3
+
+
+def test_the_benches_read_a_runs_record_as_the_commands_do(tmp_path, capsys,
+                                                          monkeypatch):
+  from bench import compare_runs, eval_checkpoints  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "models" / "m"
+  model_dir.mkdir(parents=True)
+  record = model_dir / "pretrain_config.json"
+  record.write_text("[1]")
+  expected = (f"error: {record}: not the run's record (holds a JSON array; expected the "
+              "JSON object run_pretraining.py writes, with 'signature' and 'config' "
+              "objects); put the run's own record back, or use another model_dir, or set "
+              "\"overwrite_model_dir\": true to delete the run and start over\n")
+  for main, argv in ((eval_checkpoints.main, ["--data-dir", str(tmp_path), "--model-name",
+                                              "m"]),
+                     (compare_runs.main, [f"m={model_dir}", "--output",
+                                          str(tmp_path / "x.png")])):
+    monkeypatch.setattr("sys.argv", ["bench"] + argv)
+    assert main() == 2
+    assert capsys.readouterr().err == expected
+  assert sorted(os.listdir(tmp_path)) == ["models"] and record.read_text() == "[1]"

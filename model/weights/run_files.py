@@ -19,14 +19,12 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from model.weights import CheckpointError
+# The records' names and shapes live beside CheckpointError (read without TensorFlow too).
+from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD,  # pylint: disable=unused-import
+                           CheckpointError, check_record_shape)
 from util import cli, files
 
 CHECKPOINT_NAME = "ckpt"
-# The record each phase writes in its model dir (it tells a pre-training model dir from
-# a fine-tuned one).
-PRETRAINING_RECORD = "pretrain_config.json"
-FINETUNING_RECORD = "finetuning_config.json"
 # The checkpoint's attribute holding {"file": the record's name, "record": its contents}.
 RECORD_KEY = "run_record"
 _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -35,30 +33,6 @@ _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
 def carried_record(name: str, record: Dict) -> str:
   """The text a checkpoint carries for the record `name` holding `record`."""
   return json.dumps({"file": name, "record": record}, sort_keys=True)
-
-
-# What each record holds, to tell a run's own record from another JSON file in its
-# place (one taken as read would be rewritten, the run's settings and history lost):
-# {name: (the command writing it, the objects it must hold)}.
-RECORD_SHAPES = {PRETRAINING_RECORD: ("run_pretraining.py", ("signature", "config")),
-                 FINETUNING_RECORD: ("run_finetuning.py", ("finetuning", "model"))}
-
-
-def check_record_shape(path: str, record) -> Dict:
-  """`record`, read from `path`, if it has its file's shape (RECORD_SHAPES); else a
-  CheckpointError naming the file, what it holds and what was expected."""
-  writer, keys = RECORD_SHAPES.get(os.path.basename(path), ("", ()))
-  if isinstance(record, dict) and all(isinstance(record.get(k), dict) for k in keys):
-    return record
-  kinds = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
-  held = (f"a JSON object with keys {cli.listed(map(repr, record))}"
-          if isinstance(record, dict) else f"a JSON {kinds.get(type(record), 'value')}")
-  raise CheckpointError(
-      f"{path}: not the run's record (holds {held}; expected the JSON object "
-      f"{writer or 'the run'} writes, with {' and '.join(repr(k) for k in keys)} "
-      "objects); "
-      "put the run's own record back, or use another model_dir, or set "
-      "\"overwrite_model_dir\": true to delete the run and start over")
 
 
 def read_record(model_dir: str, name: str, note: Callable[[str], None]
