@@ -35,7 +35,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
                   seed={"at_least": 0})
-  cli.check_given(parser, args, "model_dir", "output", "data_dir")
+  cli.check_given(parser, args, "model_dir", "output")
   formats = list(deploy.FORMATS) if args.format == "all" else [args.format]
 
   def write() -> int:

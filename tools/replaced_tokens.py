@@ -47,7 +47,7 @@ def main(argv=None) -> int:
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, seed={"at_least": 0})
-  cli.check_given(parser, args, "checkpoint", "input", "vocab")
+  cli.check_given(parser, args, "checkpoint", "input")
 
 
   def score() -> int:

@@ -80,7 +80,7 @@ def check_flags(parser, args, **rules) -> None:
 
 def check_given(parser, args, *dests: str) -> None:
   """Refuses (parser.error) an empty path flag, which would fail only once the work is
-  done, naming a temporary file or nothing."""
+  done, naming a temporary file or nothing (not for a flag whose default is "")."""
   for dest in dests:
     value = getattr(args, dest)
     if value is not None and not value.strip():
