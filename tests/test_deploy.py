@@ -220,7 +220,7 @@ def test_an_op_litert_lacks_is_named(finetuned):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--output", ""], "--output '': expected the path of a new folder"),
+    (["--output", ""], "--output '': expected a path"),
     (["--output", "o", "--seed", "-1"], "--seed -1: expected an integer >= 0"),
     (["--output", "o", "--calibration-examples", "0"],
      "--calibration-examples 0: expected an integer >= 1")])
