@@ -17,8 +17,11 @@ and a Markdown table per model.
 """
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
+import sys
 import time
 
 import numpy as np
@@ -26,6 +29,7 @@ import numpy as np
 from bench import child
 from finetune import deploy_reader
 from finetune.sentence import metrics
+from util import cli
 
 BATCH = 32
 FORMS = ("SavedModel", "LiteRT float32", "LiteRT dynamic int8", "LiteRT full int8",
@@ -113,35 +117,102 @@ def run_form(form: str, trial: str, export: str, hf_dir: str, texts: str,
   return figures
 
 
-def prepare(trial: str, folder: str) -> dict:
+# What an export folder holds when whole (a form missing is rebuilt, not failed on).
+EXPORT_FILES = (*FILES.values(), "deploy.json", "vocab.txt", "reader.py")
+HF_FILES = ("model.safetensors", "config.json", "vocab.txt")
+STAMP = "model.json"  # the work folder's model: its exports are rebuilt when it changes
+
+
+def model_identity(trial: str) -> dict:
+  """What tells one fine-tuned model from another: its folder's absolute path, and the
+  size and time of its record and checkpoint files (a retrained model changes them)."""
+  trial = os.path.abspath(trial)
+  files = sorted(f for f in os.listdir(trial)
+                 if f in ("finetuning_config.json", "checkpoint") or f.startswith("ckpt-"))
+  stat = {f: os.stat(os.path.join(trial, f)) for f in files}
+  return {"model_dir": trial,
+          "files": {f: [s.st_size, s.st_mtime_ns] for f, s in stat.items()}}
+
+
+def work_folder(trial: str, work: str) -> str:
+  """The model's folder under the work dir, named after the run and trial and keyed on
+  the model's path (two models of the same names keep apart)."""
+  name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
+  key = hashlib.sha1(os.path.abspath(trial).encode()).hexdigest()[:8]
+  return os.path.join(work, f"{name}_{os.path.basename(os.path.abspath(trial))}_{key}")
+
+
+def reuse_or_clear(folder: str, identity: dict) -> None:
+  """Keeps `folder`'s exports when they are `identity`'s model's and whole; else
+  removes what it holds (saying why when it held another model's), for prepare."""
+  try:
+    with open(os.path.join(folder, STAMP), encoding="utf-8") as f:
+      stamp = json.load(f)
+  except (OSError, ValueError):
+    stamp = None
+  if stamp != identity:
+    if stamp is not None:
+      print(f"note: {folder} holds the exports of another model or of an earlier "
+            f"training of {identity['model_dir']}; rebuilding them", flush=True)
+    for name in ("export", "hf", "dev_texts.json", STAMP):
+      path = os.path.join(folder, name)
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      elif os.path.exists(path):
+        os.remove(path)
+  for name, needed in (("export", EXPORT_FILES), ("hf", HF_FILES)):
+    path = os.path.join(folder, name)
+    if os.path.isdir(path) and not all(os.path.isfile(os.path.join(path, f))
+                                       for f in needed):
+      print(f"note: {path} is missing some of its files; rebuilding it", flush=True)
+      shutil.rmtree(path)
+
+
+def prepare(trial: str, folder: str, identity: dict) -> dict:
   """Writes the exports and the dev inputs once; the task and dev labels. Run in a child
   of its own: a parent that loaded TensorFlow would pass its peak RSS on to the forms'
   processes (Linux keeps ru_maxrss across fork and exec)."""
   # Imported here: the forms' processes import this module and must not load TensorFlow.
   from finetune import deploy, tasks as task_registry  # pylint: disable=import-outside-toplevel
   from tools import export_hf  # pylint: disable=import-outside-toplevel
+  from util.files import atomic_write  # pylint: disable=import-outside-toplevel
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
+  # First: a model the bench cannot take is refused before anything is exported.
+  loaded = deploy.load_finetuned(trial, "the bench takes a sentence task's model")
   if not os.path.isdir(export):
     deploy.export(trial, export, list(deploy.FORMATS), log=lambda _: None)
   if not os.path.isdir(hf_dir):
     export_hf.export(trial, hf_dir)
-  loaded = deploy.load_finetuned(trial, "the bench takes a sentence task's model")
   task = loaded.task
   dev = task_registry.read_examples(task, loaded.settings["data_dir"], "dev")
   pair = dev[0].text_b is not None
-  with open(os.path.join(folder, "dev_texts.json"), "w", encoding="utf-8") as f:
+  with atomic_write(os.path.join(folder, "dev_texts.json")) as f:
     json.dump([[e.text_a for e in dev], [e.text_b for e in dev] if pair else None], f)
+  with atomic_write(os.path.join(folder, STAMP)) as f:  # last: the folder is whole
+    json.dump(identity, f)
   return {"task": task.name, "metrics": list(task.metrics),
           "regression": task.is_regression,
           "labels": [float(e.label) if task.is_regression else task.label_id(e.label)
                      for e in dev]}
 
 
-def bench_model(trial: str, work: str, sentences: int, thread_counts, isa: str) -> list:
-  name = os.path.basename(os.path.dirname(os.path.dirname(trial)))
-  folder = os.path.join(work, f"{name}_{os.path.basename(trial)}")
+def bench_model(trial: str, work: str, sentences: int, thread_counts, isa: str,
+                onednn: str = "auto") -> list:
+  name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
+  folder = work_folder(trial, work)
+  identity = model_identity(trial)
+  made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
-  task = child.measure(prepare, {"trial": trial, "folder": folder})
+  reuse_or_clear(folder, identity)
+  try:
+    task = child.measure(prepare, {"trial": trial, "folder": folder,
+                                   "identity": identity})
+  except BaseException:
+    if made:  # a refused model leaves no folder behind (the work dir only if empty)
+      shutil.rmtree(folder, ignore_errors=True)
+      if work in made and not os.listdir(work):
+        os.rmdir(work)
+    raise
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
   texts = os.path.join(folder, "dev_texts.json")  # an argument holds at most 128 KiB
   labels = np.array(task["labels"])
@@ -155,7 +226,8 @@ def bench_model(trial: str, work: str, sentences: int, thread_counts, isa: str) 
       kwargs = dict(form=form, trial=trial, export=export, hf_dir=hf_dir,
                     texts=texts, sentences=sentences,
                     threads=threads, full=threads == thread_counts[0])
-      figures = child.measure(run_form, kwargs, threads=threads, isa=isa)
+      figures = child.measure(run_form, kwargs, threads=threads, isa=isa,
+                              onednn=onednn)
       figures.update(model=name, task=task["task"], mib=round(sizes.get(form, 0) / 2**20, 1))
       if "predictions" in figures:
         predictions = np.array(figures.pop("predictions"))
@@ -191,23 +263,53 @@ def table(rows: list) -> str:
   return "\n".join(lines)
 
 
-def main():
+def thread_counts(text: str) -> list:
+  """--threads: comma-separated counts, each at least 1."""
+  try:
+    counts = [int(t) for t in text.split(",")]
+  except ValueError:
+    counts = []
+  if not counts or min(counts) < 1:
+    raise argparse.ArgumentTypeError(f"{text!r}: expected thread counts of at least 1, "
+                                     "comma-separated, such as 1,2")
+  return counts
+
+
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--model-dir", action="append", required=True,
                       help="a fine-tuned sentence task's trial dir (repeatable)")
   parser.add_argument("--work-dir", default="/tmp/bench_inference",
-                      help="exports are written (once) and read here")
+                      help="exports are written (once per model) and read here")
   parser.add_argument("--sentences", type=int, default=200,
                       help="dev inputs timed one at a time")
-  parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+  parser.add_argument("--threads", type=thread_counts, default=[1, 2],
+                      help="comma-separated thread counts")
   child.add_arguments(parser)
-  args = parser.parse_args()
-  counts = [int(t) for t in args.threads.split(",")]
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, sentences={"at_least": 1})
   for trial in args.model_dir:
-    rows = bench_model(trial, args.work_dir, args.sentences, counts, args.isa)
-    print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n" + table(rows) + "\n",
-          flush=True)
+    if not os.path.isdir(trial):
+      parser.error(f"--model-dir {trial}: no such directory; expected a fine-tuned "
+                   "trial dir of run_finetuning.py (<model_dir>_<trial>)")
+  if os.path.exists(args.work_dir) and not os.path.isdir(args.work_dir):
+    parser.error(f"--work-dir {args.work_dir}: is a file; expected a folder for the "
+                 "exports")
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+
+  def run() -> int:
+    for trial in args.model_dir:
+      rows = bench_model(trial, args.work_dir, args.sentences, args.threads, args.isa,
+                         args.onednn)
+      print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n" + table(rows) + "\n",
+            flush=True)
+    return 0
+  return cli.run_command(run)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -16,7 +16,7 @@ import sys
 from util import startup  # pylint: disable=unused-import  # first: TensorFlow's environment
 
 from bench import ROOT  # pylint: disable=wrong-import-position
-from util import cpu  # pylint: disable=wrong-import-position
+from util import cli, cpu  # pylint: disable=wrong-import-position
 
 # --isa avx2: an AVX2-only CPU emulated on a newer one. Both frameworks' oneDNN kernels
 # (and the peer's MKL) are capped at AVX2, and the start-up reads the CPU as AVX2-only,
@@ -42,6 +42,11 @@ class ChildFailed(RuntimeError):
   """The child exited with an error; the message ends with the end of its stderr."""
 
 
+class ChildError(ChildFailed, ValueError):
+  """The child refused its input in one line (util/cli.py's): that line is the message,
+  which a command shows as its own (a ValueError)."""
+
+
 def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
             onednn: str = "auto") -> dict:
   """function(**kwargs)'s dict, computed in a new process, with its peak RSS in MiB.
@@ -60,20 +65,29 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
       [sys.executable, "-m", "bench.child", json.dumps([module, function.__name__, kwargs])],
       cwd=ROOT, env=env, capture_output=True, text=True, check=False)
   lines = run.stdout.strip().splitlines()
+  last = (run.stderr.strip().splitlines() or [""])[-1]
+  if run.returncode == cli.EXIT_ERROR and last.startswith("error: "):
+    raise ChildError(last[len("error: "):])
   if run.returncode or not lines:
     raise ChildFailed(f"{module}.{function.__name__} exited {run.returncode}: "
                       f"{run.stderr.strip()[-300:]}")
   return json.loads(lines[-1])
 
 
-def main():
+def main() -> int:
   module, name, kwargs = json.loads(sys.argv[1])
-  result = getattr(importlib.import_module(module), name)(**kwargs)
-  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-  print(json.dumps({**result, "peak_rss_mib": round(peak),
-                    "isa": os.environ.get(cpu.ASSUME_CPU_ENV) or "native",
-                    "onednn": os.environ.get(cpu.ONEDNN_ENV, "tensorflow's default")}))
+
+  def call() -> int:
+    # An expected failure is one line (its parent shows it as its own); a bug keeps its
+    # traceback.
+    result = getattr(importlib.import_module(module), name)(**kwargs)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({**result, "peak_rss_mib": round(peak),
+                      "isa": os.environ.get(cpu.ASSUME_CPU_ENV) or "native",
+                      "onednn": os.environ.get(cpu.ONEDNN_ENV, "tensorflow's default")}))
+    return 0
+  return cli.run_command(call)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -12,8 +12,11 @@ held-out metrics of every kept checkpoint instead (bench.eval_checkpoints).
 import argparse
 import json
 import os
+import sys
 
+from model.weights import PRETRAINING_RECORD, read_run_record
 from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
+from util import cli
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 # --eval: the held-out metrics of every kept checkpoint (bench.eval_checkpoints).
@@ -44,29 +47,35 @@ def main():
                       "instead of its windowed training log")
   parser.add_argument("--output", required=True, help="PNG path")
   args = parser.parse_args()
-  scalars = EVAL_SCALARS if args.eval else SCALARS
-  panels = {k: {} for k in scalars}
+  cli.check_flags(parser, args, window={"at_least": 1})
+  cli.check_given(parser, args, "output")
   for run in args.runs:
-    name, _, model_dir = run.partition("=")
-    if not model_dir:
+    if not run.partition("=")[2]:
       parser.error(f"{run!r}: expected NAME=MODEL_DIR")
-    with open(os.path.join(model_dir, "pretrain_config.json"), encoding="utf-8") as f:
-      config = json.load(f)["config"]
-    tokens = config["train_batch_size"] * config["max_seq_length"]
-    if args.eval:
-      with open(os.path.join(model_dir, EVAL_CURVE_NAME), encoding="utf-8") as f:
-        rows = [(r["global_step"], r) for r in map(json.loads, f)]
-    else:
-      rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)
-    for scalar in scalars:
-      panels[scalar][name] = [(step * tokens / 1e6, m[scalar]) for step, m in rows
-                              if scalar in m]
-    print(f"{name}: " + "; ".join(
-        f"{step} steps ({step * tokens / 1e6:.1f}M tok): " + ", ".join(
-            f"{k} {m[k]:.3f}" for k in scalars if k in m)
-        for step, m in rows[::max(1, len(rows) // 6)]))
-  print(plot_panels(panels, "training tokens (millions)", args.output, columns=2))
+
+  def draw() -> int:
+    scalars = EVAL_SCALARS if args.eval else SCALARS
+    panels = {k: {} for k in scalars}
+    for run in args.runs:
+      name, _, model_dir = run.partition("=")
+      config = read_run_record(os.path.join(model_dir, PRETRAINING_RECORD))["config"]
+      tokens = config["train_batch_size"] * config["max_seq_length"]
+      if args.eval:
+        with open(os.path.join(model_dir, EVAL_CURVE_NAME), encoding="utf-8") as f:
+          rows = [(r["global_step"], r) for r in map(json.loads, f)]
+      else:
+        rows = windowed(os.path.join(model_dir, LOG_NAME), args.window)
+      for scalar in scalars:
+        panels[scalar][name] = [(step * tokens / 1e6, m[scalar]) for step, m in rows
+                                if scalar in m]
+      print(f"{name}: " + "; ".join(
+          f"{step} steps ({step * tokens / 1e6:.1f}M tok): " + ", ".join(
+              f"{k} {m[k]:.3f}" for k in scalars if k in m)
+          for step, m in rows[::max(1, len(rows) // 6)]))
+    print(plot_panels(panels, "training tokens (millions)", args.output, columns=2))
+    return 0
+  return cli.run_command(draw)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

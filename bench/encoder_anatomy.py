@@ -32,6 +32,7 @@ import tensorflow as tf
 from finetune.config import load_config
 from finetune.trainer import Finetuner
 from model.initialization import apply_init_scheme
+from util import cli
 from util.files import atomic_write
 
 MIN_COUNT = 5  # a token seen fewer times has no reliable mean of its own
@@ -132,7 +133,11 @@ def parse_args(argv=None):
   parser.add_argument("--steps", type=int, default=250)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--output", default="anatomy.json")
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, sentences={"at_least": 1}, steps={"at_least": 1},
+                  seed={"at_least": 0})
+  cli.check_given(parser, args, "output")
+  return args
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,11 @@ save_checkpoints_steps. The run's training_curves.png is redrawn with them as ma
 import argparse
 import json
 import os
+import sys
+
+from model.weights import PRETRAINING_RECORD, read_run_record
+from util import cli
+from util.hparams import parse_hparams
 
 
 def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
@@ -44,16 +49,21 @@ def main():
   parser.add_argument("--hparams", default="{}", help="JSON, as run_pretraining.py's")
   parser.add_argument("--eval-batches", type=int, default=20)
   args = parser.parse_args()
-  config_path = os.path.join(args.data_dir, "models", args.model_name,
-                             "pretrain_config.json")
-  with open(config_path, encoding="utf-8") as f:
-    ran = json.load(f)["config"]
-  hparams = {k: v for k, v in ran.items() if k not in ("model_name", "data_dir")}
-  rows = evaluate_checkpoints(args.data_dir, args.model_name,
-                              {**hparams, **json.loads(args.hparams)}, args.eval_batches)
-  for row in rows:
-    print(json.dumps(row), flush=True)
+  cli.check_flags(parser, args, eval_batches={"at_least": 1})
+
+  def evaluate() -> int:
+    config_path = os.path.join(args.data_dir, "models", args.model_name,
+                               PRETRAINING_RECORD)
+    ran = read_run_record(config_path)["config"]
+    hparams = {k: v for k, v in ran.items() if k not in ("model_name", "data_dir")}
+    rows = evaluate_checkpoints(args.data_dir, args.model_name,
+                                {**hparams, **parse_hparams(args.hparams)},
+                                args.eval_batches)
+    for row in rows:
+      print(json.dumps(row), flush=True)
+    return 0
+  return cli.run_command(evaluate)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -19,7 +19,9 @@ interpreter has no Select-TF-ops runtime to run them).
 The folder is written beside its destination and renamed into place when whole.
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import re
@@ -40,6 +42,7 @@ from finetune.sentence import family as sentence_family
 from finetune.sentence.files import unlabeled_layout
 from finetune.sentence.serving import numeric_outputs
 from model.config import ModelConfig
+from model.weights import CheckpointError, huggingface, original
 from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable,
                                      read_record, recorded_vocab)
 
@@ -57,6 +60,8 @@ READER_SOURCES = {READER: "finetune/deploy_reader.py",
                                     "finetune/sentence/features.py")}}
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ONNX_OPSET = 17
+# The variable every TensorFlow 2 object-graph checkpoint holds (a training run's).
+OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def file_name(format_name: str, form: str) -> str:
@@ -89,11 +94,14 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
   checkpoint that reads whole. `need_sentence_task`: what needs one sentence task's
   model (the refusal of any other says so). A lost or empty record is rebuilt from the
   copy its checkpoints carry, said through `note`."""
-  if not os.path.isfile(os.path.join(folder, FINETUNING_RECORD)) and os.path.isfile(
-      os.path.join(folder, PRETRAINING_RECORD)):
-    raise ValueError(f"{folder} is a pre-training model dir; fine-tune it first "
-                     f"(python run_finetuning.py --task TASK --init-checkpoint {folder}) "
-                     "and give the fine-tuned trial's dir (<model_dir>_1)")
+  if not os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
+    pretrained = ("a pre-training model dir"
+                  if os.path.isfile(os.path.join(folder, PRETRAINING_RECORD))
+                  else _pretrained_weights(folder))
+    if pretrained:
+      raise ValueError(f"{folder} is {pretrained}, not a fine-tuned model; fine-tune it "
+                       f"first (python run_finetuning.py --task TASK --init-checkpoint "
+                       f"{folder}) and give the fine-tuned trial's dir (<model_dir>_1)")
   saved = read_record(folder, FINETUNING_RECORD, note=note)
   if saved is None:
     trial = f"{folder.rstrip(os.sep)}_1"
@@ -122,6 +130,23 @@ def load_finetuned(folder: str, need_sentence_task: str = "", note=print) -> Fin
   tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
       .expect_partial()
   return Finetuned(folder, model, task, runner, sizes, settings, vocab_file)
+
+
+def _pretrained_weights(folder: str) -> str:
+  """What pre-trained weights `folder` holds (a pre-training export, a release, a Hugging
+  Face directory), or "" (a fine-tuned trial's checkpoints are TensorFlow 2's object
+  graph, whose record read_record looks for)."""
+  try:
+    if huggingface.locate(folder):
+      return "a Hugging Face ELECTRA directory (pre-trained weights)"
+    prefix = original.locate(folder)
+    names = {name for name, _ in tf.train.list_variables(prefix)} if prefix else set()
+  except (CheckpointError, tf.errors.OpError, ValueError):
+    return ""
+  if names and OBJECT_GRAPH not in names:
+    return ("a pre-training export (pre-trained weights in the original checkpoint "
+            "format)")
+  return ""
 
 
 def token_ids_function(finetuned: Finetuned):
@@ -310,31 +335,81 @@ def export(folder: str, output: str, formats: List[str], calibration_size: int =
   function = token_ids_function(finetuned)
   parent = os.path.dirname(os.path.abspath(output))
   os.makedirs(parent, exist_ok=True)
+  remove_stale_exports(parent, log)
   tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
   umask = os.umask(0)
   os.umask(umask)
   os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's is 0700; the folder gets the usual one
+  written, doing = [], "starting"
   try:
-    written = []
-    for format_name in formats:
-      for form in FORMATS[format_name][0]:
-        name = file_name(format_name, form)
-        path = os.path.join(tmp, name)
-        if format_name == "litert":
-          with open(path, "wb") as f:
-            f.write(to_litert(function, finetuned.model.variables, form, calibration))
-        elif form == "float32":
-          to_onnx(function, path)
-        else:  # after float32 (ONNX_FORMS' order)
-          quantize_onnx(os.path.join(tmp, file_name("onnx", "float32")), path)
-        written.append(name)
-        log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
-    _write_reader(finetuned, tmp, written, calibration_size if calibration else 0)
-    os.rename(tmp, output)
+    with _in_progress(tmp) as finish:
+      for format_name in formats:
+        for form in FORMATS[format_name][0]:
+          name = file_name(format_name, form)
+          path, doing = os.path.join(tmp, name), f"writing {name}"
+          if format_name == "litert":
+            with open(path, "wb") as f:
+              f.write(to_litert(function, finetuned.model.variables, form, calibration))
+          elif form == "float32":
+            to_onnx(function, path)
+          else:  # after float32 (ONNX_FORMS' order)
+            quantize_onnx(os.path.join(tmp, file_name("onnx", "float32")), path)
+          written.append(name)
+          log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
+      doing = "writing vocab.txt, deploy.json and reader.py"
+      _write_reader(finetuned, tmp, written, calibration_size if calibration else 0)
+      doing = "renaming the finished folder into place"
+      finish(output)
+  except OSError as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if e.filename is not None and not e.filename.startswith(tmp):
+      raise  # an input's, named
+    # A write's error names no file (a full disk: "File too large"), or the
+    # temporary folder's: say what was being written, and that nothing was left.
+    raise OSError(e.errno, f"{e.strerror or e} ({doing}); nothing was written (the "
+                  "partial export was removed)", output) from None
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   return [os.path.join(output, name) for name in written]
+
+
+# A file inside an export's temporary folder, locked (flock) while its process lives: a
+# folder whose lock can be taken is left by an export that was killed.
+IN_PROGRESS = ".export_in_progress"
+
+
+@contextlib.contextmanager
+def _in_progress(tmp: str):
+  """Holds `tmp`'s lock for the block; yields finish(output), which renames the whole
+  folder into place, then takes the lock file out of it."""
+  with open(os.path.join(tmp, IN_PROGRESS), "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def finish(output: str):
+      # Renamed first, released after: a later export never finds this folder both
+      # unlocked and still at its temporary name.
+      os.rename(tmp, output)
+      os.remove(os.path.join(output, IN_PROGRESS))
+    yield finish
+
+
+def remove_stale_exports(parent: str, log=print):
+  """Removes the temporary folders that killed exports left in `parent` (their lock
+  free), saying so."""
+  for entry in os.listdir(parent):
+    folder = os.path.join(parent, entry)
+    marker = os.path.join(folder, IN_PROGRESS)
+    if not entry.startswith(".") or not os.path.isfile(marker):
+      continue
+    try:
+      with open(marker, encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(folder, ignore_errors=True)
+    except OSError:  # held: a live export's; or gone meanwhile
+      continue
+    log(f"removed {folder}, the temporary folder of an export that was stopped before "
+        "it finished")
 
 
 def _write_reader(finetuned: Finetuned, folder: str, files: List[str], calibrated: int):

@@ -3,13 +3,13 @@
 An encoder pre-trained briefly can hold fine-tuning at the loss of predicting the label
 frequencies for hundreds of steps, where random weights leave it within a hundred
 (docs/cpu_recipe.md, "A pre-trained encoder that fine-tunes worse than random
-weights"). The run then ends at the majority class and its score looks like a bad task
-or a bug. PriorWatch compares the training loss with that prior's loss and says so once,
-with what it measured and the option that helps.
+weights"). The run then ends at the majority class (a regression: at the mean label)
+and its score looks like a bad task or a bug. PriorWatch compares the training loss with
+that prior's loss and says so once, with what it measured and the option that helps.
 """
 
 import sys
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -26,15 +26,23 @@ MIN_WINDOW = 10
 # of one batch scatter by a few percent around their mean; a run that learns is below
 # this by its last quarter (RESULTS: random weights on 4,000 SST-2 examples).
 TOLERANCE = 0.02
+# The baseline's words (its name, what it predicts): a classification's label
+# frequencies, a regression's mean label (no classes), and several tasks' mix of both.
+CLASSES = ("label prior", "the training labels' frequencies")
+REGRESSION = ("label mean", "the training labels' mean")
+MIXED = ("label prior", "each task's training label frequencies (a regression's mean)")
 
 
 class PriorWatch:
   """Called after every training step (LoopSettings.on_step) with the step's scalars;
   prints one line the first time a check finds the loss at the prior's."""
 
-  def __init__(self, prior_loss: float, num_steps: int, remedy: str, out=None):
+  def __init__(self, prior_loss: float, num_steps: int, remedy: str, out=None,
+               baseline: Tuple[str, str] = CLASSES):
+    """`baseline`: (its name, what it predicts), as CLASSES or REGRESSION word it."""
     self.prior_loss, self.num_steps, self.remedy, self.out = prior_loss, num_steps, \
         remedy, out
+    self.baseline = baseline
     self.window = max(MIN_WINDOW, round(num_steps * WINDOW_SHARE))
     self.checks = sorted({num_steps} | {
         step for step in (round(num_steps * s) for s in CHECK_AT)
@@ -49,8 +57,9 @@ class PriorWatch:
     mean = float(np.mean(self.losses[-self.window:]))
     if mean >= self.prior_loss * (1 - TOLERANCE):
       self.said = True
+      name, predicted = self.baseline
       print(f"note: after {step} of {self.num_steps} steps the training loss is still at "
-            f"the label prior's (mean {mean:.4g} over the last {self.window} steps; "
-            f"predicting the training labels' frequencies scores {self.prior_loss:.4g}):"
+            f"the {name}'s (mean {mean:.4g} over the last {self.window} steps; "
+            f"predicting {predicted} scores {self.prior_loss:.4g}):"
             f" the encoder has not started on the task; {self.remedy}",
             file=self.out or sys.stderr, flush=True)

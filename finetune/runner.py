@@ -8,13 +8,17 @@ its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
 finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
 """
 
-from typing import Dict, Iterator, List, Optional
+import json
+import os
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from finetune import prior_watch
 from model.config import ModelConfig
+from util.files import atomic_write
 
 # The split name under which a user's file is featurized for --predict.
 PREDICT_SPLIT = "predict"
@@ -64,6 +68,10 @@ class TaskRunner:
     del features
     return None
 
+  def prior_words(self) -> Tuple[str, str]:
+    """prior_loss's baseline as prior_watch's line words it (its CLASSES, REGRESSION)."""
+    return prior_watch.CLASSES
+
   def score(self, examples: list, features: Dict[str, np.ndarray], outputs,
             split: str) -> Dict[str, float]:
     """Metrics in percent for a labelled split, from the head's numpy outputs."""
@@ -71,8 +79,14 @@ class TaskRunner:
 
   def write_predictions(self, examples: list, features: Dict[str, np.ndarray], outputs,
                         split: str, out_dir: str) -> List[str]:
-    """Prediction files for a split (test sets, or a dev set's details); their paths."""
-    return []
+    """Prediction files for a split (test sets, or a dev set's details); their paths.
+    By default one JSON line per example, as --predict writes them (a family with a
+    submission format of its own writes that instead)."""
+    path = os.path.join(out_dir, f"{self.task.name.replace('/', '_')}_{split}.jsonl")
+    with atomic_write(path) as f:
+      for record in self.prediction_records(examples, features, outputs):
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return [path]
 
   def read_unlabeled(self, path: str) -> Iterator:
     """Examples of a user's file to predict, in the task's input format without

@@ -24,6 +24,7 @@ from data_prep.vocab import load_vocab
 from finetune import serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
+from finetune import prior_watch
 from finetune.prior_watch import PriorWatch
 from finetune.tasks import runner_for
 from model import flops as model_flops
@@ -377,7 +378,9 @@ class Finetuner:
     priors = [runner.prior_loss(features) for runner, features in trained]
     if not trained or None in priors:
       return None
-    return PriorWatch(float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY)
+    words = {runner.prior_words() for runner, _ in trained}
+    return PriorWatch(float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY,
+                      baseline=words.pop() if len(words) == 1 else prior_watch.MIXED)
 
   def train_loop(self, features: Dict[str, np.ndarray], num_steps: int, model_dir: str,
                  label: str = "step", on_step=None) -> TrainLoop:

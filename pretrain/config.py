@@ -42,6 +42,21 @@ def with_objective_named(values: Dict[str, Any]) -> Dict[str, Any]:
   return values
 
 
+def check_objective_names(objective: str, electra_objective: Optional[bool],
+                          electric_objective: Optional[bool]):
+  """Refuses `objective` beside the original's switches when they choose another one
+  (either would otherwise win without a word)."""
+  chosen = objective_of_switches(electra_objective, electric_objective)
+  if objective != chosen:
+    given = {"electra_objective": electra_objective,
+             "electric_objective": electric_objective}
+    switches = ", ".join(f"{name} {json.dumps(value)}" for name, value in
+                         given.items() if value is not None)
+    raise hparams.HParamsError(
+        f"objective {objective} and the original's {switches} (objective "
+        f"{chosen}) disagree; give one of them")
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig(ScaleSettings, ModelChoice):
   model_name: str = hparams.field("electra_small", resumable=True)
@@ -127,16 +142,12 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   def __post_init__(self, electra_objective, electric_objective):
     hparams.check_fields(self)
     if electra_objective is not None or electric_objective is not None:
-      chosen = objective_of_switches(electra_objective, electric_objective)
-      if self.objective not in (chosen, PretrainingConfig.objective):
-        given = {"electra_objective": electra_objective,
-                 "electric_objective": electric_objective}
-        switches = ", ".join(f"{name} {json.dumps(value)}" for name, value in
-                             given.items() if value is not None)
-        raise hparams.HParamsError(
-            f"objective {self.objective} and the original's {switches} (objective "
-            f"{chosen}) disagree; give one of them")
-      object.__setattr__(self, "objective", chosen)
+      # The default objective cannot be told from an explicit "electra" here:
+      # load_config refuses that one, knowing what was given.
+      if self.objective != PretrainingConfig.objective:
+        check_objective_names(self.objective, electra_objective, electric_objective)
+      object.__setattr__(self, "objective",
+                         objective_of_switches(electra_objective, electric_objective))
     layout = {
         "pretrain_tfrecords": os.path.join(self.data_dir, "pretrain_tfrecords",
                                            "pretrain_data.tfrecord*"),
@@ -218,6 +229,10 @@ def load_config(model_name: str, data_dir: str = "data",
   """
   overrides = hparams.check_overrides(PretrainingConfig, overrides or {},
                                       elsewhere=elsewhere)
+  if "objective" in overrides and ({"electra_objective", "electric_objective"} &
+                                   {k for k, v in overrides.items() if v is not None}):
+    check_objective_names(overrides["objective"], overrides.get("electra_objective"),
+                          overrides.get("electric_objective"))
   preset = hparams.load_preset("pretraining", hparams.model_size(model_name, overrides))
   values = {**preset, "model_name": model_name, "data_dir": data_dir}
   if overrides.get("debug"):

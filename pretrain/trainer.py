@@ -65,12 +65,34 @@ def checked_and_sized(config: PretrainingConfig
   start = open_start(config.init_checkpoint)  # after the vocabulary: it may download
   if start:
     config = fit_to_start(config, start)
-  ramp, steps = config.disc_weight_ramp_steps, config.num_train_steps
-  if config.do_train and ramp > steps and objective_for(config).has_discriminator:
-    print(f"warning: disc_weight_ramp_steps {ramp} is longer than num_train_steps "
-          f"{steps}: the discriminator's loss weight ends at {steps / ramp:.0%} of "
-          f"disc_weight {config.disc_weight:g}", file=sys.stderr, flush=True)
+  if config.do_train:
+    warn_of_discriminator_settings(config)
   return config, start
+
+
+def warn_of_discriminator_settings(config: PretrainingConfig):
+  """One line each for the discriminator's settings that this run does not carry out as
+  given: a ramp or warmup longer than the run, or settings on an objective without a
+  discriminator (warnings: a study may share them across its arms)."""
+  warn = lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)
+  steps = config.num_train_steps
+  if not objective_for(config).has_discriminator:
+    given = [f"{name} {getattr(config, name):g}" for name in
+             ("disc_lr_multiplier", "disc_warmup_steps", "disc_weight_ramp_steps")
+             if getattr(config, name) != getattr(PretrainingConfig, name)]
+    if given:
+      warn(f"{', '.join(given)}: objective {config.objective} has no discriminator, so "
+           f"{'this does' if len(given) == 1 else 'these do'} nothing (its one rate is "
+           "learning_rate)")
+    return
+  ramp, warmup = config.disc_weight_ramp_steps, config.disc_warmup_steps
+  if ramp > steps:
+    warn(f"disc_weight_ramp_steps {ramp} is longer than num_train_steps {steps}: the "
+         f"discriminator's loss weight ends at {steps / ramp:.0%} of disc_weight "
+         f"{config.disc_weight:g}")
+  if warmup > steps:
+    warn(f"disc_warmup_steps {warmup} is longer than num_train_steps {steps}: the "
+         f"discriminator's learning rate ends at {steps / warmup:.0%} of its warmup")
 
 
 # The discriminator's sizes a run must set to start from a checkpoint: where each is set.

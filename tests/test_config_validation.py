@@ -8,6 +8,7 @@ scripts as that one line, with no traceback.
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import typing
@@ -120,6 +121,13 @@ PRETRAINING_CASES = [
     ({"objective": "masked_lm", "electric_objective": True}, "objective masked_lm and "
      "the original's electric_objective true (objective electric) disagree; give one "
      "of them"),
+    # An explicit "electra" (the default's value) beside a switch that chooses another.
+    ({"objective": "electra", "electric_objective": True}, "objective electra and the "
+     "original's electric_objective true (objective electric) disagree; give one of "
+     "them"),
+    ({"objective": "electra", "electra_objective": False}, "objective electra and the "
+     "original's electra_objective false (objective masked_lm) disagree; give one of "
+     "them"),
     ({"electra_objective": 1}, "--hparams: electra_objective 1: expected true or false "
      "or null"),
 ]
@@ -281,4 +289,60 @@ def test_objective_is_one_choice_with_the_original_switches_as_aliases():
   assert objective(electric_objective=True) == objective(objective="electric") == (
       "electric", True)
   assert objective(electric_objective=True, electra_objective=False) == ("electric", True)
+  # Given both ways, the same objective is no conflict.
+  assert objective(objective="electric", electric_objective=True) == ("electric", True)
+  assert objective(objective="electra", electra_objective=True) == ("electra", False)
   assert "electra_objective" not in pretrain_config.load_config("x", "data").to_dict()
+
+
+NOT_RECORDS = [("[1]", "a JSON array"), ('{"foo": 1}', "a JSON object with keys 'foo'"),
+               ('"x"', "a JSON string")]
+
+
+def not_the_record(path, held, writer, keys):
+  return (f"{path}: not the run's record (holds {held}; expected the JSON object "
+          f"{writer} writes, with {keys} objects); put the run's own record back, or use "
+          "another model_dir, or set \"overwrite_model_dir\": true to delete the run and "
+          "start over")
+
+
+@pytest.mark.parametrize("text,held", NOT_RECORDS, ids=[c[0] for c in NOT_RECORDS])
+def test_a_pretraining_record_that_is_not_the_runs_is_refused(tmp_path, capsys, text,
+                                                              held):
+  """Valid JSON in the record's place is not taken as read (and rewritten): one line,
+  the file as it was."""
+  from pretrain import trainer  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "models" / "x"
+  model_dir.mkdir(parents=True)
+  record = model_dir / "pretrain_config.json"
+  record.write_text(text)
+  config = pretrain_config.load_config("x", str(tmp_path), {"learning_rate": 0.01})
+  with pytest.raises(ValueError) as raised:
+    trainer.check_model_dir(config)
+  assert str(raised.value) == not_the_record(record, held, "run_pretraining.py",
+                                             "'signature' and 'config'")
+  # Only evaluating it: the same.
+  with pytest.raises(ValueError) as raised:
+    trainer.check_model_dir(dataclasses.replace(config, do_train=False, do_eval=True))
+  assert str(raised.value).startswith(f"{record}: not the run's record")
+  assert record.read_text() == text and sorted(p.name for p in model_dir.iterdir()) == [
+      "pretrain_config.json"]
+
+
+def test_a_finetuning_record_that_is_not_the_runs_is_refused(reviews, capsys):
+  data, task = reviews
+  trial = data / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  trial.mkdir(parents=True)
+  record = trial / "finetuning_config.json"
+  try:
+    for text, held in NOT_RECORDS:
+      record.write_text(text)
+      code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
+                                  str(data), "--hparams",
+                                  '{"max_seq_length": 16, "learning_rate": 0.01}'])
+      assert (code, capsys.readouterr().err) == (2, "error: " + not_the_record(
+          record, held, "run_finetuning.py", "'finetuning' and 'model'") + "\n")
+      assert record.read_text() == text and os.listdir(trial) == [
+          "finetuning_config.json"]
+  finally:
+    shutil.rmtree(data / "models" / "tiny" / "finetuning_models", ignore_errors=True)

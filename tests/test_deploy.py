@@ -217,3 +217,88 @@ def test_an_op_litert_lacks_is_named(finetuned):
   assert "\n" not in message
   for op in ("FastWordpieceTokenizeWithOffsets", "UnicodeDecode", "StaticRegexReplace"):
     assert op in message
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--output", ""], "--output '': expected a path"),
+    (["--output", "o", "--seed", "-1"], "--seed -1: expected an integer >= 0"),
+    (["--output", "o", "--calibration-examples", "0"],
+     "--calibration-examples 0: expected an integer >= 1")])
+def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
+  with pytest.raises(SystemExit) as raised:
+    export_lite.main(["--model-dir", str(tmp_path)] + flags)
+  assert raised.value.code == 2
+  assert capsys.readouterr().err.splitlines()[-1].endswith(f": error: {message}")
+  assert not os.listdir(tmp_path)
+
+
+def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys):
+  write_tiny_pretrained_model(tmp_path)
+  export = tmp_path / "models" / "tiny" / "export"
+  assert refusal(capsys, "--model-dir", export, "--output", tmp_path / "out") == (
+      f"error: {export} is a pre-training export (pre-trained weights in the original "
+      "checkpoint format), not a fine-tuned model; fine-tune it first (python "
+      f"run_finetuning.py --task TASK --init-checkpoint {export}) and give the "
+      "fine-tuned trial's dir (<model_dir>_1)")
+  trial = tmp_path / "sst2_model_1"
+  trial.mkdir()
+  (trial / "finetuning_config.json").write_text('{"foo": 1}')
+  assert refusal(capsys, "--model-dir", trial, "--output", tmp_path / "out") == (
+      f"error: {trial}/finetuning_config.json: not the run's record (holds a JSON object "
+      "with keys 'foo'; expected the JSON object run_finetuning.py writes, with "
+      "'finetuning' and 'model' objects); put the run's own record back, or use another "
+      "model_dir, or set \"overwrite_model_dir\": true to delete the run and start over")
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
+  """An export killed (-9) leaves its temporary folder; the next export in the same
+  place removes it, and never a live export's."""
+  code = ("import os, sys, time\nfrom finetune import deploy\n"
+          "tmp = os.path.join(sys.argv[1], sys.argv[2])\nos.makedirs(tmp)\n"
+          "open(os.path.join(tmp, 'model_float32.tflite'), 'wb').write(bytes(1000))\n"
+          "with deploy._in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
+  procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name],
+                            cwd=os.path.dirname(os.path.dirname(__file__)),
+                            stdout=subprocess.PIPE, text=True)
+           for name in (".killed.abc", ".live.def")]
+  try:
+    for proc in procs:
+      assert proc.stdout.readline() == "held\n"
+    procs[0].kill()
+    procs[0].wait()
+    (tmp_path / ".unrelated").mkdir()  # no lock file: not an export's
+    said = []
+    deploy.remove_stale_exports(str(tmp_path), said.append)
+    assert said == [f"removed {tmp_path}/.killed.abc, the temporary folder of an export "
+                    "that was stopped before it finished"]
+    assert sorted(os.listdir(tmp_path)) == [".live.def", ".unrelated"]
+  finally:
+    for proc in procs:
+      proc.kill()
+      proc.wait()
+      proc.stdout.close()
+
+
+FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+from tools import export_lite
+sys.exit(export_lite.main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
+    finetuned, tmp_path):
+  _, trial = finetuned["glue/sst2"]
+  out = tmp_path / "out"
+  run = subprocess.run([sys.executable, "-c", FULL_DISK, "--model-dir", trial, "--output",
+                        str(out), "--calibration-examples", "8"],
+                       cwd=os.path.dirname(os.path.dirname(__file__)),
+                       capture_output=True, text=True, check=False)
+  assert run.returncode == 2, run.stderr[-2000:]
+  assert run.stderr.splitlines()[-1] == (
+      f"error: {out}: File too large (writing model_float32.tflite); nothing was "
+      "written (the partial export was removed)")
+  assert os.listdir(tmp_path) == []

@@ -327,3 +327,27 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
       "discriminator")
   assert log[step]["train_flops"] == pytest.approx(
       step * 2 * 8 * model_flops.inference_flops(model, 16))
+
+
+def test_a_users_task_writes_its_test_predictions(tmp_path):
+  """write_test_outputs on a user's task with a test split: its predictions as JSON
+  lines (GLUE's tasks write their submission files), not predicted and dropped."""
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  task = write_reviews_task(tmp_path, 48)
+  spec = json.loads(open(task, encoding="utf-8").read())
+  (tmp_path / "test.csv").write_text("id,review\n" + "\n".join(
+      f"t{i},a film {i}" for i in range(5)))
+  (tmp_path / "task.json").write_text(json.dumps({**spec, "test": "test.csv"}))
+  config = finetune_config.load_config(
+      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 16,
+                                  "num_train_epochs": 1.0, "write_test_outputs": True,
+                                  "export_serving": False, "do_eval": False})
+  trainer.run(config, log=lambda _: None)
+  out = os.path.join(config.results_dir, "test_predictions", "reviews_trial1",
+                     "reviews_test.jsonl")
+  rows = [json.loads(line) for line in open(out, encoding="utf-8")]
+  assert [r["index"] for r in rows] == list(range(5))  # the test rows, in order
+  assert all(r["label"] in ("bad", "good") and set(r["probabilities"]) == {"bad", "good"}
+             for r in rows)

@@ -748,3 +748,20 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
   assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-2"}
   assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}
+
+
+def test_discriminator_settings_the_run_cannot_carry_out_are_warned_of(data_dir, capsys):
+  cases = [({"num_train_steps": 100, "disc_warmup_steps": 400},
+            "warning: disc_warmup_steps 400 is longer than num_train_steps 100: the "
+            "discriminator's learning rate ends at 25% of its warmup\n"),
+           ({"num_train_steps": 100, "disc_warmup_steps": 100}, ""),
+           ({"objective": "masked_lm", "disc_lr_multiplier": 2.0},
+            "warning: disc_lr_multiplier 2: objective masked_lm has no discriminator, so "
+            "this does nothing (its one rate is learning_rate)\n"),
+           ({"objective": "masked_lm", "disc_lr_multiplier": 0.5, "disc_warmup_steps": 5},
+            "warning: disc_lr_multiplier 0.5, disc_warmup_steps 5: objective masked_lm "
+            "has no discriminator, so these do nothing (its one rate is learning_rate)\n"),
+           ({"objective": "masked_lm"}, "")]
+  for overrides, warned in cases:
+    trainer.checked_and_sized(config_for(data_dir, "x", **overrides))
+    assert capsys.readouterr().err == warned, overrides

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from finetune import prior_watch
 from finetune.prior_watch import PriorWatch
 from finetune.runner import label_entropy
 from model.config import ModelConfig
@@ -224,3 +225,20 @@ def test_init_adjustment_without_pretrained_weights_is_one_line(tmp_path, capsys
       "from random weights (no init_checkpoint and no pre-trained model found); set "
       "\"init_adjustment\": \"none\" or give --init-checkpoint\n")
   assert not (data / "models").exists() or not any((data / "models").rglob("*.index"))
+
+
+def test_prior_line_words_a_regression_by_its_mean_not_by_classes():
+  out = io.StringIO()
+  watch = PriorWatch(0.5, 125, "try X", out=out, baseline=prior_watch.REGRESSION)
+  for step in range(1, 126):
+    watch(step, {"mean_loss": 0.5})
+  line, = out.getvalue().splitlines()
+  assert line.startswith("note: after 125 of 125 steps the training loss is still at the "
+                         "label mean's (mean 0.5 over the last 31 steps; predicting the "
+                         "training labels' mean scores 0.5): ")
+  assert "frequenc" not in line and "class" not in line
+  from finetune import tasks as task_registry  # pylint: disable=g-import-not-at-top
+  words = lambda name: task_registry.runner_for(task_registry.get_task(name), None,
+                                                None).prior_words()
+  assert words("glue/stsb") == prior_watch.REGRESSION
+  assert words("glue/sst2") == words("chunk") == prior_watch.CLASSES

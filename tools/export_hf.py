@@ -104,6 +104,7 @@ def main(argv=None) -> int:
   parser.add_argument("--cased", action="store_true",
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
+  cli.check_given(parser, args, "checkpoint", "output")
 
   def write() -> int:
     kind = export(args.checkpoint, args.output, args.part, args.vocab, not args.cased)

@@ -33,8 +33,9 @@ def main(argv=None) -> int:
                       help="where the task's training split is (default: the run's)")
   parser.add_argument("--seed", type=int, default=0, help="of the calibration sample")
   args = parser.parse_args(argv)
-  if args.calibration_examples < 1:
-    parser.error("--calibration-examples must be at least 1")
+  cli.check_flags(parser, args, calibration_examples={"at_least": 1},
+                  seed={"at_least": 0})
+  cli.check_given(parser, args, "model_dir", "output")
   formats = list(deploy.FORMATS) if args.format == "all" else [args.format]
 
   def write() -> int:

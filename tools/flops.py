@@ -82,6 +82,8 @@ def main(argv=None) -> int:
 
   from pretrain import config as pretrain_config  # pylint: disable=g-import-not-at-top
   from util import cli, hparams  # pylint: disable=g-import-not-at-top
+  cli.check_flags(parser, args, output_frac={"kind": float, "above": 0,
+                                             "at_most": 1})
 
   def report() -> int:
     try:

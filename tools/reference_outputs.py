@@ -94,6 +94,7 @@ def main(argv=None):
   parser.add_argument("--inputs", required=True)
   parser.add_argument("--output", required=True)
   args = parser.parse_args(argv)
+  cli.check_given(parser, args, "checkpoint", "config", "inputs", "output")
 
   def write_outputs() -> int:
     check_output("--output", args.output, {"--inputs": args.inputs,

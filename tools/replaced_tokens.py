@@ -46,6 +46,8 @@ def main(argv=None) -> int:
   parser.add_argument("--cased", action="store_true",
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
+  cli.check_flags(parser, args, seed={"at_least": 0})
+  cli.check_given(parser, args, "checkpoint", "input")
 
 
   def score() -> int:

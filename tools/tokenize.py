@@ -67,6 +67,7 @@ def main(argv=None) -> int:
   parser.add_argument("--no-lower-case", dest="lower_case", action="store_false")
   parser.add_argument("--no-strip-accents", dest="accents", action="store_false")
   args = parser.parse_args(argv)
+  cli.check_given(parser, args, "vocab_file", "input", "output")
 
   def tokenize() -> int:
     invalid = tokenize_file(args.vocab_file, args.input, args.output, args.lower_case,

@@ -148,7 +148,7 @@ class TrainLoop:
         record = json.load(f)
     except (OSError, ValueError):
       return
-    if record:
+    if record and isinstance(record, dict):  # never carry a file that is not a record
       self._record.assign(carried_record(name, record))
 
   def latest_checkpoint(self) -> Optional[str]:

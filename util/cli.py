@@ -60,6 +60,33 @@ def listed(names, n: int = 5) -> str:
   return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
 
 
+def check_flags(parser, args, **rules) -> None:
+  """Refuses, as argparse refuses a malformed value (parser.error: its usage, then one
+  line), a parsed flag outside its rule: {dest: {"kind": int, "at_least": 1, ...}} with
+  hparams.field's rules, so that flags and hyperparameters say the same. A flag left at
+  a default of None is not checked."""
+  from util import hparams  # pylint: disable=import-outside-toplevel
+  for dest, rule in rules.items():
+    rule = dict(rule)
+    value = getattr(args, dest)
+    if value is None:  # left at a default of none
+      continue
+    try:
+      setattr(args, dest, hparams.check_flag("--" + dest.replace("_", "-"), value,
+                                             rule.pop("kind", int), **rule))
+    except hparams.HParamsError as e:
+      parser.error(str(e))
+
+
+def check_given(parser, args, *dests: str) -> None:
+  """Refuses (parser.error) an empty path flag, which would fail only once the work is
+  done, naming a temporary file or nothing (not for a flag whose default is "")."""
+  for dest in dests:
+    value = getattr(args, dest)
+    if value is not None and not value.strip():
+      parser.error(f"--{dest.replace('_', '-')} {value!r}: expected a path")
+
+
 def run_command(body: Callable[[], int]) -> int:
   """`body()`'s exit status; an expected failure printed as one line (status 2), an
   interruption as one line (status 130)."""

@@ -166,6 +166,18 @@ def check_value(cls, name: str, value, shown_name: Optional[str] = None):
   """`value` converted to field `name`'s type; HParamsError (naming the field
   `shown_name`, by default `name`) if the field refuses it."""
   kind, allowed = _settable(cls)[name]
+  return _checked(kind, allowed, value, shown_name or name)
+
+
+def check_flag(flag: str, value, kind=int, **allowed):
+  """`value` of command-line flag `flag` (e.g. "--seed") converted to `kind`, as a
+  field of that type with `allowed`'s values (field's at_least, above, at_most, below,
+  choices) would take it; HParamsError naming the flag if refused."""
+  rule = Allowed(**{k: tuple(v) if k == "choices" else v for k, v in allowed.items()})
+  return _checked(kind, rule if rule != Allowed() else None, value, flag)
+
+
+def _checked(kind, allowed: Optional[Allowed], value, shown_name: str):
   converted = _convert(kind, value)
   if converted is _INVALID or (allowed is not None and converted is not None and
                                not allowed.admits(converted)):
@@ -173,7 +185,7 @@ def check_value(cls, name: str, value, shown_name: Optional[str] = None):
       shown = json.dumps(value)
     except (TypeError, ValueError):
       shown = repr(value)
-    raise HParamsError(f"{shown_name or name} {shown}: expected "
+    raise HParamsError(f"{shown_name} {shown}: expected "
                        f"{_describe(kind, allowed)}")
   return converted
 

@@ -8,6 +8,7 @@ finetune/sentence/metrics.py's, and test predictions become GLUE submission file
 import numpy as np
 import tensorflow as tf
 
+from finetune import prior_watch
 from finetune.runner import TaskRunner, label_entropy
 from finetune.sentence import files as sentence_files
 from finetune.sentence.submission import write_glue_submission
@@ -56,6 +57,9 @@ class SentenceRunner(TaskRunner):
       return float(labels.var())  # squared error of predicting the mean
     return label_entropy(labels)
 
+  def prior_words(self):
+    return prior_watch.REGRESSION if self.task.is_regression else prior_watch.CLASSES
+
   def predictions(self, outputs) -> np.ndarray:
     return outputs if self.task.is_regression else outputs.argmax(-1)
 
@@ -77,8 +81,8 @@ class SentenceRunner(TaskRunner):
             for e, p in zip(examples, probabilities)]
 
   def write_predictions(self, examples, features, outputs, split, out_dir):
-    if split not in self.task.submission_files:
-      return []
+    if split not in self.task.submission_files:  # a user's task: JSON lines
+      return super().write_predictions(examples, features, outputs, split, out_dir)
     return [write_glue_submission(
         self.task, split, examples, list(self.predictions(outputs)), out_dir)]
 

@@ -19,14 +19,12 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from model.weights import CheckpointError
+# The records' names and shapes live beside CheckpointError (read without TensorFlow too).
+from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD,  # pylint: disable=unused-import
+                           CheckpointError, check_record_shape)
 from util import cli, files
 
 CHECKPOINT_NAME = "ckpt"
-# The record each phase writes in its model dir (it tells a pre-training model dir from
-# a fine-tuned one).
-PRETRAINING_RECORD = "pretrain_config.json"
-FINETUNING_RECORD = "finetuning_config.json"
 # A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
 # record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
 # own vocab.txt was read) and a start may move; the copy keeps a finished run whole.
@@ -62,7 +60,8 @@ def recorded_vocab(model_dir: str, record: Dict) -> str:
 def read_record(model_dir: str, name: str, note: Callable[[str], None]
                 ) -> Optional[Dict]:
   """The run's record <model_dir>/<name>; None for a model dir without one and without
-  checkpoints. A record that is missing, empty or unreadable while checkpoints are on
+  checkpoints. A record of another shape (not the run's) is refused (CheckpointError),
+  never rewritten. A record that is missing, empty or unreadable while checkpoints are on
   disk is rebuilt from the copy the newest readable one carries (saying so through
   `note`), or refused (CheckpointError) when they carry none."""
   path = os.path.join(model_dir, name)
@@ -71,11 +70,12 @@ def read_record(model_dir: str, name: str, note: Callable[[str], None]
     try:
       with open(path, encoding="utf-8") as f:
         record = json.load(f)
-      if record:
-        return record
-      problem = "is empty"
     except (OSError, ValueError) as e:
-      problem = f"cannot be read ({e})"
+      record, problem = None, f"cannot be read ({e})"
+    else:
+      if record:
+        return check_record_shape(path, record)
+      problem = "is empty"
   # Silent: the loop says what it skips or finds when it resumes.
   paths = kept_checkpoints(model_dir, lambda _: None)
   if not paths:
