@@ -157,8 +157,9 @@ def main(argv=None) -> int:
     if finetuner.start:
       model.load_pretrained(finetuner.start.weights, finetuner.config.init_adjustment)
     vocab = finetuner.tokenizer.vocab
-    start = lambda m: apply_init_scheme(m, scheme, args.seed, m.model_config.initializer_range,
-                                        cls_id=vocab.cls_id) if scheme else None
+    start = lambda m: apply_init_scheme(
+        m, scheme, args.seed, m.model_config.initializer_range,
+        cls_id=vocab.cls_id) if scheme else None
     start(model)
     special = [vocab.cls_id, vocab.sep_id, vocab.pad_id]
     results[name] = {"layers": anatomy(model.encoder, dev, special),

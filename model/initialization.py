@@ -109,7 +109,8 @@ def open_cls_row(embeddings: ElectraEmbeddings, cls_id: int):
   size = np.abs(position) + np.abs(token_type)
   # Integers below 2^bits times this step are exact; the extra bit covers the rounding.
   step = np.exp2(np.ceil(np.log2(np.where(size > 0, size, 1.0))) + 1 - bits)
-  position, token_type = np.round(position / step) * step, np.round(token_type / step) * step
+  position = np.round(position / step) * step
+  token_type = np.round(token_type / step) * step
   for table, row, value in ((positions, 0, position), (types, 0, token_type),
                             (words, cls_id, -(position + token_type))):
     # Whole tables: a mixed-precision (autocast) variable's slice cannot be assigned.

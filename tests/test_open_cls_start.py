@@ -59,7 +59,8 @@ def assert_cls_uniform(probs):
 
 
 @pytest.mark.parametrize("untied_embeddings", [False, True])
-def test_cls_reads_the_sentence_and_the_others_keep_the_mimetic_pattern(untied_embeddings):
+def test_cls_reads_the_sentence_and_the_others_keep_the_mimetic_pattern(
+    untied_embeddings):
   opened = debug_pair("mimetic_open_cls", untied_generator_embeddings=untied_embeddings)
   mimetic = debug_pair("mimetic", untied_generator_embeddings=untied_embeddings)
   for part in ("discriminator", "generator"):
@@ -116,7 +117,8 @@ def test_cls_embeds_to_zero_in_bfloat16():
     embeddings = ElectraEmbeddings(config)
     embeddings(BATCH["input_ids"], BATCH["segment_ids"])
     rng = np.random.default_rng(0)
-    for table in (embeddings.position_table, embeddings.token_type_embeddings.embeddings):
+    for table in (embeddings.position_table,
+                  embeddings.token_type_embeddings.embeddings):
       table.assign(rng.normal(0, 0.1, table.shape).astype(np.float32))
     open_cls_row(embeddings, SPECIAL.cls_id)
     out = embeddings(BATCH["input_ids"], BATCH["segment_ids"]).numpy()
