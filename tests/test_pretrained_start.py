@@ -40,6 +40,8 @@ def names_and_shapes(pair):
 @pytest.mark.parametrize("untied_embeddings", [False, True])
 def test_mimetic_generator_leaves_the_discriminator_as_the_original_starts_it(
     untied_embeddings):
+  # Seeded: the word embeddings' random start decides how peaked similarity is.
+  tf.random.set_seed(0)
   config = ModelConfig.from_dict(dict(SIZES, generator_hidden_size=0.5,
                                       untied_generator_embeddings=untied_embeddings))
   pair = ElectraPair(config).build_variables()
