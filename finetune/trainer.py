@@ -328,8 +328,8 @@ class Finetuner:
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
-      kept = keep_vocab(model_dir, self.vocab_path)
-      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **kept,
+      vocab_fields = keep_vocab(model_dir, self.vocab_path)
+      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
                               finetuning={**config.to_dict(),
                                           "vocab_file": os.path.abspath(self.vocab_path)},
                               model=self.model_config.to_dict())

@@ -135,9 +135,10 @@ class FixedCorruptionMetrics:
       return {}
     n = self._state_count
     # Mean cosine over the n (n - 1) ordered pairs of distinct unit vectors:
-    # (|sum|^2 - n) / (n (n - 1)), without forming the pairs.
-    cosine = ((float(np.dot(self._state_sum, self._state_sum)) - n) / (n * (n - 1))
-              if n > 1 else float("nan"))
+    # (|sum|^2 - n) / (n (n - 1)), without forming the pairs. The float32 unit vectors'
+    # norms miss 1 by rounding, so collapsed states can read 1 + 1e-7: capped at 1.
+    cosine = (min(1.0, (float(np.dot(self._state_sum, self._state_sum)) - n) /
+                  (n * (n - 1))) if n > 1 else float("nan"))
     return {"disc_auc_fixed": roc_auc(np.concatenate(self._labels),
                                       np.concatenate(self._scores)),
             "disc_state_cosine": cosine}

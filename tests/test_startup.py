@@ -17,7 +17,8 @@ from tests.conftest import ROOT, write_tiny_pretrained_model
 from tests.test_finetune_glue import write_reviews_task
 from util import cpu, startup, stderr
 
-QUIET_TF = "import tensorflow as tf; tf.constant(1); print('ran')"
+QUIET_TF = ("import tensorflow as tf; tf.config.list_physical_devices('GPU'); tf.constant(1); "
+            "print('ran')")
 
 
 def run_python(code, **env):
