@@ -30,9 +30,10 @@ def test_no_gpu_line_on_a_machine_without_one_other_lines_kept(capfd):
   plain = run_python(QUIET_TF)
   ours = run_python("from util import startup\n" + QUIET_TF)
   assert plain.stdout == ours.stdout == "ran\n"
-  if not startup.has_gpu():  # TensorFlow says it on every start here ...
-    assert stderr.NO_GPU_LINE in plain.stderr, plain.stderr
-  assert stderr.NO_GPU_LINE not in ours.stderr  # ... and the command does not
+  # TensorFlow logs the no-GPU line at most starts without a GPU, not all (absent inside
+  # the suite on a 2-core Intel Xeon): the filter itself is checked below on the line
+  # written to file descriptor 2; here, only that a command says nothing.
+  assert stderr.NO_GPU_LINE not in ours.stderr
   assert ours.stderr == ""
 
   class FakeConfig:  # TensorFlow's C++ logging writes to file descriptor 2
