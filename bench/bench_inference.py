@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bench import child
-from finetune import deploy_reader
+from export import reader as deploy_reader
 from finetune.sentence import metrics
 from util import cli
 
@@ -173,16 +173,17 @@ def prepare(trial: str, folder: str, identity: dict) -> dict:
   of its own: a parent that loaded TensorFlow would pass its peak RSS on to the forms'
   processes (Linux keeps ru_maxrss across fork and exec)."""
   # Imported here: the forms' processes import this module and must not load TensorFlow.
-  from finetune import deploy, tasks as task_registry  # pylint: disable=import-outside-toplevel
-  from tools import export_hf  # pylint: disable=import-outside-toplevel
+  from export import huggingface, registry, source  # pylint: disable=import-outside-toplevel
+  from finetune import tasks as task_registry  # pylint: disable=import-outside-toplevel
   from util.files import atomic_write  # pylint: disable=import-outside-toplevel
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
   # First: a model the bench cannot take is refused before anything is exported.
-  loaded = deploy.load_finetuned(trial, "the bench takes a sentence task's model")
+  loaded = source.load_finetuned(trial, family="sentence",
+                                 needs="the bench takes a sentence task's model")
   if not os.path.isdir(export):
-    deploy.export(trial, export, list(deploy.FORMATS), log=lambda _: None)
+    registry.export(trial, export, list(registry.DEPLOYMENT), log=lambda _: None)
   if not os.path.isdir(hf_dir):
-    export_hf.export(trial, hf_dir)
+    huggingface.export(trial, hf_dir)
   task = loaded.task
   dev = task_registry.read_examples(task, loaded.settings["data_dir"], "dev")
   pair = dev[0].text_b is not None

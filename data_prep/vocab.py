@@ -76,7 +76,7 @@ def load_vocab(path: str) -> Vocab:
 
 
 def write_vocab(tokens: List[str], path: str):
-  # Imported here: the reading half ships with exported models (finetune/deploy.py),
+  # Imported here: the reading half ships with exported models (export/bundle.py),
   # which carry no util/.
   from util.files import atomic_write  # pylint: disable=import-outside-toplevel
   with atomic_write(path) as f:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 from ai_edge_litert.interpreter import Interpreter
 import numpy as np
@@ -16,40 +17,44 @@ import tensorflow as tf
 import tf_keras
 
 from bench import litert_ops
+from export import folder as export_folder, litert, registry, source
 from finetune import config as finetune_config
-from finetune import deploy, graph_tokenizer, serving, trainer
+from finetune import graph_tokenizer, serving, trainer
+from model.weights import original as original_names
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_finetune_glue import head_of
-from tools import export_lite
+from tools import export_hf, export_lite
 
 FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}
 DEV_ROWS = 48
 
 # Runs one model file through the export folder's reader with nothing of the project or
-# TensorFlow importable; prints the reader's inputs of the texts (JSON on stdin), the
-# model's outputs and which of the runtimes were imported.
+# TensorFlow importable; prints the reader's inputs of the arguments (a JSON list on
+# stdin), the model's outputs, the reader's records and which runtimes were imported.
 RUNNER = """
 import json, os, sys
 folder, name = sys.argv[1:]
 sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
 import reader
-texts = json.load(sys.stdin)
+args = json.load(sys.stdin)
 r = reader.Reader(folder)
-inputs = r.inputs(texts["a"], texts.get("b"))
+inputs = r.inputs(*args)
 outputs = reader.load_model(os.path.join(folder, name))(inputs)
+records = r.records(outputs)
 assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
 print(json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()},
                   "outputs": {k: v.tolist() for k, v in outputs.items()},
+                  "records": records,
                   "tokenizer": sys.modules["data_prep.tokenizer"].__file__,
                   "runtimes": [m for m in ("ai_edge_litert", "onnxruntime")
                                if m in sys.modules]}))
 """
 
 
-def run_reader(folder, name, texts):
+def run_reader(folder, name, args):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), name],
-                          input=json.dumps(texts), cwd=folder, env=env,
+                          input=json.dumps(args), cwd=folder, env=env,
                           capture_output=True, text=True, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
@@ -92,7 +97,8 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
     texts["b"] = [e.text_b for e in dev.examples]
   names = sorted(n for n in os.listdir(output) if n.startswith("model_"))
   assert len(names) == 5
-  got = {name: run_reader(output, name, texts) for name in names}
+  args = [texts["a"], texts["b"]] if "b" in texts else [texts["a"]]
+  got = {name: run_reader(output, name, args) for name in names}
   for name, run in got.items():
     assert run["runtimes"] == ["ai_edge_litert" if name.endswith(".tflite")
                                else "onnxruntime"], name
@@ -122,7 +128,7 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
   assert not [n.name for n in quantized.node
               if n.op_type in ("Gemm", "MatMul") and constants & set(n.input)]
   # (The segment embeddings are a one-hot matmul too: model/encoder.py.)
-  matrices = [v for v in deploy.load_finetuned(trial, "").model.variables
+  matrices = [v for v in source.load_finetuned(trial).model.variables
               if v.name.endswith(("kernel:0", "token_type_embeddings/embeddings:0"))
               and len(v.shape) >= 2]
   assert sum(n.op_type == "MatMulInteger" for n in quantized.node) == len(matrices)
@@ -180,14 +186,18 @@ def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
   (pretrained / "pretrain_config.json").write_text("{}")
   assert "is a pre-training model dir" in refusal(capsys, "--model-dir", pretrained,
                                                   "--output", out)
-  tagging = tmp_path / "chunk_model_1"
-  tagging.mkdir()
+  multi = tmp_path / "multi_model_1"
+  multi.mkdir()
   with open(os.path.join(trial, "finetuning_config.json"), encoding="utf-8") as f:
     record = json.load(f)
-  record["finetuning"]["task_names"] = ["chunk"]
-  (tagging / "finetuning_config.json").write_text(json.dumps(record))
-  assert "fine-tuned on chunk; the LiteRT and ONNX exports take one sentence" in refusal(
-      capsys, "--model-dir", tagging, "--output", out)
+  record["finetuning"]["task_names"] = ["glue/sst2", "chunk"]
+  (multi / "finetuning_config.json").write_text(json.dumps(record))
+  assert "fine-tuned on glue/sst2,chunk; the exports take one task's model" in refusal(
+      capsys, "--model-dir", multi, "--output", out)
+  # An output over an input: the model dir itself, or a folder inside it.
+  assert "is the model dir" in refusal(capsys, "--model-dir", trial, "--output", trial)
+  assert "is inside the model dir" in refusal(capsys, "--model-dir", trial, "--output",
+                                              os.path.join(trial, "export"))
   empty = tmp_path / "empty" / "finetuning_data" / "SST-2"
   empty.mkdir(parents=True)
   assert "SST-2" in refusal(capsys, "--model-dir", trial, "--output", out,
@@ -199,7 +209,7 @@ def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
   out.mkdir()
   assert f"{out} exists" in refusal(capsys, "--model-dir", trial, "--output", out)
   assert os.listdir(out) == [] and sorted(os.listdir(tmp_path)) == [
-      "chunk_model_1", "empty", "out", "pretrain"]  # no temporary folder left
+      "empty", "multi_model_1", "out", "pretrain"]  # no temporary folder left
 
 
 def test_an_op_litert_lacks_is_named(finetuned):
@@ -211,8 +221,8 @@ def test_an_op_litert_lacks_is_named(finetuned):
   function = tf.function(lambda text: {"ids": tokenizer(text).to_tensor()},
                          input_signature=[tf.TensorSpec([None], tf.string)],
                          autograph=False)
-  with pytest.raises(deploy.UnsupportedOpError) as raised:
-    deploy.to_litert(function, tokenizer.variables, "float32")
+  with pytest.raises(litert.UnsupportedOpError) as raised:
+    litert.to_litert(function, tokenizer.variables, "float32")
   message = str(raised.value)
   assert "\n" not in message
   for op in ("FastWordpieceTokenizeWithOffsets", "UnicodeDecode", "StaticRegexReplace"):
@@ -254,10 +264,10 @@ def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys
 def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
   """An export killed (-9) leaves its temporary folder; the next export in the same
   place removes it, and never a live export's."""
-  code = ("import os, sys, time\nfrom finetune import deploy\n"
+  code = ("import os, sys, time\nfrom export import folder\n"
           "tmp = os.path.join(sys.argv[1], sys.argv[2])\nos.makedirs(tmp)\n"
           "open(os.path.join(tmp, 'model_float32.tflite'), 'wb').write(bytes(1000))\n"
-          "with deploy._in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
+          "with folder._in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
   procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name],
                             cwd=os.path.dirname(os.path.dirname(__file__)),
                             stdout=subprocess.PIPE, text=True)
@@ -269,7 +279,7 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
     procs[0].wait()
     (tmp_path / ".unrelated").mkdir()  # no lock file: not an export's
     said = []
-    deploy.remove_stale_exports(str(tmp_path), said.append)
+    export_folder.remove_stale_exports(str(tmp_path), said.append)
     assert said == [f"removed {tmp_path}/.killed.abc, the temporary folder of an export "
                     "that was stopped before it finished"]
     assert sorted(os.listdir(tmp_path)) == [".live.def", ".unrelated"]
@@ -302,3 +312,62 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
       f"error: {out}: File too large (writing model_float32.tflite); nothing was "
       "written (the partial export was removed)")
   assert os.listdir(tmp_path) == []
+
+
+def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, capsys):
+  """The registry's contract: a form is an object with NAME, READER, refusal and write,
+  and one register call; tools.export_lite then offers it and writes it atomically."""
+  _, trial = finetuned["glue/sst2"]
+  monkeypatch.setattr(registry, "WRITERS", dict(registry.WRITERS))
+
+  def write(job, folder, log):
+    del log
+    np.savez(os.path.join(folder, "weights.npz"),
+             **{v.name: v.numpy() for v in job.finetuned.model.variables})
+    return ["weights.npz"]
+  form = types.SimpleNamespace(NAME="npz", READER=False, write=write,
+                               refusal=lambda job: "" if job.finetuned.family.name ==
+                               "sentence" else "npz takes sentence models")
+  registry.register(form)
+  out = tmp_path / "npz"
+  assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
+                           "npz"]) == 0
+  assert capsys.readouterr().out.strip() == f"wrote {out}: weights.npz"
+  assert sorted(os.listdir(out)) == ["weights.npz"]
+  saved = np.load(out / "weights.npz")
+  model = source.load_finetuned(trial).model
+  assert len(saved.files) == len(model.variables)
+  for variable in model.variables:
+    np.testing.assert_array_equal(saved[variable.name], variable.numpy())
+  # A form's refusal is one line, before anything is written.
+  form.refusal = lambda job: "npz takes no model today"
+  assert refusal(capsys, "--model-dir", trial, "--output", tmp_path / "again", "--format",
+                 "npz,litert") == f"error: {trial}: npz takes no model today"
+  assert sorted(os.listdir(tmp_path)) == ["npz"]
+
+
+def test_the_other_forms_through_the_registry(finetuned, tmp_path, capsys):
+  """saved_model, huggingface and original of one model into one folder: the
+  SavedModel answers as the run's own, the transformers files are tools.export_hf's, the
+  checkpoint holds the encoder's values under the original names."""
+  _, trial = finetuned["glue/sst2"]
+  out = tmp_path / "forms"
+  assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
+                           "saved_model,huggingface,original"]) == 0
+  assert "reader.py" not in capsys.readouterr().out
+  texts = tf.constant(["a fine film", "dull and long", "it was"])
+  ours = tf.saved_model.load(str(out / serving.SAVED_MODEL)).signatures["serving_default"]
+  run = tf.saved_model.load(os.path.join(trial, serving.SAVED_MODEL)).signatures[
+      "serving_default"]
+  np.testing.assert_allclose(ours(text_a=texts)["probabilities"].numpy(),
+                             run(text_a=texts)["probabilities"].numpy(), atol=1e-6)
+  assert export_hf.main(["--checkpoint", trial, "--output", str(tmp_path / "hf")]) == 0
+  for name in os.listdir(tmp_path / "hf"):
+    assert (out / name).read_bytes() == (tmp_path / "hf" / name).read_bytes(), name
+  model = source.load_finetuned(trial).model
+  mapping = original_names.encoder_variables(model.encoder, "electra")
+  prefix = str(out / "model.ckpt")
+  assert {n for n, _ in tf.train.list_variables(prefix)} == {n for n, _, _ in mapping}
+  for name, variable, shape in mapping:
+    np.testing.assert_array_equal(tf.train.load_variable(prefix, name),
+                                  np.reshape(variable.numpy(), shape))

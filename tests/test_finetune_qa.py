@@ -16,6 +16,7 @@ from data_prep.vocab import Vocab, load_vocab
 from finetune import config as finetune_config
 from finetune import tasks
 from finetune.qa import data as qa_data
+from finetune.qa import examples as qa_examples
 from finetune.qa import features as qa_features
 from finetune.qa import head as qa_head
 from finetune.qa import postprocess as qa_postprocess
@@ -88,9 +89,9 @@ def example(qid, question, context, answer=None, eid=0, impossible=False):
   answers = ()
   if answer:
     start = context.index(answer)
-    answers = (qa_data.Answer(answer, start, char_to_word[start],
+    answers = (qa_examples.Answer(answer, start, char_to_word[start],
                          char_to_word[start + len(answer) - 1]),)
-  return qa_data.QAExample(eid, qid, question, context, words, answers,
+  return qa_examples.QAExample(eid, qid, question, context, words, answers,
                       tuple(a.text for a in answers), impossible)
 
 

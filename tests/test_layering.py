@@ -8,7 +8,8 @@ import sys
 
 from tests.conftest import ROOT
 
-PACKAGES = ("util", "training", "model", "data_prep", "pretrain", "finetune", "tools")
+PACKAGES = ("util", "training", "model", "data_prep", "pretrain", "finetune", "export",
+            "tools")
 
 
 def lint_imports(cwd) -> subprocess.CompletedProcess:

@@ -13,11 +13,11 @@ import torch
 import transformers
 
 import run_finetuning
-from finetune import deploy
 from model.weights.run_files import FINETUNING_RECORD
 from tests.conftest import shared_path
 from tests.test_finetune_glue import head_of
-from tools import export_hf, export_lite
+from export import huggingface as hf_export, source
+from tools import export_lite
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "and", "film",
           "movie", "of", "is", "it", "good", "bad"] + [f"w{i}" for i in range(105)]
@@ -75,8 +75,8 @@ def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     assert export_lite.main(["--model-dir", str(trial), "--output",
                              str(tmp_path / "lite"), "--format", "onnx"]) == 0
     assert (tmp_path / "lite" / "vocab.txt").read_bytes() == vocab
-    assert deploy.load_finetuned(str(trial), note=print).tokenizer().vocab.tokens == TOKENS
-    export_hf.export(str(trial), str(tmp_path / "hf_out"))
+    assert source.load_finetuned(str(trial), note=print).tokenizer().vocab.tokens == TOKENS
+    hf_export.export(str(trial), str(tmp_path / "hf_out"))
     assert (tmp_path / "hf_out" / "vocab.txt").read_bytes() == vocab
   finally:
     (tmp_path / "hf_moved").rename(hf_dir)
@@ -100,7 +100,7 @@ def test_an_older_record_still_reads(from_hf, tmp_path):
   kept = tmp_path / "data_vocab.txt"
   shutil.copyfile(hf_dir / "vocab.txt", kept)
   old = older_record(trial, tmp_path, kept)
-  loaded = deploy.load_finetuned(str(old), note=print)
+  loaded = source.load_finetuned(str(old), note=print)
   assert loaded.vocab_file == str(kept) and loaded.tokenizer().vocab.tokens == TOKENS
 
 

@@ -15,7 +15,7 @@ from model.weights import CheckpointError, huggingface, original, run_dir
 from model.weights.formats import FORMATS, open_weights
 from model.weights.original import original_variables, save_original
 from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
-from tools import export_hf
+from export import huggingface as hf_export
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=2,
                                     num_attention_heads=1, intermediate_size=32,
@@ -32,7 +32,7 @@ def paths(tmp_path_factory):
   prefix = save_original(pair, str(root / "original" / "model.ckpt-3"))
   vocab.write_text("".join(f"t{i}\n" for i in range(CONFIG.vocab_size)))
   for part in ("discriminator", "generator"):
-    export_hf.export(str(root / "original"), str(root / "hf" / part), part)
+    hf_export.export(str(root / "original"), str(root / "hf" / part), part)
   # A pre-training run dir as the loop leaves it: its record and ckpt-<step>, the
   # model's object graph holding the pair as `electra`.
   run = root / "run"

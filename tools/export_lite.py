@@ -1,15 +1,20 @@
-"""Exports a fine-tuned sentence model for LiteRT (and ONNX Runtime), int8 included.
+"""Exports a fine-tuned model for LiteRT and ONNX Runtime (int8 included), or in any
+other export form.
 
-  python -m tools.export_lite --model-dir DIR --output OUT [--format litert|onnx|all]
+  python -m tools.export_lite --model-dir DIR --output OUT
+      [--format litert|onnx|all|saved_model|huggingface|original[,...]]
       [--calibration-examples N] [--data-dir DATA] [--seed S]
 
 DIR is a fine-tuned model directory of run_finetuning.py (<model_dir>_<trial>) of one
-sentence classification or regression task. OUT, a new folder, receives
-model_float32.tflite, model_dynamic_int8.tflite and model_full_int8.tflite (litert;
-the full-int8 model calibrated on N examples of the task's training split, read under
-DATA, by default the run's data_dir), model_float32.onnx and model_dynamic_int8.onnx
-(onnx), vocab.txt, deploy.json and reader.py, which tokenizes as the project does and
-runs a model file with ai-edge-litert or onnxruntime alone (finetune/deploy.py).
+task: sentence classification or regression, tagging (chunking) or question answering
+(SQuAD 1.1/2.0, MRQA). OUT, a new folder, receives model_float32.tflite,
+model_dynamic_int8.tflite and model_full_int8.tflite (litert, the default; the full-int8
+model calibrated on N examples of the task's training split, read under DATA, by
+default the run's data_dir), model_float32.onnx and model_dynamic_int8.onnx (onnx),
+both with "all"; with those, vocab.txt, deploy.json and reader.py, which tokenizes as
+the project does and runs a model file with ai-edge-litert or onnxruntime alone,
+giving --predict's records. saved_model, huggingface (sentence tasks) and original
+(the encoder in the original checkpoint format) are the other forms (export/).
 """
 
 import argparse
@@ -17,8 +22,22 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from finetune import deploy  # pylint: disable=wrong-import-position
+from export import registry  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
+
+
+def forms_flag(value: str):
+  """--format: a form, "all" (litert and onnx), or several joined by commas."""
+  forms = []
+  for name in value.split(","):
+    for form in (registry.DEPLOYMENT if name == "all" else [name]):
+      if form not in registry.WRITERS:
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: expected all or one of {', '.join(registry.WRITERS)}, several "
+            "joined by commas")
+      if form not in forms:
+        forms.append(form)
+  return forms
 
 
 def main(argv=None) -> int:
@@ -26,7 +45,9 @@ def main(argv=None) -> int:
   parser.add_argument("--model-dir", required=True,
                       help="a fine-tuned trial dir (<model_dir>_<trial>)")
   parser.add_argument("--output", required=True, help="the new export folder")
-  parser.add_argument("--format", choices=(*deploy.FORMATS, "all"), default="litert")
+  parser.add_argument("--format", type=forms_flag, default=["litert"],
+                      help="litert (default), onnx, all (both), saved_model, huggingface, "
+                           "original; several joined by commas")
   parser.add_argument("--calibration-examples", type=int, default=256,
                       help="training examples the full-int8 model is calibrated on")
   parser.add_argument("--data-dir", default="",
@@ -36,13 +57,14 @@ def main(argv=None) -> int:
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
                   seed={"at_least": 0})
   cli.check_given(parser, args, "model_dir", "output")
-  formats = list(deploy.FORMATS) if args.format == "all" else [args.format]
 
   def write() -> int:
-    files = deploy.export(args.model_dir, args.output, formats,
-                          args.calibration_examples, args.data_dir, args.seed)
-    print(f"wrote {args.output}: {', '.join(f.rsplit('/', 1)[-1] for f in files)} "
-          "and reader.py")
+    files = registry.export(args.model_dir, args.output, args.format,
+                            args.calibration_examples, args.data_dir, args.seed)
+    reader = (" and reader.py" if any(registry.WRITERS[f].READER for f in args.format)
+              else "")
+    print(f"wrote {args.output}: {', '.join(f.rsplit('/', 1)[-1] for f in files)}"
+          + reader)
     return 0
   return cli.run_command(write)
 

@@ -17,6 +17,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from finetune import layout, tfds_source
 from finetune.errors import DataError
+from finetune.qa.examples import QAExample, make_example, split_words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,82 +46,6 @@ QA_TASKS = (
     QATask("mrqa/trivia_qa", ("triviaqa",), "mrqa", aliases=("triviaqa",)),
     QATask("mrqa/search_qa", ("searchqa",), "mrqa", aliases=("searchqa",)),
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Answer:
-  text: str
-  start: int        # character offset in the context
-  start_word: int   # index in QAExample.doc_tokens of the first word it touches
-  end_word: int     # ... and of the last (inclusive)
-
-
-@dataclasses.dataclass(frozen=True)
-class QAExample:
-  eid: int
-  qid: str
-  question: str
-  context: str
-  doc_tokens: Tuple[str, ...]   # the context split at whitespace
-  answers: Tuple[Answer, ...]   # gold answers found at their offsets; training uses [0]
-  gold_texts: Tuple[str, ...]   # every gold answer text, for evaluation
-  is_impossible: bool = False
-  unmatched_answers: int = 0    # gold answers whose text is not at their offset
-
-
-# What separates a context's words; U+202F (narrow no-break space) does in some SQuAD
-# contexts.
-WORD_SEPARATORS = " \t\r\n\u202f"
-
-
-def _is_whitespace(char: str) -> bool:
-  return char in WORD_SEPARATORS
-
-
-def split_words(context: str) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
-  """Whitespace-separated words and, for every character, the index of its word.
-
-  Whitespace maps to the preceding word (-1 before the first), as in the original.
-  """
-  words, char_to_word, in_space = [], [], True
-  for char in context:
-    if _is_whitespace(char):
-      in_space = True
-    else:
-      if in_space:
-        words.append(char)
-      else:
-        words[-1] += char
-      in_space = False
-    char_to_word.append(len(words) - 1)
-  return tuple(words), tuple(char_to_word)
-
-
-def _locate(text: str, start, context: str, char_to_word, where: str) -> Optional[Answer]:
-  """The Answer at `start`, or None when the context holds other text there."""
-  if not isinstance(start, int) or isinstance(start, bool) or not text:
-    raise DataError(f"{where}: an answer needs a non-empty \"text\" and an integer "
-                    f"offset, got text {text!r} at {start!r}")
-  if not 0 <= start or start + len(text) > len(context):
-    raise DataError(f"{where}: answer {text!r} at offset {start} runs outside the "
-                    f"context ({len(context)} characters)")
-  if context[start:start + len(text)] != text:
-    return None
-  return Answer(text, start, max(char_to_word[start], 0),
-                char_to_word[start + len(text) - 1])
-
-
-def _example(eid, qid, question, context, words, char_to_word, answers, is_impossible,
-             where) -> QAExample:
-  if not isinstance(question, str) or not question.strip():
-    raise DataError(f"{where}: empty question")
-  located = [_locate(text, start, context, char_to_word, where) for text, start in answers]
-  found = tuple(a for a in located if a is not None)
-  return QAExample(eid=eid, qid=str(qid), question=question, context=context,
-                   doc_tokens=words, answers=found,
-                   gold_texts=tuple(text for text, _ in answers),
-                   is_impossible=is_impossible,
-                   unmatched_answers=len(located) - len(found))
 
 
 def _check_context(context, where: str) -> str:
@@ -161,8 +86,8 @@ def _squad_examples(task: QATask, document, path: str,
         if not labelled:
           if not isinstance(qa, dict) or "question" not in qa:
             raise DataError(f"{where}: each question needs a \"question\"")
-          yield _example(eid, qa.get("id", str(eid)), qa["question"], context, words,
-                         char_to_word, [], False, f"{where} question {eid}")
+          yield make_example(eid, qa.get("id", str(eid)), qa["question"], context,
+                             words, char_to_word, [], False, f"{where} question {eid}")
           eid += 1
           continue
         try:
@@ -177,7 +102,7 @@ def _squad_examples(task: QATask, document, path: str,
                           "unanswerable questions; SQuAD 2.0 data needs squad/v2.0)")
         if is_impossible:
           pairs = []  # v2.0 keeps the would-be answers apart, as plausible_answers
-        yield _example(eid, qid, question, context, words, char_to_word, pairs,
+        yield make_example(eid, qid, question, context, words, char_to_word, pairs,
                        is_impossible, f"{where} question {qid}")
         eid += 1
 
@@ -212,8 +137,8 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
                           "\"detected_answers\" with \"text\" and \"char_spans\"") from None
         if not pairs:
           raise DataError(f"{where}: question {qid} has no detected answers")
-        example = _example(eid, qid, question, context, words, char_to_word, pairs, False,
-                           f"{where} question {qid}")
+        example = make_example(eid, qid, question, context, words, char_to_word, pairs,
+                               False, f"{where} question {qid}")
         # Evaluation scores against every listed answer string, not only located ones.
         yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
                                   example.gold_texts)
@@ -238,8 +163,8 @@ def _question_lines(path: str) -> Iterator[QAExample]:
                         "\"context\"")
       context = _check_context(record["context"], where)
       words, char_to_word = split_words(context)
-      yield _example(eid, record.get("id", str(eid)), record["question"], context, words,
-                     char_to_word, [], False, where)
+      yield make_example(eid, record.get("id", str(eid)), record["question"], context,
+                         words, char_to_word, [], False, where)
       eid += 1
 
 

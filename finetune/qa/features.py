@@ -22,7 +22,7 @@ import numpy as np
 
 from data_prep.tokenizer import Tokenizer
 from finetune.errors import DataError
-from finetune.qa.data import QAExample
+from finetune.qa.examples import QAExample
 
 
 @dataclasses.dataclass

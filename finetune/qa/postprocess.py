@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from data_prep.tokenizer import basic_words
-from finetune.qa.data import QAExample, split_words
+from finetune.qa.examples import QAExample, split_words
 from finetune.qa.features import Windows
 
 
@@ -201,3 +201,22 @@ def thresholded(predictions: Predictions, threshold: float) -> Dict[str, str]:
   """SQuAD 2.0 answers: "" where the null odds exceed the threshold."""
   return {qid: "" if predictions.null_odds[qid] > threshold else text
           for qid, text in predictions.answers.items()}
+
+
+def prediction_records(examples: Sequence[QAExample], predictions: Predictions, v2: bool,
+                       threshold: float) -> List[Dict[str, object]]:
+  """--predict's record of each question: the answer, its [start, end) characters in the
+  context and its n-best probability; for SQuAD 2.0 also the null odds and whether they
+  pass `threshold` (no answer)."""
+  records = []
+  for example in examples:
+    qid, answer = example.qid, predictions.answers[example.qid]
+    start, end = predictions.spans.get(qid, (None, None))
+    record = {"id": qid, "answer": answer, "start": start, "end": end,
+              "probability": next((e["probability"] for e in predictions.nbest[qid]
+                                   if e["text"] == answer), 0.0)}
+    if v2:
+      null_odds = predictions.null_odds[qid]
+      record.update(no_answer_score=null_odds, no_answer=null_odds > threshold)
+    records.append(record)
+  return records

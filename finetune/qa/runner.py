@@ -97,23 +97,9 @@ class QARunner(TaskRunner):
     return qa_data.read_questions(path)
 
   def prediction_records(self, examples, features, outputs):
-    """The answer, its [start, end) characters in the context and its n-best
-    probability; for SQuAD 2.0 also the null odds and whether they pass
-    qa_na_threshold (no answer)."""
     predictions = self.predict_answers(examples, features, outputs, PREDICT_SPLIT)
-    records = []
-    for example in examples:
-      qid, answer = example.qid, predictions.answers[example.qid]
-      start, end = predictions.spans.get(qid, (None, None))
-      record = {"id": qid, "answer": answer, "start": start, "end": end,
-                "probability": next((e["probability"] for e in predictions.nbest[qid]
-                                     if e["text"] == answer), 0.0)}
-      if self.task.v2:
-        null_odds = predictions.null_odds[qid]
-        record.update(no_answer_score=null_odds,
-                      no_answer=null_odds > self.config.qa_na_threshold)
-      records.append(record)
-    return records
+    return qa_postprocess.prediction_records(examples, predictions, self.task.v2,
+                                             self.config.qa_na_threshold)
 
   def output_file(self, split: str, kind: str) -> str:
     return os.path.join(self.config.results_dir, f"{self.config.tasks_label}_qa",

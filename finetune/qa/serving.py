@@ -9,9 +9,9 @@ import tensorflow_text as tf_text
 
 from finetune import serving
 from finetune.graph_tokenizer import GraphTokenizer
-from finetune.qa import data as qa_data
+from finetune.qa.examples import WORD_SEPARATORS as SEPARATORS
 
-WORD_SEPARATORS = np.array([ord(c) for c in qa_data.WORD_SEPARATORS], np.int32)
+WORD_SEPARATORS = np.array([ord(c) for c in SEPARATORS], np.int32)
 
 
 def split_context(context: tf.Tensor):

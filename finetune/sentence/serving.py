@@ -9,7 +9,7 @@ from finetune.sentence.files import unlabeled_layout
 
 def numeric_outputs(task, out):
   """The head's outputs as every export gives them: score [B] (regression), else
-  probabilities [B, C] and label_id [B] (finetune/deploy.py's have no strings)."""
+  probabilities [B, C] and label_id [B] (export/'s files have no strings)."""
   if task.is_regression:
     return {"score": out}
   return {"probabilities": tf.nn.softmax(out), "label_id": tf.argmax(out, -1)}

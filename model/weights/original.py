@@ -283,7 +283,12 @@ def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],
 def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
                   global_step: Optional[int] = None) -> str:
   """Writes `part` under the original names; files appear whole or not at all."""
-  mapping = original_variables(pair, part)
+  return save_variables(original_variables(pair, part), prefix, global_step)
+
+
+def save_variables(mapping: Mapping, prefix: str, global_step: Optional[int] = None) -> str:
+  """Writes a mapping table's variables under their original names and shapes, with the
+  state file `checkpoint`; files appear whole or not at all."""
   names = [n for n, _, _ in mapping]
   tensors = [tf.reshape(tf.cast(v, tf.float32), shape) for _, v, shape in mapping]
   if global_step is not None:

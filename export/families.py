@@ -1,0 +1,77 @@
+"""What each task family's exported model takes and returns, and the module of the
+family's own that reads it (numpy only, shipped beside the model files).
+
+A family exports when it has an entry in DEPLOYABLE: the writers of export/ read only
+these fields, so a new family is its reader module (copy finetune/tagging/deployed.py's
+shape: a Reader(info, tokenizer) with inputs(...) and records(outputs)) and one entry
+here, without touching a writer.
+"""
+
+import dataclasses
+from typing import Callable, Dict, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from export.source import Finetuned
+from finetune.qa import features as qa_features
+from finetune.sentence import features as sentence_features
+from finetune.sentence.files import unlabeled_layout
+from finetune.sentence.serving import numeric_outputs
+from finetune.tagging import features as tagging_features
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployable:
+  # The module (dotted path) whose Reader(info, tokenizer) turns texts into the model's
+  # inputs and its outputs into --predict's records; it and the project modules it
+  # imports are shipped (numpy only).
+  reader: str
+  inputs: Tuple[str, ...]  # the exported model's inputs, each int32 [B, max_seq_length]
+  # (model, head outputs) -> the exported model's outputs (named tensors, TensorFlow).
+  outputs: Callable[[Finetuned, object], Dict[str, tf.Tensor]]
+  # (model, examples of its task) -> their model inputs (the full-int8 calibration).
+  features: Callable[[Finetuned, Sequence], Dict[str, np.ndarray]]
+  # model -> the deploy.json fields its reader reads besides the shared ones.
+  info: Callable[[Finetuned], Dict[str, object]]
+
+
+def _sentence_info(finetuned: Finetuned) -> Dict[str, object]:
+  task = finetuned.task
+  return {"labels": list(task.labels or []), "regression": task.is_regression,
+          "pair": unlabeled_layout(task)[1].text_b is not None}
+
+
+def _qa_features(finetuned: Finetuned, examples) -> Dict[str, np.ndarray]:
+  s = finetuned.settings
+  return qa_features.featurize(finetuned.tokenizer(), examples, s["max_seq_length"],
+                               s["max_query_length"], s["doc_stride"]).arrays
+
+
+QA_FIELDS = ("max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+             "answerable_classifier", "qa_na_threshold")
+
+DEPLOYABLE = {
+    "sentence": Deployable(
+        reader="finetune.sentence.deployed",
+        inputs=("input_ids", "input_mask", "segment_ids"),
+        outputs=lambda finetuned, out: numeric_outputs(finetuned.task, out),
+        features=lambda finetuned, examples: sentence_features.encode(
+            finetuned.tokenizer(), examples, finetuned.max_seq_length),
+        info=_sentence_info),
+    "tagging": Deployable(
+        reader="finetune.tagging.deployed",
+        inputs=("input_ids", "input_mask", "segment_ids", "word_positions"),
+        outputs=lambda finetuned, out: {"logits": out},
+        features=lambda finetuned, examples: tagging_features.encode(
+            finetuned.tokenizer(), examples, finetuned.max_seq_length),
+        info=lambda finetuned: {"labels": list(tagging_features.LABELS)}),
+    "qa": Deployable(
+        reader="finetune.qa.deployed",
+        inputs=("input_ids", "input_mask", "segment_ids"),
+        # The head's inference outputs as postprocess.predict_answers reads them.
+        outputs=lambda finetuned, out: dict(out),
+        features=_qa_features,
+        info=lambda finetuned: {"v2": finetuned.task.v2,
+                                **{k: finetuned.settings[k] for k in QA_FIELDS}}),
+}

@@ -1,0 +1,135 @@
+"""A Hugging Face transformers ELECTRA directory: config.json, model.safetensors,
+vocab.txt, tokenizer_config.json and special_tokens_map.json. Of a pre-trained
+checkpoint in the original format, its discriminator (ElectraForPreTraining) or
+generator (ElectraForMaskedLM); of a fine-tuned sentence task's model,
+ElectraForSequenceClassification with the task's labels (a regression for STS-B-like
+tasks). transformers' question answering and token classification heads are not this
+project's (a joint beam over ends, an answerability classifier; the first piece of a
+word), so those families are refused. Nothing here needs torch."""
+
+import json
+import os
+import shutil
+from typing import Dict, List
+
+import safetensors.numpy
+
+from export.source import Finetuned, load_finetuned
+from model.config import ModelConfig
+from model.weights import huggingface as hf
+from model.weights.formats import open_weights
+from model.weights.original import encoder_variables, original_variables
+from model.weights.run_files import FINETUNING_RECORD
+from util.files import atomic_write, check_output
+
+NAME = "huggingface"
+READER = False
+WEIGHTS = "model.safetensors"
+
+
+def refusal(job) -> str:
+  return _refusal(job.finetuned)
+
+
+def _refusal(finetuned: Finetuned) -> str:
+  if finetuned.family.name == "sentence":
+    return ""
+  return (f"huggingface takes a sentence classification or regression task's model "
+          f"(ElectraForSequenceClassification; transformers has no class of this "
+          f"project's {finetuned.family.name} head); {finetuned.task.name} is of the "
+          f"{finetuned.family.name} family")
+
+
+def write(job, folder: str, log) -> List[str]:
+  finetuned = job.finetuned
+  weights, config, sizes = _finetuned_weights(finetuned)
+  _check_vocab(finetuned.vocab_file, sizes)
+  names = _write_files(folder, weights, config, sizes, finetuned.vocab_file,
+                       finetuned.settings["do_lower_case"], atomic=False)
+  log(f"wrote the Hugging Face files ({config['architectures'][0]})")
+  return names
+
+
+def _pretrained(path: str, part: str, vocab: str):
+  """(weights, config.json, model sizes, vocab.txt) of a part of a pre-trained model;
+  the vocabulary `vocab`, else the model's."""
+  opened = open_weights(path)
+  pair = opened.load_pair(part=part)
+  weights = hf.state_dict(original_variables(pair, part))
+  sizes = pair.model_config if part == "discriminator" else pair.generator_model_config
+  kind = hf.DISCRIMINATOR if part == "discriminator" else hf.GENERATOR
+  return weights, hf.config_json(sizes, kind), sizes, opened.vocab(vocab)
+
+
+def _finetuned_weights(loaded: Finetuned):
+  """(weights, config.json, model sizes) of a fine-tuned sentence classifier or
+  regressor."""
+  model, sizes = loaded.model, loaded.sizes
+  weights = hf.state_dict(encoder_variables(model.encoder, "electra"))
+  dense = model.heads[loaded.runner.head_name].dense
+  last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
+  weights.update(hf.classifier_weights(dense.kernel.numpy(), dense.bias.numpy(),
+                                       last_norm.gamma.numpy(), last_norm.beta.numpy()))
+  config = hf.config_json(sizes, hf.CLASSIFIER,
+                          **hf.classification_labels(loaded.task.labels))
+  return weights, config, sizes
+
+
+def _json_files(config: Dict[str, object], lower_case: bool,
+                sizes: ModelConfig) -> Dict[str, Dict[str, object]]:
+  return {"config.json": config,
+          **hf.tokenizer_files(lower_case, sizes.max_position_embeddings)}
+
+
+def _check_vocab(vocab: str, sizes: ModelConfig):
+  with open(vocab, encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  if vocab_size != sizes.vocab_size:
+    raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
+                     f"of {sizes.vocab_size}; pass the model's vocab.txt with --vocab")
+
+
+def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,
+                 lower_case: bool, atomic: bool = True) -> List[str]:
+  """The directory's files in `folder` (each whole or not at all when `atomic`; the
+  registry's folder is renamed into place whole)."""
+  opener = atomic_write if atomic else open
+  with opener(os.path.join(folder, WEIGHTS), "wb") as f:
+    f.write(safetensors.numpy.save(weights, metadata={"format": "pt"}))
+  with opener(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f, \
+      open(vocab, encoding="utf-8") as source:
+    shutil.copyfileobj(source, f)
+  files = _json_files(config, lower_case, sizes)
+  for name, value in files.items():
+    with opener(os.path.join(folder, name), "w", encoding="utf-8") as f:
+      json.dump(value, f, indent=2)
+  return [WEIGHTS, "vocab.txt", *files]
+
+
+def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
+           lower_case: bool = True) -> str:
+  """Writes HF_DIR (a directory, new or not: its files are replaced one by one, each
+  whole) of a pre-trained checkpoint or a fine-tuned model dir; returns the
+  transformers class it holds."""
+  folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+  if os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
+    if part:
+      raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported as "
+                       "ElectraForSequenceClassification); --part applies to "
+                       "pre-trained checkpoints")
+    loaded = load_finetuned(folder, note=print)
+    reason = _refusal(loaded)
+    if reason:
+      raise ValueError(f"{folder}: {reason}")
+    weights, config, sizes = _finetuned_weights(loaded)
+    lower_case = loaded.settings["do_lower_case"]
+    vocab = vocab or loaded.vocab_file
+  else:
+    weights, config, sizes, vocab = _pretrained(checkpoint, part or "discriminator", vocab)
+  _check_vocab(vocab, sizes)
+  check_output("--output", output, {"--checkpoint": folder, "--vocab": vocab},
+               writes=[WEIGHTS, "vocab.txt", *_json_files(config, lower_case, sizes)])
+  os.makedirs(output, exist_ok=True)
+  _write_files(output, weights, config, sizes, vocab, lower_case)
+  return config["architectures"][0]
+

@@ -1,0 +1,116 @@
+"""ONNX files for onnxruntime: model_float32.onnx (tf2onnx) and model_dynamic_int8.onnx
+(onnxruntime's dynamic quantization of it). Each takes the family's token-ids inputs
+(export/families.py), read by the reader bundle."""
+
+import os
+import tempfile
+from typing import List
+
+import numpy as np
+
+from export.litert import UnsupportedOpError
+
+NAME = "onnx"
+READER = True
+FORMS = ("float32", "dynamic_int8")
+ONNX_OPSET = 17
+
+
+def file_name(form: str) -> str:
+  return f"model_{form}.onnx"
+
+
+def refusal(job) -> str:
+  return job.deployment_refusal("ONNX")
+
+
+def write(job, folder: str, log) -> List[str]:
+  float_path = os.path.join(folder, file_name("float32"))
+  to_onnx(job.function, float_path)
+  log(f"converted {file_name('float32')} ({os.path.getsize(float_path) / 2**20:.1f} MiB)")
+  int8_path = os.path.join(folder, file_name("dynamic_int8"))
+  quantize_onnx(float_path, int8_path)
+  log(f"converted {file_name('dynamic_int8')} "
+      f"({os.path.getsize(int8_path) / 2**20:.1f} MiB)")
+  return [file_name(form) for form in FORMS]
+
+
+def to_onnx(function, path: str):
+  """A float32 ONNX file of `function` at `path` (tf2onnx)."""
+  # Imported here: tf2onnx and onnx load only when an ONNX file is asked for.
+  import onnx  # pylint: disable=import-outside-toplevel
+  import tf2onnx  # pylint: disable=import-outside-toplevel
+
+  def erfc(ctx, node, name, args):
+    """erfc(x) = 1 - erf(x): TensorFlow's exact GELU calls Erfc, which ONNX lacks."""
+    del name, args
+    node.type = "Erf"
+    one = ctx.make_const(tf2onnx.utils.make_name("one"), np.array(1, np.float32))
+    ctx.insert_new_node_on_output("Sub", node.output[0], tf2onnx.utils.make_name("erfc"),
+                                  inputs=[one.output[0], node.output[0]])
+  proto, _ = tf2onnx.convert.from_function(
+      function, input_signature=function.input_signature, opset=ONNX_OPSET,
+      custom_op_handlers={"Erfc": (erfc, [])})
+  # tf2onnx leaves an op it cannot map in the graph, saying so only in its log.
+  unknown = sorted({n.op_type for n in proto.graph.node
+                    if not onnx.defs.has(n.op_type, n.domain)})
+  if unknown:
+    raise UnsupportedOpError(f"ONNX has no operator for {', '.join(unknown)}")
+  onnx.save(proto, path)
+
+
+def quantize_onnx(source: str, path: str):
+  """onnxruntime's dynamic quantization of the float ONNX file `source`: int8 weights,
+  activations quantized at run time. (Every weight matrix: on electra_small the file
+  went from 52% of the float one, quantizing tf2onnx's graph as it came, to 22%.)"""
+  import onnx  # pylint: disable=import-outside-toplevel
+  from onnxruntime.quantization import QuantType, quantize_dynamic  # pylint: disable=import-outside-toplevel
+  from onnxruntime.quantization.shape_inference import quant_pre_process  # pylint: disable=import-outside-toplevel
+  # Constant folding first: tf2onnx leaves the attention's weights behind a Reshape whose
+  # shape is computed, and the quantizer takes only constant weights (without it 48 of
+  # electra_small's weight matrices stayed float32). Its symbolic shape inference stops
+  # on tf2onnx's graph, and the folding does not need it.
+  with tempfile.TemporaryDirectory() as tmp:
+    folded = os.path.join(tmp, "folded.onnx")
+    quant_pre_process(source, folded, skip_symbolic_shape=True)
+    proto = onnx.load(folded)
+  gemms_as_matmuls(proto.graph)
+  onnx.checker.check_model(proto)
+  quantize_dynamic(proto, path, weight_type=QuantType.QInt8)
+
+
+def gemms_as_matmuls(graph):
+  """Rewrites each Gemm of `graph` with a constant weight as MatMul then Add, in place.
+
+  tf2onnx writes a dense layer on a 2-D input as Gemm, and onnxruntime's dynamic
+  quantization (1.32) has no integer Gemm: those weights stayed float32.
+  """
+  from onnx import helper, numpy_helper  # pylint: disable=import-outside-toplevel
+  weights = {w.name: w for w in graph.initializer}
+  nodes = []
+  for node in graph.node:
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    has_bias = len(node.input) > 2 and node.input[2]
+    if (node.op_type != "Gemm" or node.input[1] not in weights or attrs.get("transA", 0)
+        or attrs.get("alpha", 1.0) != 1.0
+        or (has_bias and attrs.get("beta", 1.0) != 1.0)):
+      nodes.append(node)
+      continue
+    weight = node.input[1]
+    if attrs.get("transB", 0):
+      kernel = numpy_helper.from_array(
+          numpy_helper.to_array(weights[weight]).T.copy(), f"{node.name}/kernel")
+      graph.initializer.append(kernel)
+      weight = kernel.name
+    product = f"{node.name}/matmul" if has_bias else node.output[0]
+    nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product],
+                                  name=f"{node.name}/MatMul"))
+    if has_bias:
+      nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
+                                    name=f"{node.name}/Add"))
+  del graph.node[:]
+  graph.node.extend(nodes)
+  used = {i for n in graph.node for i in n.input}
+  kept = [w for w in graph.initializer if w.name in used]
+  del graph.initializer[:]
+  graph.initializer.extend(kept)

@@ -1,0 +1,61 @@
+"""Runs an exported model (tools.export_lite) without TensorFlow: shipped as reader.py
+in the export folder, beside the project modules it needs (its family's reader module,
+named in deploy.json, the tokenizer and featurization, copied as they are), so its ids
+are the project's. Needs numpy and the model's runtime only: ai-edge-litert for .tflite,
+onnxruntime for .onnx. With the export folder on sys.path:
+
+  reader = Reader(folder)
+  predict = load_model(os.path.join(folder, "model_full_int8.tflite"))
+  records = reader.records(predict(reader.inputs(["a fine film"])))
+
+inputs takes what the task takes: texts (and second texts of a pair task); sentences
+to tag; questions and their contexts. records are what run_finetuning.py --predict
+writes, for the inputs of the last inputs call.
+"""
+
+import importlib
+import json
+import os
+from typing import Callable, Dict, List
+
+import numpy as np
+
+from data_prep.tokenizer import Tokenizer
+from data_prep.vocab import load_vocab
+
+INFO_FILE = "deploy.json"
+
+
+class Reader:
+  """Texts -> the model's int32 inputs; its outputs -> --predict's records."""
+
+  def __init__(self, folder: str):
+    with open(os.path.join(folder, INFO_FILE), encoding="utf-8") as f:
+      self.info = json.load(f)
+    lower = self.info["lower_case"]
+    tokenizer = Tokenizer(load_vocab(os.path.join(folder, "vocab.txt")), lower, lower)
+    self.family = importlib.import_module(self.info["reader"]).Reader(self.info, tokenizer)
+
+  def inputs(self, *texts, **options) -> Dict[str, np.ndarray]:
+    return self.family.inputs(*texts, **options)
+
+  def records(self, outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:
+    return self.family.records(outputs)
+
+
+def load_model(path: str, threads: int = 1) -> Callable[[Dict[str, np.ndarray]],
+                                                         Dict[str, np.ndarray]]:
+  """inputs -> outputs of a .tflite (ai-edge-litert) or .onnx (onnxruntime) file."""
+  if path.endswith(".tflite"):
+    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+    runner = Interpreter(model_path=path, num_threads=threads).get_signature_runner()
+    return lambda inputs: runner(**inputs)
+  if path.endswith(".onnx"):
+    import onnxruntime  # pylint: disable=import-outside-toplevel
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = onnxruntime.InferenceSession(path, options,
+                                           providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    return lambda inputs: dict(zip(names, session.run(names, inputs)))
+  raise ValueError(f"{path}: neither a .tflite nor an .onnx file")

@@ -1,0 +1,123 @@
+"""The export forms, one writer module each: WRITERS, and `export`, which writes the
+forms asked for of a fine-tuned model into a new folder.
+
+A writer is a module (any object with these names will do):
+  NAME     its --format name;
+  READER   True when its files are read by the reader bundle (deploy.json, vocab.txt,
+           reader.py: export/bundle.py), written beside them;
+  refusal(job) -> str   why it cannot take the job's model ("" when it can);
+  write(job, folder, log) -> [file names]   writes its files into `folder`.
+A new form is its module and one line in WRITERS (or register(module)).
+"""
+
+import functools
+import os
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+from export import bundle, folder as export_folder
+from export import huggingface, litert, onnx_files, original, saved_model
+from export.families import DEPLOYABLE, Deployable
+from export.source import Finetuned, load_finetuned
+from finetune import tasks as task_registry
+
+WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
+                                              onnx_files)}
+# The forms read without TensorFlow through the reader bundle ("all" of tools.export_lite).
+DEPLOYMENT = ("litert", "onnx")
+
+
+def register(writer):
+  """Adds a writer (a form of its own) to WRITERS."""
+  WRITERS[writer.NAME] = writer
+
+
+class Job:
+  """One model to export and the options of its forms; what several writers need is
+  made once (the model as a function of token ids, the calibration inputs)."""
+
+  def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
+               data_dir: str = "", seed: int = 0):
+    self.finetuned = finetuned
+    self.deployable: Deployable = DEPLOYABLE.get(finetuned.family.name)
+    self.calibration_size, self.data_dir, self.seed = calibration_size, data_dir, seed
+
+  def deployment_refusal(self, form: str) -> str:
+    """Why `form` (a token-ids model read by the reader) cannot take this model."""
+    if self.deployable is None:
+      return (f"{form} takes a model of a family with a deployment declaration "
+              f"({', '.join(DEPLOYABLE)}: export/families.py); "
+              f"{self.finetuned.task.name} is of the {self.finetuned.family.name} family")
+    return ""
+
+  @functools.cached_property
+  def function(self):
+    """The model as a tf.function of its family's token-ids inputs, its outputs the
+    family's (declared in export/families.py)."""
+    finetuned, deployable = self.finetuned, self.deployable
+    spec = [tf.TensorSpec([None, finetuned.max_seq_length], tf.int32, name=name)
+            for name in deployable.inputs]
+    model, head = finetuned.model, finetuned.runner.head_name
+
+    def call(*tensors):
+      batch = dict(zip(deployable.inputs, tensors))
+      return deployable.outputs(finetuned, model(batch, training=False)[head])
+    return tf.function(call, input_signature=spec, autograph=False)
+
+  @functools.cached_property
+  def calibration(self) -> Dict[str, np.ndarray]:
+    """The model inputs of calibration_size examples drawn (seeded) from the task's
+    training split (a QA example's windows may be several: the first rows are kept)."""
+    finetuned = self.finetuned
+    task = finetuned.task
+    data_dir = self.data_dir or finetuned.settings["data_dir"]
+    # (A missing or empty split is refused by the reader, naming its file.)
+    examples = task_registry.read_examples(task, data_dir, task.train_split)
+    chosen = np.random.default_rng(self.seed).permutation(len(examples))
+    features = self.deployable.features(
+        finetuned, [examples[i] for i in chosen[:self.calibration_size]])
+    return {name: features[name][:self.calibration_size]
+            for name in self.deployable.inputs}
+
+
+def export(model_dir: str, output: str, forms: List[str], calibration_size: int = 256,
+           data_dir: str = "", seed: int = 0, log=print) -> List[str]:
+  """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
+  fine-tuned model in `model_dir`; returns their paths. Every refusal comes before
+  anything is written."""
+  unknown = [form for form in forms if form not in WRITERS]
+  if unknown:
+    raise ValueError(f"unknown export form {', '.join(unknown)}; expected one of "
+                     f"{', '.join(WRITERS)}")
+  target, source = os.path.realpath(output), os.path.realpath(model_dir)
+  if target == source or target.startswith(source + os.sep):
+    raise ValueError(f"--output {output} is {'' if target == source else 'inside '}the "
+                     f"model dir {model_dir}, an input of this command; give a new "
+                     "folder outside it")
+  if os.path.lexists(output):
+    raise ValueError(f"{output} exists; give a new output folder")
+  finetuned = load_finetuned(model_dir, note=log)
+  job = Job(finetuned, calibration_size, data_dir, seed)
+  writers = [WRITERS[form] for form in forms]
+  for writer in writers:
+    reason = writer.refusal(job)
+    if reason:
+      raise ValueError(f"{model_dir}: {reason}")
+  if any(getattr(writer, "CALIBRATED", False) for writer in writers):
+    job.calibration  # pylint: disable=pointless-statement  # a bad split refused now
+  written = []
+
+  def fill(tmp: str, doing):
+    for writer in writers:
+      doing(f"writing the {writer.NAME} files")
+      for name in writer.write(job, tmp, log):
+        written.append(name)
+    if any(writer.READER for writer in writers):
+      doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")
+      calibrated = ("calibration" in job.__dict__) and len(
+          next(iter(job.calibration.values())))
+      bundle.write(finetuned, job.deployable, tmp, written, int(calibrated))
+  export_folder.write_new(output, fill, log)
+  return [os.path.join(output, name) for name in written]

@@ -1,0 +1,23 @@
+"""The serving SavedModel (finetune/serving.py: raw strings in, the tokenizer in the
+graph, --predict's outputs), written again from the checkpoint as `saved_model/`; every
+fine-tuning run writes one beside its checkpoints already."""
+
+from typing import List
+
+from finetune import serving
+
+NAME = "saved_model"
+READER = False
+
+
+def refusal(job) -> str:
+  del job  # every family has a serving function
+  return ""
+
+
+def write(job, folder: str, log) -> List[str]:
+  finetuned = job.finetuned
+  serving.export(finetuned.model, [finetuned.runner], finetuned.tokenizer().vocab,
+                 finetuned.settings["do_lower_case"], finetuned.max_seq_length, folder)
+  log(f"wrote {serving.SAVED_MODEL}/")
+  return [serving.SAVED_MODEL]

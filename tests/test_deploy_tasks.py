@@ -1,0 +1,162 @@
+"""tools.export_lite of tagging and question answering models: each file runs through
+the shipped reader in a process without TensorFlow or the project; the float forms give
+the model's own logits (within 1e-4) and --predict's records (the serving SavedModel's
+tags; --predict's answers, spans and probabilities, long contexts over several windows
+included), the int8 forms most of its tags and answers; bad input is one line."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from export import registry, source
+from finetune import config as finetune_config
+from finetune import predict, serving, trainer
+from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.test_deploy import refusal, run_reader
+from tests.test_finetune_qa import as_v2, squad_subset, write
+from tests.test_finetune_tagging_run import chunk_data
+from tests.test_serving import ODD_CONTEXT, call_in_clean_process
+from tools import export_lite
+
+
+def model_names(folder):
+  return sorted(n for n in os.listdir(folder) if n.startswith("model_"))
+
+
+def reference_outputs(trial, inputs):
+  """The exported function's outputs in TensorFlow (the Keras model on the reader's
+  inputs), the float forms' reference."""
+  job = registry.Job(source.load_finetuned(trial))
+  args = [tf.constant(np.array(inputs[name], np.int32)) for name in job.deployable.inputs]
+  return {k: v.numpy() for k, v in job.function(*args).items()}
+
+
+def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, capsys):
+  tf_keras.utils.set_random_seed(0)
+  data = chunk_data(tmp_path, 64, 24)
+  # max_seq_length 24 cuts the longer sentences: their last words are tagged O.
+  config = finetune_config.load_config(
+      "tiny", ["chunk"], str(data), {"train_batch_size": 16, "max_seq_length": 24,
+                                     "num_train_epochs": 2.0, "learning_rate": 1e-3,
+                                     "do_eval": False})
+  trainer.run(config, log=lambda _: None)
+  trial, output = f"{config.model_dir}_1", tmp_path / "export"
+  assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
+                           "all", "--calibration-examples", "32"]) == 0
+  with open(data / "finetuning_data" / "chunk" / "test.txt", encoding="utf-8") as f:
+    sentences = [" ".join(line.split()[0] for line in block.splitlines())
+                 for block in f.read().strip().split("\n\n")]
+  names = model_names(output)
+  assert len(names) == 5
+  got = {name: run_reader(output, name, [sentences]) for name in names}
+  want_logits = reference_outputs(trial, got[names[0]]["inputs"])["logits"]
+  saved = call_in_clean_process(tmp_path, {"path": os.path.join(trial, serving.SAVED_MODEL),
+                                           "serving_default": {"text": sentences}})
+  tags = np.array(saved["serving_default"]["tag"]).reshape(len(sentences), -1)
+  want = [[t for t in row if t] for row in tags.tolist()]
+  kept = np.count_nonzero(got[names[0]]["inputs"]["word_positions"], -1)
+  assert any(len(w) > k for w, k in zip(want, kept))  # some sentence is cut
+  words = sum(map(len, want))
+  for name, run in got.items():
+    assert run["runtimes"] == ["ai_edge_litert" if name.endswith(".tflite")
+                               else "onnxruntime"], name
+    records = run["records"]
+    assert [r["words"] for r in records] == [s.split() for s in sentences]
+    if "float32" in name:
+      np.testing.assert_allclose(run["outputs"]["logits"], want_logits, atol=1e-4,
+                                 err_msg=name)
+      assert [r["tags"] for r in records] == want, name
+    else:
+      same = sum(a == b for r, w in zip(records, want) for a, b in zip(r["tags"], w))
+      assert same / words >= 0.9, (name, same / words)
+  # transformers' token classification head is not this family's: one line, nothing
+  # written.
+  assert "huggingface takes a sentence classification or regression task's model" in (
+      refusal(capsys, "--model-dir", trial, "--output", tmp_path / "hf", "--format",
+              "huggingface"))
+  assert not (tmp_path / "hf").exists()
+
+
+QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
+      "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
+      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
+
+
+@pytest.mark.parametrize("task,folder", [("squad/v1.1", "squadv1"), ("squad/v2.0", "squad")])
+def test_qa_exports_answer_as_predict(tmp_path, capsys, task, folder):
+  tf_keras.utils.set_random_seed(0)
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  data = tmp_path / "data"
+  train = squad_subset(articles[:1], 4, 3)
+  write(data / "finetuning_data" / folder / "train.json",
+        as_v2(train) if task == "squad/v2.0" else train)
+  write_tiny_pretrained_model(data)
+  config = finetune_config.load_config("tiny", [task], str(data), QA)
+  trainer.run(config, log=lambda _: None)
+  trial, output = f"{config.model_dir}_1", tmp_path / "export"
+  assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
+                           "all", "--calibration-examples", "16"]) == 0
+  questions = [(q["question"], p["context"]) for p in articles[2]["paragraphs"][:4]
+               for q in p["qas"][:3]]
+  questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
+                (" ".join(["why"] * 30), "a short context, its question cut.")]
+  path = tmp_path / "questions.jsonl"
+  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
+                          for q, c in questions), encoding="utf-8")
+  out = io.StringIO()
+  predict.predict_file(config, str(path), out, log=lambda _: None)
+  want = [json.loads(line) for line in out.getvalue().splitlines()]
+  names = model_names(output)
+  assert len(names) == 5
+  args = [[q for q, _ in questions], [c for _, c in questions]]
+  got = {name: run_reader(output, name, args) for name in names}
+  inputs = got[names[0]]["inputs"]
+  assert len(inputs["input_ids"]) >= len(questions) + 4  # long contexts: several windows
+  reference = reference_outputs(trial, inputs)
+  for name, run in got.items():
+    records = run["records"]
+    assert [r["id"] for r in records] == [str(i) for i in range(len(questions))]
+    if "float32" in name:
+      assert set(run["outputs"]) == set(reference)
+      for key in set(reference) - {"start_top_index", "end_top_index"}:
+        np.testing.assert_allclose(run["outputs"][key], reference[key], atol=1e-4,
+                                   err_msg=f"{name} {key}")
+      for record, expected in zip(records, want):
+        assert {k: v for k, v in record.items() if k not in (
+            "probability", "no_answer_score")} == {k: v for k, v in expected.items() if k
+                                                     not in ("probability", "no_answer_score")}
+        for key in ("probability", "no_answer_score"):
+          if key in expected:
+            assert abs(record[key] - expected[key]) < 1e-4, (name, key)
+    else:
+      same = np.mean([(r["answer"], r["start"]) == (w["answer"], w["start"])
+                      for r, w in zip(records, want)])
+      assert same > 0.5, (name, same)
+    assert ("no_answer_score" in records[0]) == (task == "squad/v2.0")
+  # A question that leaves no room for its context (a model whose max_query_length
+  # fills its sequence) is one line from the reader.
+  info_path = output / "deploy.json"
+  info = json.loads(info_path.read_text())
+  info_path.write_text(json.dumps({**info, "max_query_length": 62}))
+  assert run_reader_error(output, [[" ".join(["why"] * 70)], ["a context."]]) == (
+      "question 0: 62 question pieces leave no room for the context in max_seq_length 64; "
+      "lower max_query_length or raise max_seq_length")
+
+
+def run_reader_error(folder, args):
+  """The reader's one-line refusal of `args` (its inputs step)."""
+  code = ("import json, sys\nsys.path.insert(0, sys.argv[1])\nimport reader\n"
+          "try:\n  reader.Reader(sys.argv[1]).inputs(*json.load(sys.stdin))\n"
+          "except ValueError as e:\n  print(e)\n  sys.exit(2)\n")
+  run = subprocess.run([sys.executable, "-c", code, str(folder)], input=json.dumps(args),
+                       capture_output=True, text=True, check=False)
+  assert run.returncode == 2, run.stderr[-2000:]
+  return run.stdout.strip()
