@@ -18,11 +18,9 @@ import tf_keras
 from export import registry, source
 from finetune import config as finetune_config
 from finetune import predict, serving, trainer
-from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.test_deploy import refusal, run_reader
-from tests.test_finetune_qa import as_v2, squad_subset, write
 from tests.test_finetune_tagging_run import chunk_data
-from tests.test_serving import ODD_CONTEXT, call_in_clean_process
+from tests.test_serving import ODD_CONTEXT, call_in_clean_process, fine_tune_squad
 from tools import export_lite
 
 
@@ -84,23 +82,10 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, capsys):
   assert not (tmp_path / "hf").exists()
 
 
-QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
-      "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
-      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
-
-
 @pytest.mark.parametrize("task,folder", [("squad/v1.1", "squadv1"), ("squad/v2.0", "squad")])
 def test_qa_exports_answer_as_predict(tmp_path, capsys, task, folder):
   tf_keras.utils.set_random_seed(0)
-  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  data = tmp_path / "data"
-  train = squad_subset(articles[:1], 4, 3)
-  write(data / "finetuning_data" / folder / "train.json",
-        as_v2(train) if task == "squad/v2.0" else train)
-  write_tiny_pretrained_model(data)
-  config = finetune_config.load_config("tiny", [task], str(data), QA)
-  trainer.run(config, log=lambda _: None)
+  config, articles = fine_tune_squad(tmp_path, task, folder, {})
   trial, output = f"{config.model_dir}_1", tmp_path / "export"
   assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
                            "all", "--calibration-examples", "16"]) == 0

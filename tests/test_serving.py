@@ -178,10 +178,9 @@ QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size
       "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
 
 
-def qa_export_and_predict(tmp_path, task, folder, overrides):
-  """Fine-tunes a tiny model on 12 SQuAD questions; the exported SavedModel's outputs
-  (clean subprocess) and --predict's records on the same questions, and how many
-  windows each question takes."""
+def fine_tune_squad(tmp_path, task, folder, overrides):
+  """(config, SQuAD dev articles) of a tiny model fine-tuned on 12 questions of the
+  first article (<tmp_path>/data)."""
   with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
     articles = json.load(f)["data"]
   data = tmp_path / "data"
@@ -191,6 +190,15 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
   write_tiny_pretrained_model(data)
   config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})
   trainer.run(config, log=lambda _: None)
+  return config, articles
+
+
+def qa_export_and_predict(tmp_path, task, folder, overrides):
+  """Fine-tunes a tiny model on 12 SQuAD questions; the exported SavedModel's outputs
+  (clean subprocess) and --predict's records on the same questions, and how many
+  windows each question takes."""
+  config, articles = fine_tune_squad(tmp_path, task, folder, overrides)
+  data = tmp_path / "data"
   questions = [(q["question"], p["context"]) for p in articles[2]["paragraphs"][:3]
                for q in p["qas"][:2]]
   questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
