@@ -92,13 +92,15 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
     raise ValueError(f"unknown export form {', '.join(unknown)}; expected one of "
                      f"{', '.join(WRITERS)}")
   target, source = os.path.realpath(output), os.path.realpath(model_dir)
-  if target == source or target.startswith(source + os.sep):
-    raise ValueError(f"--output {output} is {'' if target == source else 'inside '}the "
-                     f"model dir {model_dir}, an input of this command; give a new "
-                     "folder outside it")
+  if target == source:
+    raise ValueError(f"--output {output} is the model dir, an input of this command; "
+                     "give a new folder outside it")
   if os.path.lexists(output):
     raise ValueError(f"{output} exists; give a new output folder")
   finetuned = load_finetuned(model_dir, note=log)
+  if target.startswith(source + os.sep):  # (a folder that is no model's may hold it)
+    raise ValueError(f"--output {output} is inside the model dir {model_dir}, an input "
+                     "of this command; give a new folder outside it")
   job = Job(finetuned, calibration_size, data_dir, seed)
   writers = [WRITERS[form] for form in forms]
   for writer in writers:
