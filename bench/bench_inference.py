@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from bench import child
-from export import reader as deploy_reader
+from export import reader as export_reader
 from finetune.sentence import metrics
 from util import cli
 
@@ -87,13 +87,13 @@ def run_form(form: str, trial: str, export: str, hf_dir: str, texts: str,
   with open(texts, encoding="utf-8") as f:
     texts_a, texts_b = json.load(f)
   start = time.perf_counter()
-  reader = deploy_reader.Reader(export)
+  reader = export_reader.Reader(export)
   if form == "SavedModel":
     predict = _savedmodel(os.path.join(trial, "saved_model"), threads)
   elif form.startswith("PyTorch"):
     predict = _torch(hf_dir, threads, "int8" in form, reader)
   else:
-    model = deploy_reader.load_model(os.path.join(export, FILES[form]), threads)
+    model = export_reader.load_model(os.path.join(export, FILES[form]), threads)
     predict = lambda a, b=None: model(reader.inputs(a, b))
   pair = texts_b is not None
   one = lambda i, n: predict(texts_a[i:i + n], texts_b[i:i + n] if pair else None)
