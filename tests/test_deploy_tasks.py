@@ -4,7 +4,6 @@ the model's own logits (within 1e-4) and --predict's records (the serving SavedM
 tags; --predict's answers, spans and probabilities, long contexts over several windows
 included), the int8 forms most of its tags and answers; bad input is one line."""
 
-import io
 import json
 import os
 import subprocess
@@ -17,10 +16,11 @@ import tf_keras
 
 from export import registry, source
 from finetune import config as finetune_config
-from finetune import predict, serving, trainer
+from finetune import serving, trainer
 from tests.test_deploy import refusal, run_reader
 from tests.test_finetune_tagging_run import chunk_data
-from tests.test_serving import ODD_CONTEXT, call_in_clean_process, fine_tune_squad
+from tests.test_serving import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
+                                predict_questions)
 from tools import export_lite
 
 
@@ -93,12 +93,7 @@ def test_qa_exports_answer_as_predict(tmp_path, capsys, task, folder):
                for q in p["qas"][:3]]
   questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
                 (" ".join(["why"] * 30), "a short context, its question cut.")]
-  path = tmp_path / "questions.jsonl"
-  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
-                          for q, c in questions), encoding="utf-8")
-  out = io.StringIO()
-  predict.predict_file(config, str(path), out, log=lambda _: None)
-  want = [json.loads(line) for line in out.getvalue().splitlines()]
+  _, want = predict_questions(tmp_path, config, questions)
   names = model_names(output)
   assert len(names) == 5
   args = [[q for q, _ in questions], [c for _, c in questions]]

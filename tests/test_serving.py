@@ -193,6 +193,16 @@ def fine_tune_squad(tmp_path, task, folder, overrides):
   return config, articles
 
 
+def predict_questions(tmp_path, config, questions):
+  """The questions' file (<tmp_path>/questions.jsonl) and --predict's records of it."""
+  path = tmp_path / "questions.jsonl"
+  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
+                          for q, c in questions), encoding="utf-8")
+  out = io.StringIO()
+  predict.predict_file(config, str(path), out, log=lambda _: None)
+  return path, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
 def qa_export_and_predict(tmp_path, task, folder, overrides):
   """Fine-tunes a tiny model on 12 SQuAD questions; the exported SavedModel's outputs
   (clean subprocess) and --predict's records on the same questions, and how many
@@ -206,12 +216,7 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
                 (" ".join(["why"] * 30), "\tTabs\tand\u202fnarrow  spaces,\r\nline one "
                  "of two; a short context."),
                 ("What\x1cis\u3000it?", "It is 42.")]
-  path = tmp_path / "questions.jsonl"
-  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
-                          for q, c in questions), encoding="utf-8")
-  out = io.StringIO()
-  predict.predict_file(config, str(path), out, log=lambda _: None)
-  want = [json.loads(line) for line in out.getvalue().splitlines()]
+  path, want = predict_questions(tmp_path, config, questions)
   exported = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
   got = call_in_clean_process(tmp_path, {"path": exported, "serving_default": {
       "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
