@@ -34,6 +34,10 @@ class Deployable:
   features: Callable[[Finetuned, Sequence], Dict[str, np.ndarray]]
   # model -> the deploy.json fields its reader reads besides the shared ones.
   info: Callable[[Finetuned], Dict[str, object]]
+  # True when the head stays float32 in the full-int8 model: its outputs span a range
+  # that int8 cannot hold (QA's -1000 on the positions outside the context: calibrated
+  # to int8, every real logit became one value and no int8 answer was --predict's).
+  float_head: bool = False
 
 
 def _sentence_info(finetuned: Finetuned) -> Dict[str, object]:
@@ -73,5 +77,6 @@ DEPLOYABLE = {
         outputs=lambda finetuned, out: dict(out),
         features=_qa_features,
         info=lambda finetuned: {"v2": finetuned.task.v2,
-                                **{k: finetuned.settings[k] for k in QA_FIELDS}}),
+                                **{k: finetuned.settings[k] for k in QA_FIELDS}},
+        float_head=True),
 }

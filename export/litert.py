@@ -38,7 +38,8 @@ def write(job, folder: str, log) -> List[str]:
     path = os.path.join(folder, name)
     with open(path, "wb") as f:
       f.write(to_litert(job.function, job.finetuned.model.variables, form,
-                        job.calibration if form == "full_int8" else None))
+                        job.calibration if form == "full_int8" else None,
+                        job.head_scope if job.deployable.float_head else ""))
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
   return written
@@ -66,9 +67,11 @@ _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$
 
 
 def to_litert(function, variables, form: str,
-              calibration: Optional[Dict[str, np.ndarray]] = None) -> bytes:
+              calibration: Optional[Dict[str, np.ndarray]] = None,
+              float_scope: str = "") -> bytes:
   """A LiteRT flatbuffer of `function` (its builtin ops only) in one of LITERT_FORMS;
-  full_int8 calibrates on `calibration`'s rows."""
+  full_int8 calibrates on `calibration`'s rows and keeps float32, besides _FLOAT_NODES,
+  the ops under the name scope `float_scope` and the function's outputs (when given)."""
   def converter():
     made = tf.lite.TFLiteConverter.from_concrete_functions(
         [function.get_concrete_function()], _Holder(variables))
@@ -79,8 +82,13 @@ def to_litert(function, variables, form: str,
     if form != "full_int8":
       return converter().convert()
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
-    names = [t["name"] for t in Interpreter(model_content=to_litert(
-        function, variables, "float32")).get_tensor_details() if _FLOAT_NODES.search(t["name"])]
+    reference = Interpreter(model_content=to_litert(function, variables, "float32"))
+    kept = {t["name"] for t in reference.get_tensor_details()
+            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]}
+    if float_scope:  # (the outputs' tensors are named after the call, not the scope)
+      kept |= {t["name"] for t in reference.get_signature_runner().get_output_details()
+               .values()}
+    names = sorted(kept)
     rows = len(next(iter(calibration.values())))
     samples = lambda: ({k: v[i:i + 1] for k, v in calibration.items()} for i in range(rows))
     quantized = converter()

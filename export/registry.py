@@ -66,6 +66,11 @@ class Job:
       return deployable.outputs(finetuned, model(batch, training=False)[head])
     return tf.function(call, input_signature=spec, autograph=False)
 
+  @property
+  def head_scope(self) -> str:
+    """The name scope of the model's task head (its ops' names hold it)."""
+    return self.finetuned.model.heads[self.finetuned.runner.head_name].name
+
   @functools.cached_property
   def calibration(self) -> Dict[str, np.ndarray]:
     """The model inputs of calibration_size examples drawn (seeded) from the task's

@@ -22,43 +22,12 @@ from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
 from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.export_helpers import refusal, run_reader
 from tests.test_finetune_glue import head_of
 from tools import export_hf, export_lite
 
 FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}
 DEV_ROWS = 48
-
-# Runs one model file through the export folder's reader with nothing of the project or
-# TensorFlow importable; prints the reader's inputs of the arguments (a JSON list on
-# stdin), the model's outputs, the reader's records and which runtimes were imported.
-RUNNER = """
-import json, os, sys
-folder, name = sys.argv[1:]
-sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
-import reader
-args = json.load(sys.stdin)
-r = reader.Reader(folder)
-inputs = r.inputs(*args)
-outputs = reader.load_model(os.path.join(folder, name))(inputs)
-records = r.records(outputs)
-assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
-print(json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()},
-                  "outputs": {k: v.tolist() for k, v in outputs.items()},
-                  "records": records,
-                  "tokenizer": sys.modules["data_prep.tokenizer"].__file__,
-                  "runtimes": [m for m in ("ai_edge_litert", "onnxruntime")
-                               if m in sys.modules]}))
-"""
-
-
-def run_reader(folder, name, args):
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), name],
-                          input=json.dumps(args), cwd=folder, env=env,
-                          capture_output=True, text=True, check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
-
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory):
@@ -164,14 +133,6 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
     else:  # int8 regression: no labels; within 5% of STS-B's 0-5 scale of the float
       # scores (the tiny model's scores spread too little for a correlation to say much)
       assert np.abs(value - want).max() < 0.25, (name, np.abs(value - want).max())
-
-
-def refusal(capsys, *argv):
-  capsys.readouterr()
-  assert export_lite.main(list(map(str, argv))) == 2
-  err = capsys.readouterr().err
-  assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
-  return err.strip()
 
 
 def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):

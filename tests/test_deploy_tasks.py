@@ -17,10 +17,9 @@ import tf_keras
 from export import registry, source
 from finetune import config as finetune_config
 from finetune import serving, trainer
-from tests.test_deploy import refusal, run_reader
+from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
+                                   predict_questions, refusal, run_reader)
 from tests.test_finetune_tagging_run import chunk_data
-from tests.test_serving import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
-                                predict_questions)
 from tools import export_lite
 
 

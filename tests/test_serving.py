@@ -3,11 +3,8 @@ parity tests' inputs, its QA answer alignment gives get_final_text's spans, and 
 in a clean subprocess (tensorflow and tensorflow_text only) it predicts what the Keras
 model (and for QA, --predict) predicts on the same strings."""
 
-import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +13,7 @@ import tensorflow as tf
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
-from finetune import graph_tokenizer, predict, serving, trainer
+from finetune import graph_tokenizer, serving, trainer
 from finetune.qa import data as qa_data
 from finetune.qa import features as qa_features
 from finetune.qa import postprocess
@@ -24,8 +21,9 @@ from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
 from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
+                                   predict_questions)
 from tests.test_finetune_glue import head_of
-from tests.test_finetune_qa import as_v2, squad_subset, write
 from tests.test_finetune_tagging_run import chunk_data
 from tests.test_tokenization import ADVERSARIAL, _code_point_lines
 
@@ -49,13 +47,6 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
     text = "a\U0001d16d\U0001d165"
     assert graph.normalize(tf.constant([text])).numpy()[0].decode() == text
     assert Tokenizer(vocab).normalize(text).decode() == "a\U0001d165\U0001d16d"
-
-
-# Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
-# a word it empties (U+200B) and one that is [UNK] (U+2603).
-ODD_CONTEXT = ("Born (1895-1943). U.S.-based  na\u00efve-Caf\u00e9's \u2603 aa-a a,a,a "
-               "\u0130stanbul \ud55c\uad6d\uc5b4 x\u200by \u200b \ufb01ne \u03a3\u0391\u03a3. "
-               "Hello, world! It's 3.14 -- well... \u201cquoted\u201d; \u00e7a-va?")
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -82,33 +73,6 @@ def test_graph_answer_alignment_is_get_final_text(lower_case):
   # Both ways of final_span occur: trimmed inside words and whole (e.g. an [UNK]).
   assert sum(span != (0, len(text)) for span, text in zip(want, orig_texts)) > 100
   assert sum(span == (0, len(text)) for span, text in zip(want, orig_texts)) > 100
-
-
-# Loads the SavedModel with nothing of the project importable, calls each signature on
-# the strings given as JSON on stdin, prints the outputs as JSON.
-LOADER = """
-import json, os, sys
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer's ops
-assert not any(os.path.isdir(os.path.join(p or ".", "finetune")) for p in sys.path), sys.path
-calls = json.load(sys.stdin)
-loaded = tf.saved_model.load(calls.pop("path"))
-out = {}
-for name, inputs in calls.items():
-  result = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
-  out[name] = {k: v.numpy().tolist() if v.dtype != tf.string else
-               [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
-print(json.dumps(out))
-"""
-
-
-def call_in_clean_process(tmp_path, calls):
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  result = subprocess.run([sys.executable, "-I", "-c", LOADER], input=json.dumps(calls),
-                          cwd=tmp_path, env=env, capture_output=True, text=True,
-                          check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def keras_outputs(config, index, split):
@@ -171,36 +135,6 @@ def test_tagging_export(tmp_path):
   assert out["serving_default"]["tag"] == [t for tags in want
                                            for t in tags + [""] * (width - len(tags))]
   assert set(out["serving_default"]["tag"]) <= set(tagging_data.CHUNK_TAGS) | {""}
-
-
-QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
-      "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
-      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
-
-
-def fine_tune_squad(tmp_path, task, folder, overrides):
-  """(config, SQuAD dev articles) of a tiny model fine-tuned on 12 questions of the
-  first article (<tmp_path>/data)."""
-  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  data = tmp_path / "data"
-  train = squad_subset(articles[:1], 4, 3)
-  write(data / "finetuning_data" / folder / "train.json",
-        as_v2(train) if task == "squad/v2.0" else train)
-  write_tiny_pretrained_model(data)
-  config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})
-  trainer.run(config, log=lambda _: None)
-  return config, articles
-
-
-def predict_questions(tmp_path, config, questions):
-  """The questions' file (<tmp_path>/questions.jsonl) and --predict's records of it."""
-  path = tmp_path / "questions.jsonl"
-  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
-                          for q, c in questions), encoding="utf-8")
-  out = io.StringIO()
-  predict.predict_file(config, str(path), out, log=lambda _: None)
-  return path, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
 def qa_export_and_predict(tmp_path, task, folder, overrides):

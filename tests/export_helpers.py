@@ -1,0 +1,121 @@
+"""Helpers shared by the export tests (test_serving.py, test_deploy.py,
+test_deploy_tasks.py): running an export in a process without the project, the tiny
+SQuAD fine-tuning and --predict's records of a questions file, tools.export_lite's
+one-line refusals."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+from finetune import config as finetune_config
+from finetune import predict, trainer
+from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.test_finetune_qa import as_v2, squad_subset, write
+from tools import export_lite
+
+# Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
+# a word it empties (U+200B) and one that is [UNK] (U+2603).
+ODD_CONTEXT = ("Born (1895-1943). U.S.-based  na\u00efve-Caf\u00e9's \u2603 aa-a a,a,a "
+               "\u0130stanbul \ud55c\uad6d\uc5b4 x\u200by \u200b \ufb01ne \u03a3\u0391\u03a3. "
+               "Hello, world! It's 3.14 -- well... \u201cquoted\u201d; \u00e7a-va?")
+
+# Loads the SavedModel with nothing of the project importable, calls each signature on
+# the strings given as JSON on stdin, prints the outputs as JSON.
+LOADER = """
+import json, os, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops
+assert not any(os.path.isdir(os.path.join(p or ".", "finetune")) for p in sys.path), sys.path
+calls = json.load(sys.stdin)
+loaded = tf.saved_model.load(calls.pop("path"))
+out = {}
+for name, inputs in calls.items():
+  result = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+  out[name] = {k: v.numpy().tolist() if v.dtype != tf.string else
+               [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
+print(json.dumps(out))
+"""
+
+
+def call_in_clean_process(tmp_path, calls):
+  """The outputs of SavedModel signatures called in a process without the project."""
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run([sys.executable, "-I", "-c", LOADER], input=json.dumps(calls),
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# Runs one model file through the export folder's reader with nothing of the project or
+# TensorFlow importable; prints the reader's inputs of the arguments (a JSON list on
+# stdin), the model's outputs, the reader's records and which runtimes were imported.
+RUNNER = """
+import json, os, sys
+folder, name = sys.argv[1:]
+sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
+import reader
+args = json.load(sys.stdin)
+r = reader.Reader(folder)
+inputs = r.inputs(*args)
+outputs = reader.load_model(os.path.join(folder, name))(inputs)
+records = r.records(outputs)
+assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
+print(json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()},
+                  "outputs": {k: v.tolist() for k, v in outputs.items()},
+                  "records": records,
+                  "tokenizer": sys.modules["data_prep.tokenizer"].__file__,
+                  "runtimes": [m for m in ("ai_edge_litert", "onnxruntime")
+                               if m in sys.modules]}))
+"""
+
+
+def run_reader(folder, name, args):
+  """What RUNNER prints for model file `name` of the export `folder`."""
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), name],
+                          input=json.dumps(args), cwd=folder, env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def refusal(capsys, *argv):
+  """tools.export_lite's one-line error for `argv` (exit 2)."""
+  capsys.readouterr()
+  assert export_lite.main(list(map(str, argv))) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+  return err.strip()
+
+
+QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
+      "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
+      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
+
+
+def fine_tune_squad(tmp_path, task, folder, overrides):
+  """(config, SQuAD dev articles) of a tiny model fine-tuned on 12 questions of the
+  first article (<tmp_path>/data)."""
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  data = tmp_path / "data"
+  train = squad_subset(articles[:1], 4, 3)
+  write(data / "finetuning_data" / folder / "train.json",
+        as_v2(train) if task == "squad/v2.0" else train)
+  write_tiny_pretrained_model(data)
+  config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})
+  trainer.run(config, log=lambda _: None)
+  return config, articles
+
+
+def predict_questions(tmp_path, config, questions):
+  """The questions' file (<tmp_path>/questions.jsonl) and --predict's records of it."""
+  path = tmp_path / "questions.jsonl"
+  path.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
+                          for q, c in questions), encoding="utf-8")
+  out = io.StringIO()
+  predict.predict_file(config, str(path), out, log=lambda _: None)
+  return path, [json.loads(line) for line in out.getvalue().splitlines()]
