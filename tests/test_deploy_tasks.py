@@ -2,7 +2,8 @@
 the shipped reader in a process without TensorFlow or the project; the float forms give
 the model's own logits (within 1e-4) and --predict's records (the serving SavedModel's
 tags; --predict's answers, spans and probabilities, long contexts over several windows
-included), the int8 forms most of its tags and answers; bad input is one line."""
+included), the int8 forms 90% of its tags and three quarters of its answers; bad input
+is one line."""
 
 import json
 import os
@@ -118,7 +119,9 @@ def test_qa_exports_answer_as_predict(tmp_path, capsys, task, folder):
     else:
       same = np.mean([(r["answer"], r["start"]) == (w["answer"], w["start"])
                       for r, w in zip(records, want)])
-      assert same > 0.5, (name, same)
+      # (Measured 11 to 13 of 13 on these seeded models; the SQuAD 1.1 one's full-int8
+      # file gave 0 of 13 when it quantized the span head.)
+      assert same >= 0.75, (name, same)
     assert ("no_answer_score" in records[0]) == (task == "squad/v2.0")
   # A question that leaves no room for its context (a model whose max_query_length
   # fills its sequence) is one line from the reader.
