@@ -36,12 +36,26 @@ def write_new(output: str, fill: Callable[[str, Callable[[str], None]], None], l
     shutil.rmtree(tmp, ignore_errors=True)
     if e.filename is not None and not e.filename.startswith(tmp):
       raise  # an input's, named
-    # A write's error names no file (a full disk: "File too large"), or the
-    # temporary folder's: say what was being written, and that nothing was left.
-    raise OSError(e.errno, f"{e.strerror or e} ({state['doing']}); nothing was written "
+    # A write's error names no file (a full disk: "File too large"), or one in the
+    # temporary folder: say what was being written, and that nothing was left.
+    what = (f"writing {os.path.relpath(e.filename, tmp)}" if e.filename is not None
+            else state["doing"])
+    raise OSError(e.errno, f"{e.strerror or e} ({what}); nothing was written "
                   "(the partial export was removed)", output) from None
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
+    raise
+
+
+def write_file(path: str, data: bytes):
+  """Writes `data` to `path`; a failed write names the file (a full disk's error names
+  none)."""
+  try:
+    with open(path, "wb") as f:
+      f.write(data)
+  except OSError as e:
+    if e.filename is None:
+      e.filename = path
     raise
 
 

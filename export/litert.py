@@ -13,6 +13,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from export import folder as export_folder
+
 NAME = "litert"
 READER = True
 CALIBRATED = True  # full_int8 reads the job's calibration inputs
@@ -36,10 +38,10 @@ def write(job, folder: str, log) -> List[str]:
   for form in FORMS:
     name = file_name(form)
     path = os.path.join(folder, name)
-    with open(path, "wb") as f:
-      f.write(to_litert(job.function, job.finetuned.model.variables, form,
-                        job.calibration if form == "full_int8" else None,
-                        job.head_scope if job.deployable.float_head else ""))
+    export_folder.write_file(path, to_litert(
+        job.function, job.finetuned.model.variables, form,
+        job.calibration if form == "full_int8" else None,
+        job.head_scope if job.deployable.float_head else ""))
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
   return written

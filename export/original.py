@@ -1,5 +1,6 @@
 """The fine-tuned encoder in the original release's checkpoint format (its TF1 names,
-model.ckpt with config.json and vocab.txt), which every weight format here, the
+model.ckpt with config.json and vocab.txt, in the folder `original/`: the Hugging Face
+form's config.json is another file of that name), which every weight format here, the
 original's code and tools.export_hf read: to fine-tune again from it, or to take it
 elsewhere. The task head stays out (the original's loaders skip task_specific/)."""
 
@@ -12,6 +13,7 @@ from model.weights.original import encoder_variables, save_variables
 
 NAME = "original"
 READER = False
+FOLDER = "original"
 PREFIX = "model.ckpt"
 
 
@@ -22,11 +24,12 @@ def refusal(job) -> str:
 
 def write(job, folder: str, log) -> List[str]:
   finetuned = job.finetuned
+  checkpoint = os.path.join(folder, FOLDER)
+  os.mkdir(checkpoint)
   save_variables(encoder_variables(finetuned.model.encoder, "electra"),
-                 os.path.join(folder, PREFIX))
-  with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+                 os.path.join(checkpoint, PREFIX))
+  with open(os.path.join(checkpoint, "config.json"), "w", encoding="utf-8") as f:
     json.dump(finetuned.sizes.to_dict(), f, indent=2, sort_keys=True)
-  shutil.copyfile(finetuned.vocab_file, os.path.join(folder, "vocab.txt"))
-  log(f"wrote {PREFIX} (the encoder in the original's names)")
-  return sorted(name for name in os.listdir(folder) if name.startswith(PREFIX)) + [
-      "checkpoint", "config.json", "vocab.txt"]
+  shutil.copyfile(finetuned.vocab_file, os.path.join(checkpoint, "vocab.txt"))
+  log(f"wrote {FOLDER}/{PREFIX} (the encoder in the original's names)")
+  return [FOLDER]

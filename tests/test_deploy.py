@@ -327,7 +327,7 @@ def test_the_other_forms_through_the_registry(finetuned, tmp_path, capsys):
     assert (out / name).read_bytes() == (tmp_path / "hf" / name).read_bytes(), name
   model = source.load_finetuned(trial).model
   mapping = original_names.encoder_variables(model.encoder, "electra")
-  prefix = str(out / "model.ckpt")
+  prefix = str(out / "original" / "model.ckpt")
   assert {n for n, _ in tf.train.list_variables(prefix)} == {n for n, _, _ in mapping}
   for name, variable, shape in mapping:
     np.testing.assert_array_equal(tf.train.load_variable(prefix, name),
