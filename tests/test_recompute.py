@@ -9,6 +9,7 @@ import tf_keras
 
 from model import encoder
 from model.dropout import dropout_generators
+from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
 from tests.test_objective import SPECIAL, make_batch, tiny_config
 from training.runtime import use_checkpointed_dropout
@@ -35,7 +36,8 @@ def test_pretraining_loss_and_gradients_equal_with_recompute():
   @tf.function(autograph=False)  # as the training loop's step
   def loss_and_gradients():
     with tf.GradientTape() as tape:
-      loss, _ = model.compute(batch, tf.constant([1, 2]), training=True)
+      loss, _ = objective_for(config).compute(model, batch, tf.constant([1, 2]),
+                                              training=True)
     return loss, tape.gradient(loss, model.trainable_variables)
 
   before = dropout_states(model)
