@@ -1,6 +1,6 @@
-"""bench.compute_efficiency end to end on a tiny budget, its judges and fine-tuning data.
+"""experiments.compute_efficiency end to end on a tiny budget, its judges and fine-tuning data.
 
-The driver runs as a subprocess (`python -m bench.compute_efficiency` from the root) on
+The driver runs as a subprocess (`python -m experiments.compute_efficiency` from the root) on
 a shared-data mirror whose corpus is cut to a few thousand lines (the rest is linked):
 both pre-training arms at equal FLOPs (each arm's per step equal to tools.flops' count,
 the original's), their exports at 1/8 and all of the run (--fractions; the default adds
@@ -20,11 +20,11 @@ import sys
 
 import pytest
 
-from bench import compute_efficiency
+from experiments import compute_efficiency
 from tests.conftest import shared_path
-from tests.test_import_hf import bert_dir
+from tests.helpers import bert_dir
 
-STUDY = [sys.executable, "-m", "bench.compute_efficiency"]
+STUDY = [sys.executable, "-m", "experiments.compute_efficiency"]
 
 FRACTIONS = ("1/8", "1")
 ENCODERS = [f"{arm}@{f}" for arm in ("electra", "mlm") for f in FRACTIONS] + ["random"]

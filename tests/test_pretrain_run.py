@@ -28,7 +28,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.conftest import ROOT, run_lock_held_elsewhere
-from tests.test_pretrain_input_pipeline import make_data_dir, write_records
+from tests.helpers import make_data_dir, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted

@@ -17,7 +17,7 @@ import pytest
 
 from pretrain import trainer
 from pretrain.config import load_config
-from tests.test_pretrain_input_pipeline import make_data_dir
+from tests.helpers import make_data_dir
 
 STEPS = 40
 
