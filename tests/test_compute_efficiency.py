@@ -62,6 +62,7 @@ def numbers(value):
   return [value] if isinstance(value, float) else []
 
 
+@pytest.mark.slow
 def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "study"
   first = run_study(mirror, work)
@@ -225,6 +226,7 @@ def test_the_rate_is_chosen_by_the_dev_median_over_seeds():
   assert compute_efficiency.choose_lr({1e-4: [1.0, 2.0], 3e-4: [2.0, 1.0]}) == 1e-4
 
 
+@pytest.mark.slow
 def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   """Random weights and a BERT directory, a two-rate grid, two seeds; RTE's 64 examples
   make 2 batches, x 1 epoch here (its 10 are checked above) = 2 steps a run."""

@@ -86,6 +86,7 @@ def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences
   assert runner.score(sentences, features, exact, "test")["recall"] < 100.0
 
 
+@pytest.mark.slow
 def test_chunking_trains_and_scores_the_test_split(tmp_path):
   data = chunk_data(tmp_path, 320, 100)
   # Each step's batch of 16 runs as 2 accumulated micro-batches.

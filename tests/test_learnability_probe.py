@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from experiments import learnability_probe
 
 # Measured at this size (100 words, 32 tokens; docs/studies/2026-11-23-mimetic-start.md):
@@ -38,6 +40,7 @@ def test_corpus_is_a_successor_map(tmp_path):
   assert len(seen) == 50
 
 
+@pytest.mark.slow
 def test_mimetic_start_learns_the_successor_map(tmp_path):
   result = subprocess.run(
       [sys.executable, "-m", "experiments.learnability_probe", "--work-dir", str(tmp_path),
