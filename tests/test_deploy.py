@@ -15,11 +15,11 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bench import litert_ops
+from tools import litert_ops
 from finetune import config as finetune_config
 from finetune import deploy, graph_tokenizer, serving, trainer
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.test_finetune_glue import head_of
+from tests.helpers import head_of
 from tools import export_lite
 
 FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}

@@ -10,9 +10,9 @@ from official.nlp.modeling import layers as tfm_layers
 from model import encoder, fused
 from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
-from tests.test_objective import SPECIAL, make_batch, tiny_config
-from tests.test_recompute import dropout_states, one_layer, set_dropout_states
 from training.runtime import use_checkpointed_dropout
+from tests.helpers import (SPECIAL, dropout_states, make_batch, one_layer,
+                           set_dropout_states, tiny_config)
 
 
 def fused_and_unfused(model, run):

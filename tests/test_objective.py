@@ -15,40 +15,9 @@ from pretrain import eval_metrics
 from pretrain import model as pretrain_model
 from pretrain.objectives import Electra, Electric, MaskedLM, losses, objective_for
 from pretrain.objectives.masked_lm import mask_batch
-from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
 from pretrain.model import PretrainingModel, SpecialTokens
-
-SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)  # 0 is padding
-VOCAB = 50
-
-
-def tiny_config(**overrides):
-  values = {"debug": True, "vocab_size": VOCAB, "max_seq_length": 16,
-            "embedding_size": 24, "generator_hidden_size": 0.5,
-            "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
-                                       "num_attention_heads": 2,
-                                       "intermediate_size": 64,
-                                       "max_position_embeddings": 128}}
-  values.update(overrides)
-  return load_config("electra_small", "unused_data_dir", values)
-
-
-def make_batch(rng, batch=4, seq=16, min_length=6):
-  """[CLS] A [SEP] B [SEP] then padding, with random lengths."""
-  input_ids = rng.integers(5, VOCAB, (batch, seq)).astype(np.int32)
-  input_mask = np.zeros((batch, seq), np.int32)
-  segment_ids = np.zeros((batch, seq), np.int32)
-  for row in range(batch):
-    length = int(rng.integers(min_length, seq + 1))
-    middle = length // 2
-    input_ids[row, 0] = SPECIAL.cls_id
-    input_ids[row, middle] = input_ids[row, length - 1] = SPECIAL.sep_id
-    input_ids[row, length:] = 0
-    input_mask[row, :length] = 1
-    segment_ids[row, middle + 1:length] = 1
-  return {"input_ids": tf.constant(input_ids), "input_mask": tf.constant(input_mask),
-          "segment_ids": tf.constant(segment_ids)}
+from tests.helpers import SPECIAL, VOCAB, make_batch, tiny_config
 
 
 def run_step(model, batch, seed, training, step=None):

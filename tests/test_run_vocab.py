@@ -16,7 +16,7 @@ import run_finetuning
 from finetune import deploy
 from model.weights.run_files import FINETUNING_RECORD
 from tests.conftest import shared_path
-from tests.test_finetune_glue import head_of
+from tests.helpers import head_of
 from tools import export_hf, export_lite
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "and", "film",

@@ -23,10 +23,8 @@ from finetune.qa import postprocess
 from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.test_finetune_glue import head_of
-from tests.test_finetune_qa import as_v2, squad_subset, write
-from tests.test_finetune_tagging_run import chunk_data
-from tests.test_tokenization import ADVERSARIAL, _code_point_lines
+from tests.helpers import (ADVERSARIAL, as_v2, chunk_data, code_point_lines, head_of,
+                           squad_subset, write_json)
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -34,7 +32,7 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
   vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
   with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
     corpus = f.read().split("\n")[:3000]
-  lines = ADVERSARIAL + _code_point_lines() + corpus
+  lines = ADVERSARIAL + code_point_lines() + corpus
   graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
   got = graph(tf.constant(lines))
   ids, offsets = Tokenizer(vocab, lower_case, lower_case).batch_ids(lines)
@@ -185,7 +183,7 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
     articles = json.load(f)["data"]
   data = tmp_path / "data"
   train = squad_subset(articles[:1], 4, 3)
-  write(data / "finetuning_data" / folder / "train.json",
+  write_json(data / "finetuning_data" / folder / "train.json",
         as_v2(train) if task == "squad/v2.0" else train)
   write_tiny_pretrained_model(data)
   config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, shared_path
-from tests.test_pretrain_input_pipeline import make_data_dir
+from tests.helpers import make_data_dir
 
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
