@@ -211,7 +211,8 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
                 ) -> FinetuningConfig:
   """Original defaults < size preset < single-task defaults < overrides. `elsewhere`:
   the other phase's config, for hparams.check_overrides."""
-  check_overrides(overrides or {}, elsewhere=elsewhere)
+  overrides = overrides or {}
+  check_overrides(overrides, elsewhere=elsewhere)  # refused naming --hparams
   tasks = task_registry.get_tasks(task_names)
   values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
             "model_name": model_name,
