@@ -415,6 +415,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad/v2.0 dev best_exact_match", "squad/v2.0 dev best_f1"}
 
   out = os.path.join(config.results_dir, "squad_v1.1,squad_v2.0_qa")
+  qa_settings = config.section("qa")
   read = lambda name: json.load(open(os.path.join(out, name), encoding="utf-8"))
   contexts = {q["id"]: p["context"] for a in as_v2(dev)["data"]
               for p in a["paragraphs"] for q in p["qas"]}
@@ -426,7 +427,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
     for qid, answer in predictions.items():
       # Words of the context (joined by single spaces, as the words are).
       assert answer and answer in " ".join(contexts[qid].split())
-      assert nbest[qid][0]["text"] == answer and len(nbest[qid]) <= config.n_best_size
+      assert nbest[qid][0]["text"] == answer and len(nbest[qid]) <= qa_settings.n_best_size
       assert sum(e["probability"] for e in nbest[qid]) == pytest.approx(1.0)
       totals = [e["start_logit"] + e["end_logit"] for e in nbest[qid]]
       assert totals == sorted(totals, reverse=True)
@@ -436,7 +437,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
     else:
       null_odds = read(f"{task}_dev_null_odds.json")
       expected = squad_metrics.evaluate_v2(document["data"], predictions, null_odds,
-                                           config.qa_na_threshold)
+                                           qa_settings.qa_na_threshold)
       assert read(f"{task}_dev_eval.json")["best_f1_thresh"] == expected["best_f1_thresh"]
       assert summary["squad/v2.0 dev best_f1"] == pytest.approx(expected["best_f1"])
       assert read(f"{task}_dev_preds_thresholded.json") == {
@@ -453,7 +454,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad_v1.1,squad_v2.0_trial1")
   assert os.listdir(test_dir) == ["squad_v2.0_test_preds.json"]
   assert json.load(open(os.path.join(test_dir, "squad_v2.0_test_preds.json"))) == {
-      qid: "" if null_odds[qid] > config.qa_na_threshold else text
+      qid: "" if null_odds[qid] > qa_settings.qa_na_threshold else text
       for qid, text in dev_answers.items()}
 
 

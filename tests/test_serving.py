@@ -206,7 +206,8 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
       "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
   windows = qa_features.featurize(
       Tokenizer(load_vocab(str(data / "vocab.txt"))), list(qa_data.read_questions(
-          str(path))), config.max_seq_length, config.max_query_length, config.doc_stride)
+          str(path))), config.max_seq_length, config.section("qa").max_query_length,
+          config.section("qa").doc_stride)
   return (got["serving_default"], want, np.bincount(windows.example_index),
           [c for _, c in questions])
 
