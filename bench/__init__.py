@@ -1,5 +1,6 @@
-"""Benchmarks and experiments, run by hand from the repository's root as
-`python -m bench.<name>` (tests run tiny versions); results in bench/RESULTS.md.
+"""Benchmarks a user runs by hand from the repository's root as `python -m bench.<name>`
+(tests run tiny versions); results in bench/RESULTS.md. One-off studies live in
+experiments/, the tools the docs send users to in tools/.
 
 The library's packages never import this one: benches use the seams the commands use
 (Pretrainer and Finetuner.train_loop, TrainLoop.train_step and iterator, the phases'

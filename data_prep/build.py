@@ -36,6 +36,7 @@ from data_prep import records
 from data_prep.build_config import BuildConfig, Stats
 from data_prep.vocab import Vocab, VocabError, load_vocab
 from util import cli
+from util import files as files_lib
 from util.progress import Progress, format_count
 
 MASK_BATCH = 512
@@ -115,13 +116,16 @@ def build(config: BuildConfig) -> Stats:
 
   output_dir = os.path.abspath(config.output_dir)
   remove_stale_temp_dirs(output_dir)
-  tmp_dir = f"{output_dir}{TEMP_INFIX}{os.getpid()}"
+  tmp_name = f"{os.path.basename(output_dir)}{TEMP_INFIX}{os.getpid()}"
   try:
-    os.makedirs(tmp_dir)  # beside the output dir: the final rename stays on one disk
-    stats = _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes)
-    if stats.examples == 0:
-      raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines only)")
-    _replace_dir(tmp_dir, output_dir, config.overwrite)
+    # Beside the output dir (the final rename stays on one disk), named by the pid.
+    with files_lib.atomic_directory(output_dir, tmp_name) as tmp_dir:
+      stats = _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes)
+      if stats.examples == 0:
+        raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines "
+                         "only)")
+      # Again: something may have appeared meanwhile.
+      check_output_dir(output_dir, config.overwrite)
     if stats.long_lines:
       print(long_line_warning(stats, config.max_seq_length), file=sys.stderr, flush=True)
   except OSError as e:
@@ -130,8 +134,6 @@ def build(config: BuildConfig) -> Stats:
   except KeyboardInterrupt:
     raise cli.Interrupted(f"nothing was written; {config.output_dir} is as it "
                           "was") from None
-  finally:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
   return stats
 
 
@@ -154,18 +156,6 @@ def _is_running(pid: int) -> bool:
   except PermissionError:  # another user's process
     return True
   return True
-
-
-def _replace_dir(new_dir: str, output_dir: str, overwrite: bool):
-  """Moves the finished shards into place; the old ones go only once the new are in."""
-  check_output_dir(output_dir, overwrite)  # again: something may have appeared meanwhile
-  old_dir = None
-  if os.path.isdir(output_dir):
-    old_dir = f"{output_dir}.old-{os.getpid()}"
-    os.rename(output_dir, old_dir)
-  os.rename(new_dir, output_dir)
-  if old_dir:
-    shutil.rmtree(old_dir)
 
 
 def _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes) -> Stats:

@@ -2,7 +2,7 @@
 
 Pure Python (no TensorFlow, no new dependency) so that the data build's worker processes
 never import TensorFlow (about 5 s of start-up each). Measured on the 25 MB shared
-corpus (bench/bench_build_workers.py compares it with the earlier tensorflow-text path):
+corpus (experiments/bench_build_workers.py compares it with the earlier tensorflow-text path):
 - normalization: BERT's text cleaning, CJK spacing, lower-casing and accent stripping
   through C-level string operations only (bytes.translate and lower for ASCII text;
   str.lower, unicodedata.normalize and precompiled character-class regexes otherwise;

@@ -47,9 +47,9 @@ def _sentence_info(finetuned: Finetuned) -> Dict[str, object]:
 
 
 def _qa_features(finetuned: Finetuned, examples) -> Dict[str, np.ndarray]:
-  s = finetuned.settings
-  return qa_features.featurize(finetuned.tokenizer(), examples, s["max_seq_length"],
-                               s["max_query_length"], s["doc_stride"]).arrays
+  qa = finetuned.runner.settings
+  return qa_features.featurize(finetuned.tokenizer(), examples, finetuned.max_seq_length,
+                               qa.max_query_length, qa.doc_stride).arrays
 
 
 QA_FIELDS = ("max_query_length", "doc_stride", "n_best_size", "max_answer_length",
@@ -77,6 +77,7 @@ DEPLOYABLE = {
         outputs=lambda finetuned, out: dict(out),
         features=_qa_features,
         info=lambda finetuned: {"v2": finetuned.task.v2,
-                                **{k: finetuned.settings[k] for k in QA_FIELDS}},
+                                **{k: getattr(finetuned.runner.settings, k)
+                                   for k in QA_FIELDS}},
         float_head=True),
 }

@@ -61,7 +61,7 @@ def write(job, folder: str, log) -> List[str]:
 #   BATCH_MATMUL, so in int8 they ran on LiteRT's reference kernels (perf: ~68% of an
 #   electra_small's time) and split the graph into 116 delegate partitions; in float32
 #   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
-#   bench.litert_ops lists them).
+#   tools.litert_ops lists them).
 _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"

@@ -81,8 +81,7 @@ def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -
                      f"{vocab_file or '(none)'}, does not exist; put the vocab.txt the model "
                      f"was trained with at {os.path.join(folder, 'vocab.txt')}")
   # The run's config as it trained (its runner reads its family's fields from it).
-  fields = {f.name for f in dataclasses.fields(FinetuningConfig)}
-  config = FinetuningConfig(**{k: v for k, v in settings.items() if k in fields})
+  config = FinetuningConfig.from_record(settings)
   lower = settings["do_lower_case"]
   runner = task_registry.runner_for(task, config,
                                     Tokenizer(load_vocab(vocab_file), lower, lower))

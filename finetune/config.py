@@ -1,5 +1,13 @@
 """Fine-tuning hyperparameters: one object, the original's names and defaults.
 
+The fields every run reads are FinetuningConfig's own; each task family brings its own
+as a section (its family.py's settings), and a run holds the sections of its tasks'
+families only, so a question-answering field neither signs nor is recorded by a GLUE
+run. Overrides stay flat, as the original's: a name belongs to the run or to one
+family's section, and a section's name given for a run without that family is checked
+and then unused (the original took every name on every run, and one --hparams file may
+serve several tasks' runs).
+
 Defaults are the original's `FinetuningConfig`; configs/finetuning/<size>.json overrides
 them per model size (the paper's learning rates and layer-wise decay), per-task defaults
 (configs/finetuning/task_defaults.json) follow for single-task runs, and --hparams
@@ -11,7 +19,7 @@ and vocab.txt), results in <data_dir>/models/<model_name>/results/<tasks>_result
 import dataclasses
 import functools
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from finetune import tasks as task_registry
 from model.config import INIT_ADJUSTMENTS, ModelChoice, ModelConfig
@@ -20,10 +28,10 @@ from training.settings import ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig(*(family.settings for family in task_registry.FAMILIES
-                         if family.settings), ScaleSettings, ModelChoice):
+class FinetuningConfig(ScaleSettings, ModelChoice):
   """Every field of a fine-tuning run: these, the hardware's (ScaleSettings), the
-  model's (ModelChoice) and each task family's own (finetune/<family>/family.py)."""
+  model's (ModelChoice) and, in `sections`, its task families' own
+  (finetune/<family>/family.py)."""
   model_name: str = hparams.field("electra_small", resumable=True)
   data_dir: str = hparams.field("data", resumable=True)
   task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
@@ -76,9 +84,19 @@ class FinetuningConfig(*(family.settings for family in task_registry.FAMILIES
   tfds_data_dir: str = hparams.field("", resumable=True)
   # Allow a model_dir holding a different run.
   overwrite_model_dir: bool = hparams.field(False, resumable=True)
+  # {family name: its settings} for the families of task_names that declare settings;
+  # built from the families' defaults when not given. Not an hparams name: overrides
+  # name the sections' fields themselves.
+  sections: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     hparams.check_fields(self)
+    given = self.sections
+    sections = {family.name: given.get(family.name) or family.settings()
+                for family in self.families if family.settings}
+    for section in sections.values():
+      hparams.check_fields(section)
+    object.__setattr__(self, "sections", sections)
     self.check_batch_split(self.train_batch_size)
     pretrained = self.pretrained_model_dir
     tasks = self.tasks_label
@@ -92,6 +110,59 @@ class FinetuningConfig(*(family.settings for family in task_registry.FAMILIES
     for name, default in defaults.items():
       if not getattr(self, name):
         object.__setattr__(self, name, default)
+
+  @property
+  def families(self) -> list:
+    """The task families of task_names, each once, in the order of their tasks."""
+    families = [task_registry.family_of(task_registry.get_task(n))
+                for n in self.task_names]
+    return [f for i, f in enumerate(families) if f not in families[:i]]
+
+  def section(self, family_name: str):
+    """The settings of one of the run's task families."""
+    return self.sections[family_name]
+
+  def signed_fields(self) -> Dict[str, Any]:
+    """The fields that fix a trial's trained weights: every one not declared resumable,
+    the sections' under "sections" (resume.check_resume compares nested dicts)."""
+    def fixed(settings) -> Dict[str, Any]:
+      resumable = hparams.resumable_fields(settings)
+      return {k: v for k, v in dataclasses.asdict(settings).items() if k not in resumable}
+    return {**{k: v for k, v in fixed(self).items() if k != "sections"},
+            "sections": {name: fixed(s) for name, s in self.sections.items()}}
+
+  @classmethod
+  def from_record(cls, values: Dict[str, Any]) -> "FinetuningConfig":
+    """The config a run record holds ("finetuning" of its record), written with sections
+    or, before them, with every family's fields flat."""
+    values = dict(values)
+    given = values.pop("sections", None)
+    sections = {}
+    for family in task_registry.FAMILIES:
+      if not family.settings:
+        continue
+      names = {f.name for f in dataclasses.fields(family.settings)}
+      fields = (given.get(family.name) if given is not None else
+                {k: v for k, v in values.items() if k in names})
+      if fields:
+        sections[family.name] = family.settings(**fields)
+    known = {f.name for f in dataclasses.fields(cls)} - {"sections"}
+    return cls(**{k: v for k, v in values.items() if k in known}, sections=sections)
+
+  def in_sections(self, values: Dict[str, Any]) -> Dict[str, Any]:
+    """A record's signature or config as written before sections (every family's
+    fields flat) in today's form: this run's families' fields under "sections", the
+    other families' left out."""
+    if "sections" in values:
+      return values
+    values, sections = dict(values), {}
+    for family in task_registry.FAMILIES:
+      names = [f.name for f in dataclasses.fields(family.settings)
+               if f.name in values] if family.settings else []
+      fields = {name: values.pop(name) for name in names}
+      if family.name in self.sections:
+        sections[family.name] = fields
+    return {**values, "sections": sections}
 
   @property
   def pretrained_model_dir(self) -> str:
@@ -112,6 +183,45 @@ class FinetuningConfig(*(family.settings for family in task_registry.FAMILIES
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
 
+  @classmethod
+  def hyperparameter_names(cls) -> List[str]:
+    """The names overrides may give: the run's fields and every family's section's."""
+    return list(_homes())
+
+
+def _homes() -> Dict[str, Optional[Any]]:
+  """{hyperparameter name: the family whose section holds it, None for the run's own};
+  a name two places declare is refused (a flat override must find one home)."""
+  homes = {name: None for name in hparams.field_names(FinetuningConfig)
+           if name != "sections"}
+  for family in task_registry.FAMILIES:
+    for field in dataclasses.fields(family.settings) if family.settings else ():
+      if field.name in homes:
+        other = homes[field.name]
+        raise ValueError(f"task family {family.name}: setting {field.name!r} is declared "
+                         f"{f'by family {other.name}' if other else 'by FinetuningConfig'}"
+                         " already; give it another name")
+      homes[field.name] = family
+  return homes
+
+
+def check_overrides(overrides: Dict[str, Any], source: str = "--hparams",
+                    elsewhere: Optional[Dict[str, Callable[[], type]]] = None
+                    ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+  """(the run's own fields, {family name: its section's fields}) of flat `overrides`,
+  each value checked by the class declaring it; errors name `source` (and, through
+  `elsewhere`, a name of the other phase)."""
+  homes = _homes()
+  own, sections = {}, {}
+  for name, value in overrides.items():
+    if name not in homes:
+      hparams.refuse_unknown(name, homes, source, elsewhere)
+    family = homes[name]
+    declared = family.settings if family else FinetuningConfig
+    checked = hparams.check_overrides(declared, {name: value}, source)[name]
+    (sections.setdefault(family.name, {}) if family else own)[name] = checked
+  return own, sections
+
 
 def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
                 overrides: Optional[Dict[str, Any]] = None,
@@ -119,8 +229,8 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
                 ) -> FinetuningConfig:
   """Original defaults < size preset < single-task defaults < overrides. `elsewhere`:
   the other phase's config, for hparams.check_overrides."""
-  overrides = hparams.check_overrides(FinetuningConfig, overrides or {},
-                                      elsewhere=elsewhere)
+  overrides = overrides or {}
+  check_overrides(overrides, elsewhere=elsewhere)  # refused naming --hparams
   tasks = task_registry.get_tasks(task_names)
   values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
             "model_name": model_name,
@@ -132,4 +242,9 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
   values.update(overrides)
   for name in ("vocab_file", "model_dir", "results_dir"):
     values.setdefault(name, "")
-  return hparams.update(FinetuningConfig(), values)
+  own, sections = check_overrides(values)
+  config = dataclasses.replace(FinetuningConfig(), **own)
+  # Sections of families outside this run are left out (their values were checked).
+  return dataclasses.replace(config, sections={
+      name: dataclasses.replace(settings, **sections.get(name, {}))
+      for name, settings in config.sections.items()})

@@ -4,7 +4,7 @@ family, in one record its folder writes (family.py of sentence/, qa/, tagging/).
 A family is its task type (a frozen dataclass with at least name, aliases, train_split,
 eval_splits, test_splits and metrics), the tasks it names, its reader, its runner (the
 TaskRunner of finetune/runner.py, which makes its head, loss, scores and serving
-signature) and the config fields its runner reads. The record loads without
+signature) and the config fields its runner reads (its section of a run's config). The record loads without
 TensorFlow (configs and --help stay fast): the runner is imported when a run asks for
 it.
 """
@@ -24,7 +24,8 @@ class Family:
   runner: Callable[[], type]
   tasks: Tuple = ()  # its tasks by name (a user's tasks come from task files)
   # A frozen dataclass of the config fields its runner reads (hparams.field each, with
-  # its rules); FinetuningConfig extends it.
+  # its rules): the section a run of its tasks holds (FinetuningConfig.section); each
+  # name unique among every family's and FinetuningConfig's.
   settings: Optional[type] = None
   # A user's task given as the path of a file ending so, read by load_task_file.
   task_file_suffix: str = ""

@@ -33,13 +33,12 @@ tokenizer is finetune/graph_tokenizer.py.
 """
 
 import os
-import shutil
-import tempfile
 from typing import List
 
 import tensorflow as tf
 
 from finetune.graph_tokenizer import GraphTokenizer
+from util.files import atomic_directory
 
 SAVED_MODEL = "saved_model"
 
@@ -133,15 +132,6 @@ def export(model, runners, vocab, lower_case: bool, max_seq_length: int,
   """Writes <model_dir>/saved_model (temp dir, then renamed); returns its path."""
   module = ServingModule(model, runners, vocab, lower_case, max_seq_length)
   path = os.path.join(model_dir, SAVED_MODEL)
-  tmp = tempfile.mkdtemp(prefix=f".{SAVED_MODEL}.", dir=model_dir)
-  try:
+  with atomic_directory(path) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.functions)
-    old = path + ".old"
-    if os.path.exists(path):
-      os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
   return path

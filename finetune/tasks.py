@@ -21,16 +21,14 @@ from finetune.sentence import family as sentence
 from finetune.tagging import family as tagging
 from util.hparams import load_preset, unknown_name_message
 
-# The shipped families; their settings are FinetuningConfig's bases (finetune/config.py).
+# The shipped families; their settings are FinetuningConfig's sections
+# (finetune/config.py).
 FAMILIES: List[Family] = [sentence.FAMILY, qa.FAMILY, tagging.FAMILY]
 
 
 def register(family: Family):
-  """Adds a family (from a module of its own: a user's, a test's). Its config fields
-  would come too late for FinetuningConfig: such a family reads the shared ones."""
-  if family.settings is not None:
-    raise ValueError(f"family {family.name}: a registered family has no settings of its "
-                     "own; list it in finetune/tasks.py FAMILIES to add config fields")
+  """Adds a family (from a module of its own: a user's, a test's), its settings a
+  section of the runs of its tasks as a shipped family's are."""
   if any(known.name == family.name for known in FAMILIES):
     raise ValueError(f"a task family named {family.name!r} is registered already")
   taken = set(_named()) | set(_aliases())

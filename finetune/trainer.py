@@ -39,7 +39,6 @@ from model.weights.run_files import (FINETUNING_RECORD, RUN_VOCAB, keep_vocab,
 from training import curves, resume, runtime
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
-from util import hparams
 from util.files import atomic_write
 
 RUN_CONFIG = FINETUNING_RECORD
@@ -205,12 +204,11 @@ class Finetuner:
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (resume.check_resume compares it): the
-    start, the model's sizes and every field not declared resumable."""
-    resumable = hparams.resumable_fields(self.config)
+    start, the model's sizes and every field not declared resumable (of the run's
+    families' sections only)."""
     return {"init_checkpoint": record_name(self.start),
             "model": self.model_config.to_dict(),
-            **{k: v for k, v in self.config.to_dict().items()
-               if k not in resumable}}
+            **self.config.signed_fields()}
 
   def loss_fn(self, model, global_batch: int):
     runners = self.runners
@@ -306,7 +304,9 @@ class Finetuner:
     kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
-                          config.overwrite_model_dir, renamed=in_todays_name(self.start))
+                          config.overwrite_model_dir,
+                          renamed=lambda values: config.in_sections(
+                              in_todays_name(self.start)(values)))
     runtime.use_checkpointed_dropout(seed)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0

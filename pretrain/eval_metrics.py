@@ -50,7 +50,7 @@ def _flat(x, dtype=tf.float32):
 
 
 class PretrainingMetrics:
-  """Streaming eval metrics over `PretrainingModel.compute` outputs."""
+  """Streaming eval metrics over the outputs of an objective's step (`compute`)."""
 
   def __init__(self):
     # Weighted accuracies are weighted means of 0/1 "correct" values.
@@ -59,7 +59,7 @@ class PretrainingMetrics:
     self._metrics["disc_auc"] = tf_keras.metrics.AUC(num_thresholds=200, name="disc_auc")
 
   def update(self, outputs: Dict[str, tf.Tensor]):
-    """Adds one batch; `outputs` as returned by PretrainingModel.compute."""
+    """Adds one batch; `outputs` as the objective's `compute` returns them."""
     m = self._metrics
     weights = _flat(outputs["masked_lm_weights"])
     targets = _flat(outputs["masked_lm_ids"], tf.int32)

@@ -201,6 +201,7 @@ class Pretrainer:
     self.files = input_pipeline.input_files(config)
     config, self.start = checked_and_sized(config)
     self.config = config
+    self.objective = objective_for(config)  # its step runs over self.model's networks
     self.static_mask_length = input_pipeline.check_files(
         self.files, config.max_seq_length, config.mask_prob)
     input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
@@ -210,7 +211,7 @@ class Pretrainer:
                                self.strategy.num_replicas_in_sync)
       pieces = self.strategy.num_replicas_in_sync * config.gradient_accumulation_steps
       runtime.check_step_memory(
-          self.strategy, config.mixed_precision, objective_for(config).step_memory(
+          self.strategy, config.mixed_precision, self.objective.step_memory(
               max(1, config.train_batch_size // pieces)))
     with self.strategy.scope():
       self.model = PretrainingModel(config).build_variables(config.max_seq_length)
@@ -227,7 +228,7 @@ class Pretrainer:
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         use_xla=config.use_xla,
         tokens_per_step=config.train_batch_size * config.max_seq_length,
-        flops_per_step=self.model.objective.flops().train_flops_per_step,
+        flops_per_step=self.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG)
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
@@ -238,7 +239,7 @@ class Pretrainer:
     discriminator's variables, else None (one rate)."""
     config = self.config
     multiplier = config.disc_lr_multiplier
-    scaled = {v.ref() for v in self.model.objective.discriminator_variables(self.model)}
+    scaled = {v.ref() for v in self.objective.discriminator_variables(self.model)}
     if (multiplier == 1.0 and not config.disc_warmup_steps) or not scaled:
       return None
     if config.disc_warmup_steps:
@@ -247,16 +248,9 @@ class Pretrainer:
 
   def _loss(self, batch, step, replica_id, micro_step):
     seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
-    loss, outputs = self.model.compute(batch, seed, training=True, step=step)
-    scalars = {k: outputs[k] for k in self.model.objective.logged_losses()}
-    weights = outputs["masked_lm_weights"]
-    scalars["masked_lm_accuracy"] = _weighted_mean(
-        tf.equal(outputs["masked_lm_preds"], outputs["masked_lm_ids"]), weights)
-    if "disc_preds" in outputs:
-      scalars["disc_accuracy"] = _weighted_mean(
-          tf.equal(outputs["disc_preds"], tf.cast(outputs["disc_labels"], tf.int32)),
-          outputs["input_mask"])
-    return loss, scalars
+    loss, outputs = self.objective.compute(self.model, batch, seed, training=True,
+                                           step=step)
+    return loss, self.objective.logged(outputs)
 
   def dataset_fn(self, training: bool = True):
     """The input pipeline of training (train_batch_size, shuffled, repeated) or eval
@@ -288,13 +282,13 @@ class Pretrainer:
                         cls_id=self.model.special_tokens.cls_id)
       if self.config.generator_unigram_init and not self.config.uniform_generator:
         unigram_generator_head(
-            self.model.objective.generator_head(self.model),
+            self.objective.generator_head(self.model),
             input_pipeline.token_log_frequencies(
                 self.files, self.config.vocab_size, self.model.special_tokens,
                 self.static_mask_length))
-      if self.config.disc_prior_init and self.model.objective.has_discriminator:
+      if self.config.disc_prior_init and self.objective.has_discriminator:
         prior_discriminator_head(self.model.electra.discriminator_head,
-                                 self.model.objective.replaced_prior)
+                                 self.objective.replaced_prior)
 
   def _reading_data(self, action):
     """Runs `action`, turning a corrupt-record error into one naming the file."""
@@ -335,10 +329,10 @@ class Pretrainer:
       replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
       seed = runtime.stateless_seed(self.config.seed, EVAL_SEED_OFFSET + index,
                                      replica_id)
-      _, outputs = self.model.compute(batch, seed, training=False)
+      _, outputs = self.objective.compute(self.model, batch, seed, training=False)
       metrics.update(outputs)
       # The same corruption for every checkpoint and run: no config seed in it.
-      return self.model.objective.eval_outputs(
+      return self.objective.eval_outputs(
           self.model, batch, runtime.stateless_seed(FIXED_CORRUPTION_SEED, index,
                                                      replica_id))
 
@@ -374,17 +368,11 @@ class Pretrainer:
       folder = os.path.join(folder, f"step_{step}")
     prefix = save_original(
         self.model.electra, os.path.join(folder, f"model.ckpt-{step}"),
-        part=self.model.objective.exported_part, global_step=step)
+        part=self.objective.exported_part, global_step=step)
     with files.atomic_write(os.path.join(folder, "config.json")) as f:
       json.dump(self.model.model_config.to_dict(), f, indent=2, sort_keys=True)
     shutil.copyfile(self.config.vocab_file, os.path.join(folder, "vocab.txt"))
     return prefix
-
-
-def _weighted_mean(correct, weights):
-  weights = tf.cast(weights, tf.float32)
-  return tf.reduce_sum(tf.cast(correct, tf.float32) * weights) / (
-      tf.reduce_sum(weights) + 1e-6)
 
 
 def explain_results(results: Dict[str, float]) -> str:

@@ -31,7 +31,7 @@ Done. Where things are:
 The whole CPU recipe: python run_pretraining.py --model-name electra_tiny (5,000 steps)
 Longer, as bench/RESULTS.md's long run (20,000 steps, about 2 h on 2 cores; at its end the
 generator's masked_lm_accuracy 0.36, the discriminator's disc_auc_fixed 0.83 against
-0.50-0.60 in the first 2,000 steps: python -m bench.eval_checkpoints measures it):
+0.50-0.60 in the first 2,000 steps: python -m tools.eval_checkpoints measures it):
   python run_pretraining.py --model-name electra_tiny --hparams '{"num_train_steps": 20000,
     "disc_lr_multiplier": 0.3, "disc_warmup_steps": 2000}'
 A real run: python run_pretraining.py --model-name electra_small (1M steps, as the paper).

@@ -17,6 +17,8 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # the cores; more threads per process only contend.
 export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1}
 export TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS:-1}
-# Two processes, a test file each at a time: most of the suite's time is spent starting
-# Python and TensorFlow and in single-threaded Python, which two cores do side by side.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 "$@"
+# Two processes: most of the suite's time is spent starting Python and TensorFlow and in
+# single-threaded Python, which two cores do side by side. worksteal: each takes half the
+# tests in file order (a module's fixtures are built once) and an idle one takes over
+# the other's remaining tests, so one long file no longer keeps a core busy alone.
+exec .venv/bin/python -m pytest -n 2 --dist worksteal --durations=15 "$@"

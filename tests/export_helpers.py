@@ -12,7 +12,7 @@ import sys
 from finetune import config as finetune_config
 from finetune import predict, trainer
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.test_finetune_qa import as_v2, squad_subset, write
+from tests.helpers import as_v2, squad_subset, write_json
 from tools import export_lite
 
 # Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
@@ -103,7 +103,7 @@ def fine_tune_squad(tmp_path, task, folder, overrides):
     articles = json.load(f)["data"]
   data = tmp_path / "data"
   train = squad_subset(articles[:1], 4, 3)
-  write(data / "finetuning_data" / folder / "train.json",
+  write_json(data / "finetuning_data" / folder / "train.json",
         as_v2(train) if task == "squad/v2.0" else train)
   write_tiny_pretrained_model(data)
   config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})

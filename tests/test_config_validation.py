@@ -18,11 +18,12 @@ import pytest
 import run_finetuning
 import run_pretraining
 from finetune import config as finetune_config
+from finetune import tasks as task_registry
 from finetune import trainer as finetune_trainer
 from model.config import ModelConfig
 from pretrain import config as pretrain_config
 from tests.conftest import write_tiny_pretrained_model
-from tests.test_finetune_glue import write_reviews_task
+from tests.helpers import write_reviews_task
 from util import hparams
 
 CONFIGS = [pretrain_config.PretrainingConfig, finetune_config.FinetuningConfig,
@@ -58,23 +59,53 @@ def out_of_range(allowed):
   return values
 
 
+def bad_values(cls):
+  """(field name, a value the field refuses) of every field of dataclass `cls`."""
+  hints = typing.get_type_hints(cls)
+  for field in dataclasses.fields(cls):
+    allowed = field.metadata.get("allowed")
+    for value in wrong_types(hints[field.name]) + (out_of_range(allowed) if allowed
+                                                   else []):
+      yield field.name, value
+
+
+def assert_refused(name, build):
+  """build() refuses field `name`'s value with one line naming the field."""
+  with pytest.raises(hparams.HParamsError) as info:
+    build()
+  message = str(info.value)
+  assert message.startswith(f"{name} ") and ": expected " in message, message
+  assert "\n" not in message
+
+
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
 def test_every_field_refuses_wrong_types_and_values_out_of_range(cls):
-  hints = typing.get_type_hints(cls)
   default = cls()
   checked = 0
-  for field in dataclasses.fields(cls):
-    kind = hints[field.name]
-    allowed = field.metadata.get("allowed")
-    bad = wrong_types(kind) + (out_of_range(allowed) if allowed else [])
-    for value in bad:
-      with pytest.raises(hparams.HParamsError) as info:
-        dataclasses.replace(default, **{field.name: value})
-      message = str(info.value)
-      assert message.startswith(f"{field.name} ") and ": expected " in message, message
-      assert "\n" not in message
-      checked += 1
+  for name, value in bad_values(cls):
+    assert_refused(name, lambda: dataclasses.replace(default, **{name: value}))
+    checked += 1
   assert checked >= 2 * len(dataclasses.fields(cls))
+
+
+SECTIONED = [family for family in task_registry.FAMILIES if family.settings]
+
+
+@pytest.mark.parametrize("family", SECTIONED, ids=lambda f: f.name)
+def test_every_section_field_refuses_wrong_types_and_values_out_of_range(family):
+  # A task family's settings are checked as the run of its task is built, and as a
+  # flat --hparams name (the error then names --hparams too).
+  task = [family.tasks[0].name]
+  checked = 0
+  for name, value in bad_values(family.settings):
+    section = dataclasses.replace(family.settings(), **{name: value})
+    assert_refused(name, lambda: finetune_config.FinetuningConfig(
+        task_names=task, sections={family.name: section}))
+    with pytest.raises(hparams.HParamsError) as info:
+      finetune_config.load_config("x", task, overrides={name: value})
+    assert str(info.value).startswith(f"--hparams: {name} "), info.value
+    checked += 1
+  assert checked >= 2 * len(dataclasses.fields(family.settings))
 
 
 def test_numbers_are_taken_as_json_gives_them():

@@ -16,14 +16,14 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bench import litert_ops
 from export import folder as export_folder, litert, registry, source
+from tools import litert_ops
 from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import refusal, run_reader
-from tests.test_finetune_glue import head_of
+from tests.helpers import head_of
 from tools import export_hf, export_lite
 
 FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}

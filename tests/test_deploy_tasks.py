@@ -20,7 +20,7 @@ from finetune import config as finetune_config
 from finetune import serving, trainer
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
                                    predict_questions, refusal, run_reader)
-from tests.test_finetune_tagging_run import chunk_data
+from tests.helpers import chunk_data
 from tools import export_lite
 
 

@@ -17,7 +17,7 @@ from finetune.sentence import features as sentence_features
 from finetune.sentence.task import SentenceExample
 from model.weights.formats import open_weights
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.test_finetune_glue import head_of
+from tests.helpers import head_of
 from tools import export_hf, reference_outputs
 
 SENTENCES = [("The film's plot is dull, but Café Noir is great!", "A long scene."),

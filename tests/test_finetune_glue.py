@@ -23,27 +23,14 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from tests.conftest import (ROOT, run_lock_held_elsewhere, shared_path,
                             write_tiny_pretrained_model)
+from tests.helpers import head_of, sentence, write_reviews_task
 from training.curves import LOG_NAME, read_log
-
-WORDS = "the a film movie good bad great dull plot actor scene fun long short".split()
-
-
-def sentence(rng, n=8):
-  return " ".join(rng.choice(WORDS, n))
 
 
 def write_tsv(path, rows):
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:
     f.writelines("\t".join(map(str, r)) + "\n" for r in rows)
-
-
-def head_of(src, dst, lines):
-  """The first `lines` lines of a shared GLUE file (its header included)."""
-  os.makedirs(os.path.dirname(dst), exist_ok=True)
-  with open(src, "rb") as f_in, open(dst, "wb") as f_out:
-    for _, line in zip(range(lines), f_in):
-      f_out.write(line)
 
 
 def glue_data_dir(tmp_path):
@@ -134,20 +121,6 @@ def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
   again = trainer.run(reload, log=logs.append)
   for key, value in summary.items():
     assert again["summary"][key]["median"] == pytest.approx(value["median"], abs=1e-6)
-
-
-def write_reviews_task(folder, num_train: int) -> str:
-  """A user's CSV task ("reviews") of `num_train` training rows; its JSON's path."""
-  rng = np.random.default_rng(1)
-  rows = [("id", "review", "stars")] + [
-      (i, sentence(rng), "good" if i % 2 else "bad") for i in range(num_train)]
-  (folder / "train.csv").write_text("\n".join(",".join(map(str, r)) for r in rows))
-  (folder / "dev.csv").write_text("\n".join(",".join(map(str, r)) for r in rows[:17]))
-  spec = {"name": "reviews", "format": "csv", "text_a": "review", "label": "stars",
-          "labels": ["bad", "good"], "metric": "accuracy", "train": "train.csv",
-          "dev": "dev.csv"}
-  (folder / "task.json").write_text(json.dumps(spec))
-  return str(folder / "task.json")
 
 
 def test_custom_task_through_the_script(tmp_path):

@@ -8,7 +8,7 @@ from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
 from model.weights.formats import open_weights
 from tests import numpy_electra
-from tests.test_model import TINY, batch, make_checkpoint
+from tests.helpers import TINY, make_checkpoint, padded_batch
 
 
 def test_encoder_loads_and_heads_read_cls(tmp_path):
@@ -18,7 +18,7 @@ def test_encoder_loads_and_heads_read_cls(tmp_path):
   model = FinetuningModel(config, {"glue/sst2": SentenceHead(2),
                                    "glue/stsb": SentenceHead(1)})
   model.load_pretrained(open_weights(prefix))
-  inputs = batch(97)
+  inputs = padded_batch(97)
   out = model(inputs, training=False)
   hidden = numpy_electra.forward(weights, **inputs, disc_heads=1,
                                  gen_heads=1)["discriminator_hidden"][:, 0]

@@ -24,6 +24,7 @@ from finetune.qa import squad_metrics
 from finetune import trainer
 from finetune.errors import DataError
 from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.helpers import as_v2, squad_subset, write_json
 
 
 @pytest.fixture(scope="module")
@@ -378,33 +379,6 @@ def test_span_head_logits_are_float32_under_mixed_precision():
 
 # ---- end to end -------------------------------------------------------------------
 
-def squad_subset(articles, paragraphs, questions):
-  return {"version": "1.1", "data": [
-      {"title": a["title"], "paragraphs": [
-          {"context": p["context"], "qas": p["qas"][:questions]}
-          for p in a["paragraphs"][:paragraphs]]} for a in articles]}
-
-
-def as_v2(document):
-  """SQuAD 2.0 format: each paragraph also gets its neighbour's first question, with
-  no answer (a question this paragraph does not answer)."""
-  document = json.loads(json.dumps(document))
-  paragraphs = [p for a in document["data"] for p in a["paragraphs"]]
-  for i, paragraph in enumerate(paragraphs):
-    for qa_ in paragraph["qas"]:
-      qa_["is_impossible"] = False
-    other = paragraphs[(i + 1) % len(paragraphs)]["qas"][0]
-    paragraph["qas"].append({"id": other["id"] + "_na", "question": other["question"],
-                             "answers": [], "is_impossible": True})
-  document["version"] = "v2.0"
-  return document
-
-
-def write(path, document):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(document, f)
-
 
 def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog):
   with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
@@ -417,16 +391,16 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
       {"text": "no such answer", "answer_start": 0}]
   data = tmp_path / "data"
   root = data / "finetuning_data"
-  write(root / "squadv1" / "train.json", train)
-  write(root / "squadv1" / "dev.json", dev)
-  write(root / "squad" / "train.json", as_v2(train))
-  write(root / "squad" / "dev.json", as_v2(dev))
+  write_json(root / "squadv1" / "train.json", train)
+  write_json(root / "squadv1" / "dev.json", dev)
+  write_json(root / "squad" / "train.json", as_v2(train))
+  write_json(root / "squad" / "dev.json", as_v2(dev))
   # The dev questions again without their answers, as a test set.
   test = as_v2(dev)
   for paragraph in (p for a in test["data"] for p in a["paragraphs"]):
     for question in paragraph["qas"]:
       question.update(answers=[], is_impossible=False)
-  write(root / "squad" / "test.json", test)
+  write_json(root / "squad" / "test.json", test)
   write_tiny_pretrained_model(data)
   overrides = {"max_seq_length": 128, "doc_stride": 64, "train_batch_size": 16,
                "eval_batch_size": 16, "num_train_epochs": 1.0, "learning_rate": 1e-3,
@@ -442,6 +416,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad/v2.0 dev best_exact_match", "squad/v2.0 dev best_f1"}
 
   out = os.path.join(config.results_dir, "squad_v1.1,squad_v2.0_qa")
+  qa_settings = config.section("qa")
   read = lambda name: json.load(open(os.path.join(out, name), encoding="utf-8"))
   contexts = {q["id"]: p["context"] for a in as_v2(dev)["data"]
               for p in a["paragraphs"] for q in p["qas"]}
@@ -453,7 +428,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
     for qid, answer in predictions.items():
       # Words of the context (joined by single spaces, as the words are).
       assert answer and answer in " ".join(contexts[qid].split())
-      assert nbest[qid][0]["text"] == answer and len(nbest[qid]) <= config.n_best_size
+      assert nbest[qid][0]["text"] == answer and len(nbest[qid]) <= qa_settings.n_best_size
       assert sum(e["probability"] for e in nbest[qid]) == pytest.approx(1.0)
       totals = [e["start_logit"] + e["end_logit"] for e in nbest[qid]]
       assert totals == sorted(totals, reverse=True)
@@ -463,7 +438,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
     else:
       null_odds = read(f"{task}_dev_null_odds.json")
       expected = squad_metrics.evaluate_v2(document["data"], predictions, null_odds,
-                                           config.qa_na_threshold)
+                                           qa_settings.qa_na_threshold)
       assert read(f"{task}_dev_eval.json")["best_f1_thresh"] == expected["best_f1_thresh"]
       assert summary["squad/v2.0 dev best_f1"] == pytest.approx(expected["best_f1"])
       assert read(f"{task}_dev_preds_thresholded.json") == {
@@ -480,7 +455,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad_v1.1,squad_v2.0_trial1")
   assert os.listdir(test_dir) == ["squad_v2.0_test_preds.json"]
   assert json.load(open(os.path.join(test_dir, "squad_v2.0_test_preds.json"))) == {
-      qid: "" if null_odds[qid] > config.qa_na_threshold else text
+      qid: "" if null_odds[qid] > qa_settings.qa_na_threshold else text
       for qid, text in dev_answers.items()}
 
 
@@ -494,8 +469,8 @@ def test_squad_answers_all_off_their_offsets_are_named_as_the_cause(tmp_path, ca
       for answer in question["answers"]:
         answer["answer_start"] += 3  # every offset off by three characters
   data = tmp_path / "data"
-  write(data / "finetuning_data" / "squadv1" / "train.json", train)
-  write(data / "finetuning_data" / "squadv1" / "dev.json", squad_subset(articles[1:2], 1, 2))
+  write_json(data / "finetuning_data" / "squadv1" / "train.json", train)
+  write_json(data / "finetuning_data" / "squadv1" / "dev.json", squad_subset(articles[1:2], 1, 2))
   write_tiny_pretrained_model(data)
   first = train["data"][0]["paragraphs"][0]["qas"][0]
   assert run_finetuning.main(["--task", "squad/v1.1", "--model-name", "tiny", "--data-dir",

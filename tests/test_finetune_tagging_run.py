@@ -2,7 +2,6 @@
 end-to-end run on part of the shared CoNLL-2000 data (scored on its test split)."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -14,7 +13,8 @@ from finetune import config as finetune_config
 from finetune import tasks, trainer
 from finetune.tagging import data as tagging_data
 from finetune.tagging.runner import TaggingRunner
-from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.conftest import shared_path
+from tests.helpers import chunk_data
 
 
 @pytest.fixture(scope="module")
@@ -86,26 +86,7 @@ def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences
   assert runner.score(sentences, features, exact, "test")["recall"] < 100.0
 
 
-def first_sentences(src, dst, count):
-  """The first `count` sentences of a CoNLL file."""
-  os.makedirs(os.path.dirname(dst), exist_ok=True)
-  with open(src, encoding="utf-8") as f:
-    blocks = f.read().split("\n\n")[:count]
-  with open(dst, "w", encoding="utf-8") as f:
-    f.write("\n\n".join(blocks) + "\n")
-
-
-def chunk_data(tmp_path, train: int, test: int):
-  """<tmp_path>/data with the first CoNLL-2000 sentences of each split and a tiny
-  pre-trained model."""
-  data = tmp_path / "data"
-  for split, count in (("train", train), ("test", test)):
-    first_sentences(shared_path("conll2000", f"{split}.txt"),
-                    data / "finetuning_data" / "chunk" / f"{split}.txt", count)
-  write_tiny_pretrained_model(data)
-  return data
-
-
+@pytest.mark.slow
 def test_chunking_trains_and_scores_the_test_split(tmp_path):
   data = chunk_data(tmp_path, 320, 100)
   # Each step's batch of 16 runs as 2 accumulated micro-batches.

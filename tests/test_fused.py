@@ -8,10 +8,11 @@ import tensorflow as tf
 from official.nlp.modeling import layers as tfm_layers
 
 from model import encoder, fused
+from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
-from tests.test_objective import SPECIAL, make_batch, tiny_config
-from tests.test_recompute import dropout_states, one_layer, set_dropout_states
 from training.runtime import use_checkpointed_dropout
+from tests.helpers import (SPECIAL, dropout_states, make_batch, one_layer,
+                           set_dropout_states, tiny_config)
 
 
 def fused_and_unfused(model, run):
@@ -44,7 +45,8 @@ def test_pretraining_loss_and_gradients_equal_fused_and_unfused(dropout):
     @tf.function(autograph=False)  # as the training loop's step
     def run():
       with tf.GradientTape() as tape:
-        loss, _ = model.compute(batch, tf.constant([1, 2]), training=True)
+        loss, _ = objective_for(config).compute(model, batch, tf.constant([1, 2]),
+                                                training=True)
       return loss, tape.gradient(loss, model.trainable_variables)
     loss, grads = run()
     return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]

@@ -25,7 +25,7 @@ from model.weights.start import open_start
 from pretrain import trainer
 from pretrain.config import load_config
 from tests.conftest import shared_path
-from tests.test_pretrain_input_pipeline import make_data_dir
+from tests.helpers import bert_dir, make_data_dir
 from tools import export_hf, reference_outputs
 
 SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,
@@ -151,18 +151,6 @@ def error_of(capsys, checkpoint, tmp_path):
   assert len(err.splitlines()) == 1, err
   assert not (tmp_path / "out.npz").exists()
   return err
-
-
-def bert_dir(folder, model_class=transformers.BertModel, **save):
-  """A random BERT of tiny sizes with BERT's uncased vocabulary, as save_pretrained
-  writes it."""
-  torch.manual_seed(0)
-  model = model_class(transformers.BertConfig(
-      vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-      intermediate_size=40, max_position_embeddings=128)).eval()
-  model.save_pretrained(str(folder), **save)
-  shutil.copyfile(shared_path("vocab", "bert_uncased_vocab.txt"), folder / "vocab.txt")
-  return model
 
 
 def mrpc_data_dir(tmp_path, rows):

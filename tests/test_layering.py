@@ -28,7 +28,7 @@ def test_the_layering_contracts_are_kept():
 def copy_tree(destination):
   destination.mkdir(exist_ok=True)
   shutil.copy(os.path.join(ROOT, ".importlinter"), destination)
-  for package in ("bench",) + PACKAGES:  # every root package .importlinter names
+  for package in ("experiments", "bench") + PACKAGES:  # every root package .importlinter names
     shutil.copytree(os.path.join(ROOT, package), destination / package,
                     ignore=shutil.ignore_patterns("__pycache__"))
 
@@ -39,10 +39,15 @@ def test_an_upward_import_and_a_cycle_break_the_contracts(tmp_path):
     f.write("\nfrom training import curves  # a floor up\n")
   with open(tmp_path / "finetune" / "errors.py", "a") as f:
     f.write("\nfrom pretrain import config  # a room beside\n")
+  with open(tmp_path / "bench" / "steps.py", "a") as f:
+    f.write("\nfrom experiments import exp_transfer  # a study, the floor up\n")
+  with open(tmp_path / "tools" / "flops.py", "a") as f:
+    f.write("\nfrom bench import child  # a bench, the floor up\n")
   run = lint_imports(tmp_path)
   assert run.returncode != 0
-  assert "util.files -> training.curves" in run.stdout
-  assert "finetune.errors -> pretrain.config" in run.stdout
+  for upward in ("util.files -> training.curves", "finetune.errors -> pretrain.config",
+                 "bench.steps -> experiments.exp_transfer", "tools.flops -> bench.child"):
+    assert upward in run.stdout
 
   copy_tree(tmp_path / "cycle")
   with open(tmp_path / "cycle" / "finetune" / "qa" / "data.py", "a") as f:

@@ -1,4 +1,4 @@
-"""bench.learnability_probe end to end: its corpus, records by the real build, the
+"""experiments.learnability_probe end to end: its corpus, records by the real build, the
 tiny model pre-trained by run_pretraining.py from the mimetic start, every checkpoint
 evaluated; the generator learns the successor map (masked-LM accuracy >= 0.9)."""
 
@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 
-from bench import learnability_probe
+import pytest
+
+from experiments import learnability_probe
 
 # Measured at this size (100 words, 32 tokens; docs/studies/2026-11-23-mimetic-start.md):
 # eval masked-LM accuracy 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a
@@ -38,9 +40,10 @@ def test_corpus_is_a_successor_map(tmp_path):
   assert len(seen) == 50
 
 
+@pytest.mark.slow
 def test_mimetic_start_learns_the_successor_map(tmp_path):
   result = subprocess.run(
-      [sys.executable, "-m", "bench.learnability_probe", "--work-dir", str(tmp_path),
+      [sys.executable, "-m", "experiments.learnability_probe", "--work-dir", str(tmp_path),
        "--arm", 'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
        "--steps", str(PROBE_STEPS), "--eval-every", str(PROBE_STEPS), "--eval-batches", "2",
        "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],

@@ -23,6 +23,7 @@ from finetune.modeling import FinetuningModel
 from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
 from pretrain.config import load_config
+from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel, SpecialTokens
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer
@@ -76,7 +77,8 @@ def pretraining_loss(model):
   seed = tf.constant([5, 6])
 
   def loss_fn(batch, *_):
-    loss, outputs = model.compute(batch, seed, training=True)
+    loss, outputs = objective_for(model.pretraining_config).compute(
+        model, batch, seed, training=True)
     return loss, {key: outputs[key] for key in ("mlm_loss", "disc_loss", "sampled_ids",
                                                  "disc_logits")}
   return loss_fn

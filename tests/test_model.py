@@ -19,39 +19,18 @@ from model.weights.formats import open_weights
 from model.weights.original import save_original
 from tools import reference_outputs
 from tests import numpy_electra
+from tests.helpers import TINY, make_checkpoint, padded_batch
 
-TINY = dict(vocab=97, emb=24, hidden=32, layers=2, inner=128, gen_hidden=16,
-            gen_layers=2, gen_inner=64, max_pos=40)
 # electra_small with the released model's generator (generator_hidden_size 1.0 there;
 # 0.25 here so the generator has its own, smaller size and heads).
 SMALL = dict(vocab=30522, emb=128, hidden=256, layers=12, inner=1024, gen_hidden=64,
              gen_layers=12, gen_inner=256)
 
 
-def batch(vocab, seq=16, seed=0):
-  """Three sequences: full length, padded, and short; each with a segment B."""
-  rng = np.random.default_rng(seed)
-  input_ids = rng.integers(1, vocab, (3, seq)).astype(np.int32)
-  input_mask = np.zeros((3, seq), np.int32)
-  segment_ids = np.zeros((3, seq), np.int32)
-  for row, length in enumerate((seq, seq - 5, 7)):
-    input_mask[row, :length] = 1
-    segment_ids[row, length // 2:length] = 1
-    input_ids[row, length:] = 0
-  return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-
-
-def make_checkpoint(tmp_path, sizes, seed=0, **kwargs):
-  shapes = numpy_electra.original_shapes(**sizes, **kwargs)
-  weights = numpy_electra.random_weights(shapes, seed)
-  prefix = numpy_electra.write_tf1_checkpoint(weights, str(tmp_path / "model.ckpt"))
-  return prefix, weights
-
-
 @pytest.mark.parametrize("sizes", [TINY, SMALL], ids=["tiny", "small"])
 def test_keras_matches_numpy_reference(tmp_path, sizes):
   prefix, weights = make_checkpoint(tmp_path, sizes)
-  inputs = batch(sizes["vocab"])
+  inputs = padded_batch(sizes["vocab"])
   got = reference_outputs.compute(str(tmp_path), inputs)  # sizes inferred from shapes
   want = numpy_electra.forward(weights, **inputs,
                                disc_heads=max(1, sizes["hidden"] // 64),
@@ -66,7 +45,7 @@ def test_untied_generator_embeddings_match_numpy(tmp_path):
   prefix, weights = make_checkpoint(tmp_path, TINY, untied_gen_embeddings=True)
   config = open_weights(prefix).model_config()
   assert config.untied_generator_embeddings
-  inputs = batch(TINY["vocab"])
+  inputs = padded_batch(TINY["vocab"])
   got = reference_outputs.compute(prefix, inputs)
   want = numpy_electra.forward(weights, **inputs, disc_heads=1, gen_heads=1,
                                gen_embedding_scope="generator")
@@ -86,7 +65,7 @@ def test_inferred_config_follows_the_original_rules(tmp_path):
 
 def test_reference_outputs_command(tmp_path):
   prefix, weights = make_checkpoint(tmp_path, TINY)
-  inputs = batch(TINY["vocab"])
+  inputs = padded_batch(TINY["vocab"])
   np.savez(tmp_path / "in.npz", **inputs)
   config = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 1,
             "intermediate_size": 128, "vocab_size": 97, "max_position_embeddings": 40,
@@ -118,7 +97,7 @@ def test_reference_outputs_command(tmp_path):
 
 def test_reference_outputs_refuses_ids_outside_the_embeddings(tmp_path, capsys):
   prefix, _ = make_checkpoint(tmp_path, TINY)
-  inputs = batch(TINY["vocab"])
+  inputs = padded_batch(TINY["vocab"])
   inputs["segment_ids"][0, -1] = 2  # type_vocab_size is 2
   np.savez(tmp_path / "in.npz", **inputs)
   args = ["--checkpoint", prefix, "--inputs", str(tmp_path / "in.npz"), "--output",
@@ -279,7 +258,7 @@ def test_layers_are_keras_serializable():
 def test_mixed_bfloat16_runs_close_to_float32(tmp_path):
   import tf_keras
   prefix, _ = make_checkpoint(tmp_path, TINY)
-  inputs = batch(TINY["vocab"])
+  inputs = padded_batch(TINY["vocab"])
   want = reference_outputs.compute(prefix, inputs)
   tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:

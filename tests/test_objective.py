@@ -1,6 +1,6 @@
 """pretrain/objectives/ and pretrain/model.py: losses against NumPy, sampling
-statistics, labels, masking statistics, every variant on a tiny model, and where
-gradients flow."""
+statistics, labels, masking statistics, every variant on a tiny model, where gradients
+flow, and each objective's step against the same step composed here by hand."""
 
 import math
 
@@ -9,44 +9,21 @@ import pytest
 import tensorflow as tf
 from scipy.special import log_softmax, softmax
 
+from data_prep import masking
 from data_prep.vocab import VocabError
 from pretrain import eval_metrics
 from pretrain import model as pretrain_model
 from pretrain.objectives import Electra, Electric, MaskedLM, losses, objective_for
-from pretrain.config import load_config
+from pretrain.objectives.masked_lm import mask_batch
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
 from pretrain.model import PretrainingModel, SpecialTokens
-
-SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)  # 0 is padding
-VOCAB = 50
+from tests.helpers import SPECIAL, VOCAB, make_batch, tiny_config
 
 
-def tiny_config(**overrides):
-  values = {"debug": True, "vocab_size": VOCAB, "max_seq_length": 16,
-            "embedding_size": 24, "generator_hidden_size": 0.5,
-            "model_hparam_overrides": {"hidden_size": 32, "num_hidden_layers": 1,
-                                       "num_attention_heads": 2,
-                                       "intermediate_size": 64,
-                                       "max_position_embeddings": 128}}
-  values.update(overrides)
-  return load_config("electra_small", "unused_data_dir", values)
-
-
-def make_batch(rng, batch=4, seq=16, min_length=6):
-  """[CLS] A [SEP] B [SEP] then padding, with random lengths."""
-  input_ids = rng.integers(5, VOCAB, (batch, seq)).astype(np.int32)
-  input_mask = np.zeros((batch, seq), np.int32)
-  segment_ids = np.zeros((batch, seq), np.int32)
-  for row in range(batch):
-    length = int(rng.integers(min_length, seq + 1))
-    middle = length // 2
-    input_ids[row, 0] = SPECIAL.cls_id
-    input_ids[row, middle] = input_ids[row, length - 1] = SPECIAL.sep_id
-    input_ids[row, length:] = 0
-    input_mask[row, :length] = 1
-    segment_ids[row, middle + 1:length] = 1
-  return {"input_ids": tf.constant(input_ids), "input_mask": tf.constant(input_mask),
-          "segment_ids": tf.constant(segment_ids)}
+def run_step(model, batch, seed, training, step=None):
+  """The step of the objective `model`'s config names, over its networks."""
+  return objective_for(model.pretraining_config).compute(model, batch, seed, training,
+                                                         step)
 
 
 def test_losses_match_numpy():
@@ -121,7 +98,7 @@ def test_masking_statistics():
   chosen = real = masked = 0
   for step in range(20):
     batch = make_batch(rng, batch=16, seq=128, min_length=20)
-    original, out = model.mask(batch, tf.constant([step, 7]))
+    original, out = mask_batch(batch, config, SPECIAL, tf.constant([step, 7]))
     ids = batch["input_ids"].numpy()
     mask = batch["input_mask"].numpy()
     positions = out.masked_lm_positions.numpy()
@@ -159,7 +136,7 @@ def test_static_masks_are_used_as_they_are():
                masked_lm_ids=tf.constant(
                    [original_ids[0, [1, 2]], [original_ids[1, 1], 0]], tf.int64),
                masked_lm_weights=tf.constant([[1.0, 1.0], [1.0, 0.0]]))
-  loss, outputs = model.compute(batch, tf.constant([0, 1]), training=False)
+  loss, outputs = run_step(model, batch, tf.constant([0, 1]), training=False)
   assert np.isfinite(float(loss))
   np.testing.assert_array_equal(outputs["input_ids"].numpy(), masked_ids)
   np.testing.assert_array_equal(outputs["masked_lm_positions"].numpy(), [[1, 2], [1, 0]])
@@ -186,7 +163,7 @@ def test_variant_builds_and_gives_finite_loss(variant):
   config = tiny_config(**VARIANTS[variant])
   model = PretrainingModel(config, SPECIAL)
   batch = make_batch(np.random.default_rng(3))
-  loss, outputs = model.compute(batch, tf.constant([5, 6]), training=True)
+  loss, outputs = run_step(model, batch, tf.constant([5, 6]), training=True)
   assert np.isfinite(float(loss))
   has_disc = variant != "mlm_only"
   assert ("disc_loss" in outputs) == has_disc
@@ -232,7 +209,7 @@ def test_electric_energy_logits_and_cloze_context():
   config = tiny_config(electric_objective=True, mask_prob=0.25)
   model = PretrainingModel(config, SPECIAL)
   batch = make_batch(np.random.default_rng(4), batch=2)
-  _, outputs = model.compute(batch, tf.constant([1, 1]), training=False)
+  _, outputs = run_step(model, batch, tf.constant([1, 1]), training=False)
   corrupted = outputs["corrupted_ids"]
   inputs = dict(batch)
   cloze = model.two_tower(inputs, training=False).numpy()
@@ -266,7 +243,7 @@ def test_gradients_reach_both_networks_but_not_through_samples():
   @tf.function
   def grads(seed):
     with tf.GradientTape(persistent=True) as tape:
-      loss, outputs = model.compute(batch, seed, training=True)
+      loss, outputs = run_step(model, batch, seed, training=True)
     return (tape.gradient(loss, generator_only + discriminator_only),
             tape.gradient(outputs["disc_loss"], generator_only),
             tape.gradient(outputs["mlm_loss"], discriminator_only))
@@ -281,9 +258,9 @@ def test_gradients_reach_both_networks_but_not_through_samples():
 def test_same_seed_same_outputs():
   model = PretrainingModel(tiny_config(), SPECIAL)
   batch = make_batch(np.random.default_rng(6))
-  first = model.compute(batch, tf.constant([3, 4]), training=False)[1]
-  again = model.compute(batch, tf.constant([3, 4]), training=False)[1]
-  other = model.compute(batch, tf.constant([3, 5]), training=False)[1]
+  first = run_step(model, batch, tf.constant([3, 4]), training=False)[1]
+  again = run_step(model, batch, tf.constant([3, 4]), training=False)[1]
+  other = run_step(model, batch, tf.constant([3, 5]), training=False)[1]
   for key in ("masked_lm_positions", "sampled_ids", "disc_logits"):
     np.testing.assert_array_equal(first[key].numpy(), again[key].numpy())
   assert not np.array_equal(first["masked_lm_positions"].numpy(),
@@ -340,7 +317,8 @@ def test_fixed_corruption_does_not_depend_on_the_model():
     model = PretrainingModel(tiny_config(seed=config_seed),
                              special_tokens=SPECIAL).build_variables(16)
     outputs.append({k: v.numpy() for k, v in
-                    model.objective.eval_outputs(model, batch, seed).items()})
+                    objective_for(model.pretraining_config).eval_outputs(
+                        model, batch, seed).items()})
   np.testing.assert_array_equal(outputs[0]["fixed_labels"], outputs[1]["fixed_labels"])
   np.testing.assert_array_equal(outputs[0]["fixed_weights"], outputs[1]["fixed_weights"])
   assert not np.allclose(outputs[0]["fixed_logits"], outputs[1]["fixed_logits"])
@@ -355,11 +333,12 @@ def test_disc_weight_ramp():
   seed = tf.constant([3, 4])
   model = PretrainingModel(tiny_config(disc_weight_ramp_steps=100), SPECIAL)
   for step, share in ((0, 0.0), (25, 0.25), (100, 1.0), (400, 1.0), (None, 1.0)):
-    loss, outputs = model.compute(batch, seed, training=False, step=step)
+    loss, outputs = run_step(model, batch, seed, training=False, step=step)
     expected = float(outputs["mlm_loss"]) + 50.0 * share * float(outputs["disc_loss"])
     assert float(loss) == pytest.approx(expected, rel=1e-5)
   constant = PretrainingModel(tiny_config(), SPECIAL)
-  assert float(constant.objective.disc_weight(tf.constant(0))) == 50.0
+  assert float(objective_for(constant.pretraining_config).disc_weight(
+      tf.constant(0))) == 50.0
 
 
 def test_the_config_switches_choose_one_objective_class():
@@ -381,7 +360,7 @@ def test_the_config_switches_choose_one_objective_class():
 
 # Each objective's outputs on one fixed batch, seed and weights (NumPy's, seed 0), as the
 # code computed them when the original's switches chose the objective (before
-# `objective` and the classes' logged_losses): naming changed, numbers must not.
+# `objective` and the classes' logged losses): naming changed, numbers must not.
 BEFORE_THE_CHOICE = {
     "masked_lm": {"loss": 3.8908069133758545, "mlm_loss": 3.8908069133758545,
                   "masked_lm_preds": 384, "masked_lm_ids": 249},
@@ -397,18 +376,100 @@ BEFORE_THE_CHOICE = {
 @pytest.mark.parametrize("objective", sorted(BEFORE_THE_CHOICE))
 def test_each_objective_computes_what_it_did_before_objective_was_one_field(objective):
   model = PretrainingModel(tiny_config(objective=objective), SPECIAL)
-  assert model.objective.name == objective
+  assert objective_for(model.pretraining_config).name == objective
   model.build_variables(16)
   rng = np.random.default_rng(0)
   for variable in model.weights:  # the same values whatever ran before in the process
     variable.assign(rng.normal(0, 0.1, variable.shape).astype(
         variable.dtype.as_numpy_dtype))
-  loss, outputs = model.compute(make_batch(np.random.default_rng(3)), tf.constant([5, 6]),
-                                training=False)
-  logged = model.objective.logged_losses()
+  loss, outputs = run_step(model, make_batch(np.random.default_rng(3)),
+                           tf.constant([5, 6]), training=False)
+  logged = [name for name in objective_for(model.pretraining_config).logged(outputs)
+            if name.endswith("_loss")]
   got = {"loss": float(loss), **{name: float(outputs[name]) for name in logged},
          **{name: int(tf.reduce_sum(tf.cast(outputs[name], tf.int64))) for name in
             ("masked_lm_preds", "disc_preds", "masked_lm_ids") if name in outputs}}
   expected = BEFORE_THE_CHOICE[objective]
   assert set(got) == set(expected)  # the logged losses are the ones it computes
   assert got == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["masked_lm", "electra", "electric"])
+def test_each_step_equals_its_pieces_composed_by_hand(objective):
+  """One step of the objective against the same step written out here from the
+  networks, the masking rules and NumPy: masks, samples, corruption, logits, every
+  loss, the total at a ramped disc_weight and the scalars the log shows."""
+  config = tiny_config(objective=objective, temperature=0.7, disc_weight_ramp_steps=10)
+  model = PretrainingModel(config, SPECIAL).build_variables(16)
+  batch = make_batch(np.random.default_rng(9))
+  seed = tf.constant([11, 12])
+  chosen = objective_for(config)
+  loss, outputs = chosen.compute(model, batch, seed, training=False, step=tf.constant(4))
+
+  mask_seed, sample_seed = tf.unstack(
+      tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+  masked = masking.mask_inputs(
+      batch["input_ids"], batch["input_mask"], mask_prob=config.mask_prob,
+      max_predictions=config.max_predictions_per_seq, mask_id=SPECIAL.mask_id,
+      special_ids=SPECIAL, seed=mask_seed)
+  ids, input_mask = batch["input_ids"].numpy(), batch["input_mask"].numpy()
+  positions, targets, weights = (t.numpy() for t in masked[1:])
+  rows = np.arange(len(ids))[:, None]
+
+  def inputs(token_ids):
+    return {"input_ids": tf.constant(token_ids), "input_mask": batch["input_mask"],
+            "segment_ids": batch["segment_ids"]}
+
+  electra = model.electra
+  if objective == "electric":  # the cloze model reads the unmasked tokens
+    cloze = model.two_tower(inputs(ids), training=False).numpy()
+    mlm_logits = cloze[rows, positions]
+  else:
+    hidden = tf.gather(electra.generator(inputs(masked.input_ids.numpy()),
+                                         training=False), positions, batch_dims=1)
+    mlm_logits = electra.generator_head(hidden, electra.generator.embedding_table).numpy()
+  token_loss = -np.take_along_axis(log_softmax(mlm_logits.astype(np.float64), -1),
+                                   targets[..., None], -1)[..., 0]
+  mlm_loss = (weights * token_loss).sum() / (weights.sum() + 1e-6)
+  accuracy = ((mlm_logits.argmax(-1) == targets) * weights).sum() / (weights.sum() + 1e-6)
+  expected = {"mlm_loss": mlm_loss, "masked_lm_accuracy": accuracy}
+  np.testing.assert_array_equal(outputs["input_ids"].numpy(), masked.input_ids.numpy())
+  np.testing.assert_array_equal(outputs["masked_lm_positions"].numpy(), positions)
+  generator_loss = mlm_loss
+  if objective == "electric":  # trained on every candidate token
+    candidates = (input_mask > 0) & ~np.isin(ids, list(SPECIAL))
+    log_q = log_softmax(cloze.astype(np.float64), -1)
+    cloze_nll = -np.take_along_axis(log_q, ids[..., None], -1)[..., 0]
+    generator_loss = expected["cloze_loss"] = (candidates * cloze_nll).sum() / (
+        candidates.sum() + 1e-6)
+  want_loss = config.gen_weight * generator_loss
+  if objective != "masked_lm":
+    uniform = tf.random.stateless_uniform(mlm_logits.shape, sample_seed).numpy()
+    gumbel = -np.log(-np.log(uniform.astype(np.float64) + 1e-9) + 1e-9)
+    sampled = np.argmax(mlm_logits / config.temperature + gumbel, -1)
+    np.testing.assert_array_equal(outputs["sampled_ids"].numpy(), sampled)
+    corrupted, written = ids.copy(), np.zeros_like(ids)
+    for row in range(len(ids)):
+      for slot in reversed(range(positions.shape[1])):  # a position's first slot wins
+        if weights[row, slot] > 0:
+          corrupted[row, positions[row, slot]] = sampled[row, slot]
+          written[row, positions[row, slot]] = 1
+    labels = written if objective == "electric" else (corrupted != ids).astype(np.int32)
+    np.testing.assert_array_equal(outputs["corrupted_ids"].numpy(), corrupted)
+    np.testing.assert_array_equal(outputs["disc_labels"].numpy(), labels)
+    logits = electra.discriminator_head(electra.discriminator(
+        inputs(corrupted), training=False)).numpy().astype(np.float64)
+    if objective == "electric":  # the energy correction
+      logits += np.take_along_axis(log_q, corrupted[..., None], -1)[..., 0] + math.log(
+          config.mask_prob / (1 - config.mask_prob))
+    np.testing.assert_allclose(outputs["disc_logits"].numpy(), logits, rtol=1e-5,
+                               atol=1e-5)
+    cross_entropy = (np.maximum(logits, 0) - logits * labels +
+                     np.log1p(np.exp(-np.abs(logits)))) * input_mask
+    expected["disc_loss"] = cross_entropy.sum() / (input_mask.sum() + 1e-6)
+    expected["disc_accuracy"] = (((logits > 0) == labels) * input_mask).sum() / (
+        input_mask.sum() + 1e-6)
+    want_loss += config.disc_weight * 0.4 * expected["disc_loss"]  # step 4 of 10
+  assert float(loss) == pytest.approx(want_loss, rel=1e-5)
+  logged = {name: float(value) for name, value in chosen.logged(outputs).items()}
+  assert logged == pytest.approx(expected, rel=1e-5)

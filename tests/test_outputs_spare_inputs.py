@@ -16,7 +16,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
 from tests.conftest import write_tiny_pretrained_model
-from tests.test_finetune_glue import write_reviews_task
+from tests.helpers import write_reviews_task
 from tools import export_hf, reference_outputs
 from tools import tokenize as tokenize_tool
 

@@ -17,9 +17,7 @@ from finetune import trainer
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
 from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
-from tests.test_finetune_glue import head_of
-from tests.test_finetune_qa import as_v2, squad_subset, write
-from tests.test_finetune_tagging_run import chunk_data
+from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
 
 
 def train(data, task, overrides):
@@ -161,9 +159,9 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
     articles = json.load(f)["data"]
   data = tmp_path / "data"
   dev = as_v2(squad_subset(articles[2:3], 4, 3))
-  write(data / "finetuning_data" / "squad" / "train.json",
+  write_json(data / "finetuning_data" / "squad" / "train.json",
         as_v2(squad_subset(articles[:1], 4, 3)))
-  write(data / "finetuning_data" / "squad" / "dev.json", dev)
+  write_json(data / "finetuning_data" / "squad" / "dev.json", dev)
   write_tiny_pretrained_model(data)
   config = train(data, "squad/v2.0", QA)
   read = lambda kind: json.load(open(os.path.join(
@@ -182,7 +180,7 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
   for line, (qid, _, context) in zip(lines, questions):
     assert line["answer"] == answers[qid]
     assert line["no_answer_score"] == pytest.approx(null_odds[qid], abs=1e-5)
-    assert line["no_answer"] == (null_odds[qid] > config.qa_na_threshold)
+    assert line["no_answer"] == (null_odds[qid] > config.section("qa").qa_na_threshold)
     assert line["probability"] == pytest.approx(next(
         e["probability"] for e in nbest[qid] if e["text"] == answers[qid]), abs=1e-6)
     # The span is where the answer sits in the context, whitespace as the words join.

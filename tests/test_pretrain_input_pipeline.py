@@ -10,71 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import records
-from data_prep.tokenizer import Tokenizer
-from data_prep.vocab import load_vocab
 from pretrain import input_pipeline
 from pretrain.config import load_config
-from tests.conftest import shared_path
-
-
-def int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def write_records(path, sequences, seq_length, static_masks=None):
-  """One TFRecord file of [CLS]-to-[SEP] id lists, padded to seq_length."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with tf.io.TFRecordWriter(path) as writer:
-    for i, ids in enumerate(sequences):
-      pad = seq_length - len(ids)
-      features = {"input_ids": int_feature(list(ids) + [0] * pad),
-                  "input_mask": int_feature([1] * len(ids) + [0] * pad),
-                  "segment_ids": int_feature([0] * seq_length)}
-      if static_masks is not None:
-        positions, labels, weights = static_masks[i]
-        features["masked_lm_positions"] = int_feature(positions)
-        features["masked_lm_ids"] = int_feature(labels)
-        features["masked_lm_weights"] = tf.train.Feature(
-            float_list=tf.train.FloatList(value=weights))
-      writer.write(tf.train.Example(
-          features=tf.train.Features(feature=features)).SerializeToString())
-
-
-def corpus_sequences(seq_length, num_lines):
-  """[CLS] tokens [SEP] sequences of the shared English corpus (BERT uncased vocab),
-  packed greedily from consecutive lines, as build_pretraining_dataset.py packs."""
-  vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
-  tokenizer = Tokenizer(vocab)
-  cls, sep = vocab.tokens.index("[CLS]"), vocab.tokens.index("[SEP]")
-  sequences, current = [], []
-  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
-    for _, line in zip(range(num_lines), f):
-      current += tokenizer.ids(line)
-      while len(current) >= seq_length - 2:
-        sequences.append([cls] + current[:seq_length - 2] + [sep])
-        current = current[seq_length - 2:]
-  return sequences
-
-
-def make_data_dir(root, seq_length=64, num_lines=1500, shards=2):
-  """<root>/pretrain_tfrecords/pretrain_data.tfrecord-i-of-n and <root>/vocab.txt.
-
-  The vocabulary keeps only the BERT tokens these lines use (ids remapped), so a small
-  model trains quickly; the specials stay at BERT's ids 0-103 order.
-  """
-  sequences = corpus_sequences(seq_length, num_lines)
-  bert = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt")).tokens
-  used = sorted(set(range(104)) | {i for seq in sequences for i in seq})
-  new_id = {old: new for new, old in enumerate(used)}
-  sequences = [[new_id[i] for i in seq] for seq in sequences]
-  for i in range(shards):
-    write_records(os.path.join(root, "pretrain_tfrecords",
-                               records.FILE_PATTERN.format(index=i, count=shards)),
-                  sequences[i::shards], seq_length)
-  with open(os.path.join(root, "vocab.txt"), "w", encoding="utf-8") as f:
-    f.write("".join(bert[i] + "\n" for i in used))
-  return str(root), len(used)
+from tests.helpers import write_records
 
 
 def small_config(data_dir, **overrides):

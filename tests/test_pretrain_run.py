@@ -28,7 +28,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.conftest import ROOT, run_lock_held_elsewhere
-from tests.test_pretrain_input_pipeline import make_data_dir, write_records
+from tests.helpers import make_data_dir, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
@@ -115,6 +115,7 @@ def window_mean(log, key, steps):
   return float(np.mean([log[s][key] for s in steps]))
 
 
+@pytest.mark.slow
 def test_debug_model_learns_then_eval_and_export(data):
   data_dir, vocab_size = data
   config = config_for(data_dir, "learn", num_train_steps=100, save_checkpoints_steps=50,
@@ -173,6 +174,7 @@ def test_debug_model_learns_then_eval_and_export(data):
     assert again[name] == pytest.approx(results[name], abs=1e-6), name
 
 
+@pytest.mark.slow
 def test_mlm_only_baseline_trains(data):
   data_dir, vocab_size = data
   config = config_for(data_dir, "mlm_only", num_train_steps=20, save_checkpoints_steps=20,
@@ -209,6 +211,7 @@ def sigterm_when_logged(model_dir, step):
   return thread
 
 
+@pytest.mark.slow
 def test_electric_trains_and_kill_and_resume_continues_the_same_curve(data_dir):
   # Dropout stays on: its generator state is part of the checkpoint.
   whole = config_for(data_dir, "whole", num_train_steps=8, log_every_steps=1,

@@ -17,7 +17,7 @@ import pytest
 
 from pretrain import trainer
 from pretrain.config import load_config
-from tests.test_pretrain_input_pipeline import make_data_dir
+from tests.helpers import make_data_dir
 
 STEPS = 40
 
@@ -31,6 +31,7 @@ def data(tmp_path_factory):
   return make_data_dir(tmp_path_factory.mktemp("recipe_data"), 128, num_lines=4000)
 
 
+@pytest.mark.slow
 def test_recipe_discriminator_beats_its_base_rate(data):
   data_dir, vocab_size = data
   config = load_config("electra_tiny", data_dir, {

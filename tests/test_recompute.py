@@ -8,19 +8,11 @@ import tensorflow as tf
 import tf_keras
 
 from model import encoder
-from model.dropout import dropout_generators
+from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
-from tests.test_objective import SPECIAL, make_batch, tiny_config
 from training.runtime import use_checkpointed_dropout
-
-
-def dropout_states(model):
-  return [g.state.numpy() for g in dropout_generators(model)]
-
-
-def set_dropout_states(model, states):
-  for generator, state in zip(dropout_generators(model), states):
-    generator.state.assign(state)
+from tests.helpers import (SPECIAL, dropout_states, make_batch, one_layer,
+                           set_dropout_states, tiny_config)
 
 
 def test_pretraining_loss_and_gradients_equal_with_recompute():
@@ -35,7 +27,8 @@ def test_pretraining_loss_and_gradients_equal_with_recompute():
   @tf.function(autograph=False)  # as the training loop's step
   def loss_and_gradients():
     with tf.GradientTape() as tape:
-      loss, _ = model.compute(batch, tf.constant([1, 2]), training=True)
+      loss, _ = objective_for(config).compute(model, batch, tf.constant([1, 2]),
+                                              training=True)
     return loss, tape.gradient(loss, model.trainable_variables)
 
   before = dropout_states(model)
@@ -59,18 +52,6 @@ def test_pretraining_loss_and_gradients_equal_with_recompute():
   # Dropout did draw: in attention and after both sublayers of the 4 transformer layers
   # (inner dropout, rate 0, does not).
   assert sum((a != b).any() for a, b in zip(after, before)) >= 3 * 4
-
-
-def one_layer(dropout: float, seed: int):
-  """(a built 1-layer encoder's transformer layer, an input [2, 6, 16]), with
-  checkpointed dropout at `dropout` in attention and after both sublayers."""
-  use_checkpointed_dropout(seed)
-  config = encoder.ModelConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
-                               num_attention_heads=2, intermediate_size=32,
-                               hidden_dropout_prob=dropout,
-                               attention_probs_dropout_prob=dropout)
-  return (encoder.ElectraEncoder(config).transformer_layers[0],
-          tf.random.stateless_normal([2, 6, 16], [0, 1]))
 
 
 def test_recomputation_redraws_the_forward_dropout_masks():

@@ -23,9 +23,7 @@ from finetune.tagging import features as tagging_features
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
                                    predict_questions)
-from tests.test_finetune_glue import head_of
-from tests.test_finetune_tagging_run import chunk_data
-from tests.test_tokenization import ADVERSARIAL, _code_point_lines
+from tests.helpers import ADVERSARIAL, chunk_data, code_point_lines, head_of
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -33,7 +31,7 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
   vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
   with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
     corpus = f.read().split("\n")[:3000]
-  lines = ADVERSARIAL + _code_point_lines() + corpus
+  lines = ADVERSARIAL + code_point_lines() + corpus
   graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
   got = graph(tf.constant(lines))
   ids, offsets = Tokenizer(vocab, lower_case, lower_case).batch_ids(lines)
@@ -156,7 +154,8 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
       "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
   windows = qa_features.featurize(
       Tokenizer(load_vocab(str(data / "vocab.txt"))), list(qa_data.read_questions(
-          str(path))), config.max_seq_length, config.max_query_length, config.doc_stride)
+          str(path))), config.max_seq_length, config.section("qa").max_query_length,
+          config.section("qa").doc_stride)
   return (got["serving_default"], want, np.bincount(windows.example_index),
           [c for _, c in questions])
 

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import run_finetuning
+from finetune import config as finetune_config
 from finetune import tasks
 from finetune.errors import DataError
 from finetune.family import Family
@@ -23,6 +24,8 @@ from finetune.sentence.features import encode
 from finetune.sentence.head import SentenceHead
 from finetune.sentence.task import SentenceExample
 from tests.conftest import ROOT, shared_path
+from training import resume
+from util import hparams
 
 WORDS = ("cat", "dog", "bird", "fish")
 
@@ -69,8 +72,16 @@ class FirstWordRunner(TaskRunner):
     return {"accuracy": 100 * float(np.mean(outputs.argmax(-1) == features["label"]))}
 
 
+@dataclasses.dataclass(frozen=True)
+class ToySettings:
+  """A registered family's own section."""
+  first_word_vowels: int = hparams.field(2, at_least=0)
+  toy_log_name: str = hparams.field("toy", resumable=True)
+
+
 TOY = Family(name="toy", task_type=FirstWordTask, tasks=(FirstWordTask(),),
-             read_examples=read_first_word, runner=lambda: FirstWordRunner)
+             read_examples=read_first_word, runner=lambda: FirstWordRunner,
+             settings=ToySettings)
 
 
 @pytest.fixture
@@ -125,7 +136,8 @@ def test_the_finetuning_config_loads_without_tensorflow():
   code = ("import sys\nfrom finetune import config\n"
           "c = config.load_config('electra_small', ['squad', 'glue/mrpc'], 'data',"
           " {'beam_size': 5})\n"
-          "print(c.beam_size, c.double_unordered, c.tasks_label)\n"
+          "print(c.section('qa').beam_size, c.section('sentence').double_unordered,"
+          " c.tasks_label)\n"
           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
           "('tensorflow', 'tf_keras', 'keras')))\n")
   run = subprocess.run([sys.executable, "-c", code], capture_output=True,
@@ -142,3 +154,69 @@ def test_help_loads_no_tensorflow(command):
   run = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, command)],
                        capture_output=True, text=True, check=True)
   assert run.stdout.startswith("usage: ") and run.stderr == "False\n"
+
+
+def test_a_registered_familys_settings_are_its_runs_section_only(toy_registered):
+  del toy_registered
+  toy = finetune_config.load_config("electra_small", ["first_word"], "data",
+                                    {"first_word_vowels": 3, "beam_size": 4})
+  assert toy.section("toy") == ToySettings(first_word_vowels=3)
+  assert list(toy.sections) == ["toy"]  # beam_size checked, then left out
+  # Only its fixed fields sign the run; the record holds its whole section.
+  assert toy.signed_fields()["sections"] == {"toy": {"first_word_vowels": 3}}
+  assert toy.to_dict()["sections"] == {"toy": {"first_word_vowels": 3,
+                                               "toy_log_name": "toy"}}
+  glue = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
+                                     {"first_word_vowels": 3})
+  assert glue.signed_fields()["sections"] == {"sentence": {"double_unordered": True}}
+  assert "max_query_length" not in str(glue.to_dict())
+  for overrides, message in (
+      ({"first_word_vowels": -1}, "--hparams: first_word_vowels -1: expected an "
+       "integer >= 0"),
+      ({"first_word_vowel": 1}, "--hparams: unknown hyperparameter 'first_word_vowel'; "
+       "did you mean 'first_word_vowels'?"),
+      ({"max_answer_length": "20"}, '--hparams: max_answer_length "20": expected an '
+       "integer >= 1")):
+    with pytest.raises(hparams.HParamsError) as info:
+      finetune_config.load_config("electra_small", ["first_word"], "data", overrides)
+    assert str(info.value) == message
+
+
+def test_a_settings_name_two_places_declare_is_refused(monkeypatch):
+  monkeypatch.setattr(tasks, "FAMILIES", list(tasks.FAMILIES))
+
+  @dataclasses.dataclass(frozen=True)
+  class Clashing:
+    beam_size: int = 3
+  tasks.register(dataclasses.replace(TOY, settings=Clashing))
+  with pytest.raises(ValueError, match="task family toy: setting 'beam_size' is declared "
+                     "by family qa already"):
+    finetune_config.load_config("electra_small", ["first_word"], "data", {})
+
+
+# A record's signature as the flat config wrote it before sections (every family's
+# fields at the top level), from a GLUE run with QA's defaults.
+FLAT_SIGNATURE = {"init_checkpoint": "", "seed": 0, "learning_rate": 3e-4,
+                  "task_names": ["glue/mrpc"], "double_unordered": True,
+                  "max_query_length": 64, "doc_stride": 128,
+                  "answerable_classifier": True, "answerable_uses_start_logits": True,
+                  "answerable_weight": 0.5, "joint_prediction": True}
+
+
+def test_a_record_written_before_sections_still_reads(tmp_path):
+  config = finetune_config.load_config("electra_small", ["glue/mrpc"], "data", {})
+  assert config.in_sections(FLAT_SIGNATURE) == {
+      "init_checkpoint": "", "seed": 0, "learning_rate": 3e-4, "task_names": ["glue/mrpc"],
+      "sections": {"sentence": {"double_unordered": True}}}
+  # A resume on a run dir whose record is flat compares this run's fields only.
+  signature = {"init_checkpoint": "", **{k: v for k, v in config.signed_fields().items()
+                                         if k in FLAT_SIGNATURE or k == "sections"}}
+  resume.write_run_config(str(tmp_path), "record.json", FLAT_SIGNATURE)
+  resume.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
+                      renamed=config.in_sections)
+  changed = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
+                                        {"double_unordered": False})
+  signature["sections"] = changed.signed_fields()["sections"]
+  with pytest.raises(hparams.HParamsError, match="double_unordered: True -> False"):
+    resume.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
+                        renamed=config.in_sections)

@@ -4,7 +4,6 @@ import functools
 import json
 import subprocess
 import sys
-import unicodedata
 
 import pytest
 
@@ -13,6 +12,7 @@ from tools import tokenize as tokenize_command
 from data_prep.tokenizer import Tokenizer, basic_words
 from data_prep.vocab import load_vocab
 from tests.conftest import shared_path
+from tests.helpers import ADVERSARIAL, code_point_lines
 
 BOTH_CASINGS = pytest.mark.parametrize("lower_case", [True, False])
 
@@ -63,44 +63,13 @@ def test_every_line_of_the_shared_corpus(vocab, lower_case):
       assert got == want, f"line {start + i + 1}: {lines[start + i]!r}"
 
 
-def _code_point_lines():
-  """Every assigned code point (and a sample of unassigned/private ones), alone and inside
-  a word; letters also between capital sigmas (lower-casing depends on the context)."""
-  points = [cp for cp in range(1, sys.maxunicode + 1)
-            if cp != 10 and (unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs")
-                             or cp % 97 == 0) and not 0xD800 <= cp < 0xE000]
-  lines = []
-  for i in range(0, len(points), 300):
-    chars = [chr(cp) for cp in points[i:i + 300]]
-    lines.append(" ".join(chars))
-    lines.append(" ".join(f"ab{ch}cd" for ch in chars))
-    lines.append(" ".join(f"Σx{ch}ΣA." for ch in chars if unicodedata.category(ch)[0] in "LM"))
-  return lines
-
-
 @BOTH_CASINGS
 def test_every_code_point_alone_and_inside_words(vocab, lower_case):
-  lines = _code_point_lines()
+  lines = code_point_lines()
   got = fast_ids(vocab, lines, lower_case)
   want = reference_ids(vocab, lines, lower_case)
   for line, g, w in zip(lines, got, want):
     assert g == w, f"differs on {line[:80]!r}..."
-
-
-ADVERSARIAL = [
-    "Café naïve résumé Ångström façade ÉCOLE", "e\u0301 a\u0308 \u0301 \u0345x",
-    "北京大学 東京 日本語テキスト 한국어 문장 中文English混合", "𠀀𪜀 \U0002b740\U0002b820x",
-    "emoji 😀👍🏽 👨‍👩‍👧 flags 🇫🇷 ✨!", "nul\x00here a\x01b\x1fc\x7fd \x85e \u200bf\u200dg",
-    "replacement \ufffd char a\ufffdb", "tab\there\u00a0nbsp\u2003em\u3000ideo\u2028ls\u2029ps",
-    "\u1680ogham\u202fnarrow\u205fmath \x0bvt\x0cff", "...!!!??? --- ((([[{{}}]]))) $$$ ^^^ ```",
-    "a" * 199, "a" * 200, "a" * 201, "b" * 200 + "!" + "c" * 201, "é" * 201, "ab" * 150,
-    "İstanbul ΣΟΦΙΑ ΟΔΥΣΣΕΥΣ ß ẞ ǅ ﬁ ﬀ Ⅻ ①", "[CLS] text [SEP] more [MASK] [UNK] [PAD]",
-    "[CLS][SEP][MASK]", "MiXeD CaSe WoRdS iPhone eBay McDonald's", "",
-    "   ", "\r", "trailing\r", "x\u0000\u0000y", "١٢٣ ٤٥٦ أبجد", "שלום עולם",
-    "Привет, мир! Ёлка", "ＦＵＬＬ　ｗｉｄｔｈ１２３", "x²³ ½ ¼ µ °C ™ © ®", "\ue000 \uf8ff",
-    "don't won't it's rock'n'roll", "e.g. i.e. U.S.A. 3.14 1,000,000 10:30 50%",
-    "\U0001d400\U0001d401 \U000e0001 \U000f0000", "\u00ad soft\u00adhyphen",
-]
 
 
 @BOTH_CASINGS

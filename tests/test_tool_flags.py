@@ -1,4 +1,4 @@
-"""`python -m tools.*` and `bench.*` flags are checked as the main commands' are: at
+"""`python -m tools.*` and `experiments.*` flags are checked as the main commands' are: at
 parse time, by the hyperparameters' rules (util/hparams.py), one line naming the flag,
 the value and what is expected, before anything is read or written."""
 
@@ -37,8 +37,8 @@ def test_a_tools_bad_flag_is_one_line_at_parse_time(tmp_path, capsys, monkeypatc
   assert not os.listdir(tmp_path)
 
 
-def test_the_bench_flags_share_the_rules(capsys):
-  from bench import encoder_anatomy  # pylint: disable=g-import-not-at-top
+def test_the_experiments_flags_share_the_rules(capsys):
+  from experiments import encoder_anatomy  # pylint: disable=g-import-not-at-top
   for argv, message in ((["--seed", "-1"], "--seed -1: expected an integer >= 0"),
                         (["--steps", "0"], "--steps 0: expected an integer >= 1"),
                         (["--output", ""], "--output '': expected a path")):
@@ -56,9 +56,9 @@ def test_check_flags_converts_and_keeps_a_valid_value():
   assert args.seed == 3
 
 
-def test_the_benches_read_a_runs_record_as_the_commands_do(tmp_path, capsys,
-                                                          monkeypatch):
-  from bench import compare_runs, eval_checkpoints  # pylint: disable=g-import-not-at-top
+def test_the_run_tools_read_a_runs_record_as_the_commands_do(tmp_path, capsys,
+                                                            monkeypatch):
+  from tools import compare_runs, eval_checkpoints  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "models" / "m"
   model_dir.mkdir(parents=True)
   record = model_dir / "pretrain_config.json"
@@ -71,7 +71,7 @@ def test_the_benches_read_a_runs_record_as_the_commands_do(tmp_path, capsys,
                                               "m"]),
                      (compare_runs.main, [f"m={model_dir}", "--output",
                                           str(tmp_path / "x.png")])):
-    monkeypatch.setattr("sys.argv", ["bench"] + argv)
+    monkeypatch.setattr("sys.argv", ["tools"] + argv)
     assert main() == 2
     assert capsys.readouterr().err == expected
   assert sorted(os.listdir(tmp_path)) == ["models"] and record.read_text() == "[1]"

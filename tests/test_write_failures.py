@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, shared_path
-from tests.test_pretrain_input_pipeline import make_data_dir
+from tests.helpers import make_data_dir
+from util import files
 
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
@@ -127,3 +128,46 @@ def test_build_pretraining_dataset_and_tools(tmp_path):
                  str(corpus / "a.txt"), "--output", output)
     assert_one_line_error(result, output, reason)
   assert not temp_dirs(str(tmp_path))
+
+
+def _tree(root):
+  """{relative path: contents} of every file under root."""
+  return {os.path.relpath(os.path.join(folder, name), root):
+          open(os.path.join(folder, name), encoding="utf-8").read()
+          for folder, _, names in os.walk(root) for name in names}
+
+
+@pytest.mark.parametrize("temp_name", ["", "out.tmp-1"])
+def test_atomic_directory_shows_only_whole_directories(tmp_path, temp_name):
+  target = tmp_path / "out"
+
+  def write(old_files, fail):
+    """Writes two files through atomic_directory, checking target meanwhile; `fail`:
+    raise between them."""
+    with files.atomic_directory(str(target), temp_name) as tmp:
+      assert os.path.dirname(tmp) == str(tmp_path)  # a sibling: the rename stays on disk
+      (tmp_path / os.path.basename(tmp) / "a.txt").write_text("new a")
+      assert _tree(str(target)) == old_files  # not there yet, or still the old one
+      if fail:
+        raise RuntimeError("failed halfway")
+      (tmp_path / os.path.basename(tmp) / "sub").mkdir()
+      (tmp_path / os.path.basename(tmp) / "sub" / "b.txt").write_text("new b")
+      assert _tree(str(target)) == old_files
+
+  # A new target: nothing there until the block ends, then all of it.
+  with pytest.raises(RuntimeError):
+    write({}, fail=True)
+  assert os.listdir(tmp_path) == []  # no target, no temp directory
+  write({}, fail=False)
+  whole = {"a.txt": "new a", os.path.join("sub", "b.txt"): "new b"}
+  assert _tree(str(target)) == whole and os.listdir(tmp_path) == ["out"]
+  # An existing target: a failure leaves it as it was and nothing beside it.
+  (target / "a.txt").write_text("old a")
+  (target / "old.txt").write_text("old")
+  old = _tree(str(target))
+  with pytest.raises(RuntimeError):
+    write(old, fail=True)
+  assert _tree(str(target)) == old and os.listdir(tmp_path) == ["out"]
+  # A success replaces it whole: no file of the old one survives, no ".old" left.
+  write(old, fail=False)
+  assert _tree(str(target)) == whole and os.listdir(tmp_path) == ["out"]

@@ -1,2 +1,2 @@
-"""Every `python -m tools.<name>` command: flags, one library call, output. The top
-floor with the three scripts: nothing imports it."""
+"""Every `python -m tools.<name>` command: flags, one library call, output. The floor
+with the three scripts, below bench/ and experiments/: no library package imports it."""

@@ -24,6 +24,7 @@ import typing
 from typing import Dict, List, Optional, Tuple
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+from util import hparams  # pylint: disable=g-import-not-at-top
 
 COMMAND = "python -m tools.hparams_reference --output docs/hparams.md"
 
@@ -209,7 +210,8 @@ def table(cls, own: Optional[List[type]] = None, record: bool = True) -> str:
   head.append("meaning")
   out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   group = ""
-  fields = dataclasses.fields(cls)
+  names = hparams.settable_names(cls)  # not the fine-tuning config's sections
+  fields = [f for f in dataclasses.fields(cls) if f.name in names]
   if own is not None:  # in the order of the declarations, the class's own first
     owners = [cls] + list(own)
     fields = [f for f in fields if _owner(cls, f.name) in owners]
@@ -269,10 +271,15 @@ def reference() -> str:
            "\n## Fine-tuning (`run_finetuning.py`)\n",
            "Defaults are the original's; `configs/finetuning/<size>.json` overrides "
            "them per model size, then the task's defaults. The hardware and model "
-           "fields below and the fields of the run's task families apply too.\n",
-           table(FinetuningConfig, own=[])]
+           "fields below apply too, and each task family's section (below) to the "
+           "runs of its tasks.\n",
+           table(FinetuningConfig, own=[]),
+           "\nA family's fields are given flat in `--hparams` like the others. Only "
+           "the sections of the run's task families sign and are recorded in its run "
+           "record; a field of another family is checked, then unused (one "
+           "`--hparams` file may serve several tasks' runs)."]
   for family in families:
-    parts += [f"\n### The {family.name} family's fields\n",
+    parts += [f"\n### The {family.name} family's section\n",
               table(family.settings)]
   parts += ["\n## Both phases: the hardware\n",
             "None of these changes the trained weights.\n",

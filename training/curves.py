@@ -3,7 +3,7 @@
 One logged batch is noisy (the quick start's masked-LM accuracy jumps by 0.1 between
 log lines), so a training curve is drawn as faint per-batch points under their centred
 moving average; held-out eval metrics, when <model_dir>/eval_curve.jsonl holds them
-(bench/eval_checkpoints.py writes it), are drawn as markers in the same panel.
+(tools/eval_checkpoints.py writes it), are drawn as markers in the same panel.
 """
 
 import json

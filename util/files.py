@@ -1,4 +1,4 @@
-"""Atomic file writing (readers never see a half-written file) and one run per model
+"""Atomic file and directory writing (readers never see a half-written file) and one run per model
 directory (a second run on a directory a live run holds is refused)."""
 
 import contextlib
@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from typing import Dict, Optional, Sequence
@@ -39,6 +40,42 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     with contextlib.suppress(FileNotFoundError):
       os.remove(tmp)
     raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str, temp_name: str = ""):
+  """Yields a new directory beside `path` to write into; when the block succeeds it
+  takes `path`'s place (an existing `path` is moved aside first and deleted once the
+  new one is in), and when it fails it is deleted and `path` stays as it was.
+  `temp_name`: the temporary directory's name (default a new hidden ".<name>.*")."""
+  path = os.path.abspath(path)
+  parent = os.path.dirname(path)
+  os.makedirs(parent, exist_ok=True)
+  if temp_name:
+    tmp = os.path.join(parent, temp_name)
+    os.makedirs(tmp)
+  else:
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; give the usual permissions
+  try:
+    yield tmp
+    old = None
+    if os.path.lexists(path):
+      old = tmp + ".old"
+      os.replace(path, old)
+    try:
+      os.replace(tmp, path)
+    except BaseException:
+      if old:
+        os.replace(old, path)
+      raise
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if old:
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def check_output(flag: str, output: str, inputs: Dict[str, str],

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import typing
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "configs")
@@ -162,6 +162,18 @@ def _settable(cls) -> Dict[str, tuple]:
   return {**_fields(cls), **aliases}
 
 
+def field_names(cls) -> list:
+  """The names dataclass `cls` takes as overrides: its fields and its InitVar aliases."""
+  return list(_settable(cls))
+
+
+def settable_names(cls) -> list:
+  """The hyperparameter names of config class `cls`: field_names, unless it lists its
+  own in a `hyperparameter_names` classmethod (a config with sections)."""
+  listed = getattr(cls, "hyperparameter_names", None)
+  return field_names(cls) if listed is None else listed()
+
+
 def check_value(cls, name: str, value, shown_name: Optional[str] = None):
   """`value` converted to field `name`'s type; HParamsError (naming the field
   `shown_name`, by default `name`) if the field refuses it."""
@@ -206,24 +218,31 @@ def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams",
                     elsewhere: Optional[Dict[str, Callable[[], type]]] = None
                     ) -> Dict[str, Any]:
   """`overrides` with each value checked against dataclass `cls`; errors name `source`.
-  `elsewhere` ({"pre-training (run_pretraining.py)": a function returning its config
-  class, imported only when needed}): a name that belongs there is said to, rather than
-  matched to a near name of this phase."""
+  `elsewhere`: as refuse_unknown's."""
   names = _settable(cls)
   checked = {}
   for name, value in overrides.items():
     if name not in names:
-      home = next((where for where, other in (elsewhere or {}).items()
-                   if name in _fields(other())), None)
-      if home:
-        raise HParamsError(f"{source}: {name!r} is a hyperparameter of {home}, not of "
-                           "this command")
-      raise HParamsError(f"{source}: {unknown_name_message(name, names)}")
+      refuse_unknown(name, names, source, elsewhere)
     try:
       checked[name] = check_value(cls, name, value)
     except HParamsError as e:
       raise HParamsError(f"{source}: {e}") from None
   return checked
+
+
+def refuse_unknown(name: str, known: Sequence[str], source: str = "--hparams",
+                   elsewhere: Optional[Dict[str, Callable[[], type]]] = None):
+  """Raises HParamsError for a name none of `known` (this phase's names) is. `elsewhere`
+  ({"pre-training (run_pretraining.py)": a function returning its config class,
+  imported only when needed}): a name that belongs there is said to, rather than
+  matched to a near name of this phase."""
+  home = next((where for where, other in (elsewhere or {}).items()
+               if name in settable_names(other())), None)
+  if home:
+    raise HParamsError(f"{source}: {name!r} is a hyperparameter of {home}, not of this "
+                       "command")
+  raise HParamsError(f"{source}: {unknown_name_message(name, known)}")
 
 
 def update(obj, overrides: Dict[str, Any], source: str = "--hparams"):

@@ -34,6 +34,11 @@ class QARunner(TaskRunner):
     super().__init__(task, config, tokenizer)
     self._windows = {}  # split -> Windows of its last featurization (not training's)
 
+  @property
+  def settings(self):
+    """The run's question-answering section (finetune/qa/family.py QASettings)."""
+    return self.config.section("qa")
+
   def prepare_examples(self, examples, split):
     if split != self.task.train_split:
       return examples
@@ -55,8 +60,8 @@ class QARunner(TaskRunner):
     return kept
 
   def _featurize(self, examples):
-    c = self.config
-    return qa_features.featurize(self.tokenizer, examples, c.max_seq_length,
+    c = self.settings
+    return qa_features.featurize(self.tokenizer, examples, self.config.max_seq_length,
                                  c.max_query_length, c.doc_stride)
 
   def features(self, examples, split):
@@ -73,25 +78,26 @@ class QARunner(TaskRunner):
     return windows
 
   def make_head(self, model_config):
-    c = self.config
-    if c.joint_prediction and not 1 <= c.beam_size <= c.max_seq_length:
+    c, length = self.settings, self.config.max_seq_length
+    if c.joint_prediction and not 1 <= c.beam_size <= length:
       raise ValueError(f"beam_size {c.beam_size} must be between 1 and max_seq_length "
-                       f"{c.max_seq_length}")
+                       f"{length}")
     return qa_head.SpanHead(
         c.joint_prediction, c.beam_size, c.answerable_classifier,
         c.answerable_uses_start_logits,
         name="task_specific/" + self.head_name.replace("/", "_"))
 
   def loss(self, outputs, batch):
-    return qa_head.span_loss(outputs, batch, self.config.answerable_weight)
+    return qa_head.span_loss(outputs, batch, self.settings.answerable_weight)
 
   def predict_answers(self, examples, features, outputs, split):
-    c = self.config
+    c = self.settings
     return qa_postprocess.predict_answers(
         examples, self.windows(examples, features, split), outputs,
         self.tokenizer.vocab.tokens, n_best_size=c.n_best_size,
         max_answer_length=c.max_answer_length, v2=self.task.v2,
-        answerable_classifier=c.answerable_classifier, lower_case=c.do_lower_case)
+        answerable_classifier=c.answerable_classifier,
+        lower_case=self.config.do_lower_case)
 
   def read_unlabeled(self, path):
     return qa_data.read_questions(path)
@@ -99,7 +105,7 @@ class QARunner(TaskRunner):
   def prediction_records(self, examples, features, outputs):
     predictions = self.predict_answers(examples, features, outputs, PREDICT_SPLIT)
     return qa_postprocess.prediction_records(examples, predictions, self.task.v2,
-                                             self.config.qa_na_threshold)
+                                             self.settings.qa_na_threshold)
 
   def output_file(self, split: str, kind: str) -> str:
     return os.path.join(self.config.results_dir, f"{self.config.tasks_label}_qa",
@@ -116,7 +122,7 @@ class QARunner(TaskRunner):
     """Test-set answers as the original submits them: for SQuAD 2.0, "" where the null
     odds exceed qa_na_threshold (no labels to tune it on)."""
     predictions = self.predict_answers(examples, features, outputs, split)
-    answers = (qa_postprocess.thresholded(predictions, self.config.qa_na_threshold)
+    answers = (qa_postprocess.thresholded(predictions, self.settings.qa_na_threshold)
                if self.task.v2 else predictions.answers)
     name = f"{self.task.name.replace('/', '_')}_{split}_preds.json"
     return [self._write(os.path.join(out_dir, name), answers)]
@@ -131,7 +137,7 @@ class QARunner(TaskRunner):
     if self.task.v2:
       result = squad_metrics.evaluate_v2(dataset, predictions.answers,
                                          predictions.null_odds,
-                                         self.config.qa_na_threshold)
+                                         self.settings.qa_na_threshold)
       self._write(self.output_file(split, "null_odds"), predictions.null_odds)
       self._write(self.output_file(split, "preds_thresholded"),
                   qa_postprocess.thresholded(predictions, result["best_f1_thresh"]))

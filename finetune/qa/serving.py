@@ -215,7 +215,7 @@ def null_odds(outputs, config, window_example, batch, best_start_score, best_end
 def qa_function(module: serving.ServingModule, runner):
   """The answer of every (question, context): postprocess.predict_answers over the
   windows of finetune/qa/features.py, as runner.prediction_records reports it."""
-  config, v2 = runner.config, runner.task.v2
+  config, v2 = runner.settings, runner.task.v2
   spec = tf.TensorSpec([None], tf.string)
 
   @tf.function(input_signature=[spec, spec], autograph=False)

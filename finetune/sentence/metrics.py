@@ -1,20 +1,23 @@
-"""Evaluation metrics of sentence tasks, implemented once in NumPy.
+"""Evaluation metrics of sentence tasks, from scikit-learn and SciPy.
 
 Sentence-level metrics (accuracy, binary F1, Matthews correlation, Pearson and Spearman
 correlation); chunk F1 lives with tagging. Each function returns a fraction in [0, 1] (or
 [-1, 1] for correlations); `score` turns a task's metric names into the percentages that
 results files report, as the original does.
 
-Degenerate inputs follow sklearn's convention of answering 0 rather than NaN: Matthews
-correlation with a constant prediction or constant gold labels is 0 (as sklearn), F1 with
-no positive prediction and no positive label is 0 (as sklearn's default zero_division),
-and Pearson/Spearman with a constant side are 0 (scipy answers NaN there; 0 keeps medians
-over trials and model selection well defined).
+Degenerate inputs answer 0 rather than NaN: Matthews correlation with a constant
+prediction or constant gold labels is 0 (sklearn's answer), F1 with no positive
+prediction and no positive label is 0 (sklearn's zero_division=0), and Pearson/Spearman
+with a constant side are 0 (SciPy answers NaN there; 0 keeps medians over trials and
+model selection well defined).
 """
 
+import warnings
 from typing import Dict, Sequence, Tuple
 
 import numpy as np
+import scipy.stats
+import sklearn.metrics
 
 
 def _paired(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
@@ -28,64 +31,40 @@ def _paired(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def accuracy(labels, predictions) -> float:
-  labels, predictions = _paired(labels, predictions)
-  return float(np.mean(labels == predictions))
+  return float(sklearn.metrics.accuracy_score(*_paired(labels, predictions)))
 
 
 def f1(labels, predictions, positive=1) -> float:
   """F1 of the positive class (binary tasks: MRPC, QQP)."""
   labels, predictions = _paired(labels, predictions)
-  gold, predicted = labels == positive, predictions == positive
-  true_pos = np.sum(gold & predicted)
-  denominator = np.sum(gold) + np.sum(predicted)
-  return float(2 * true_pos / denominator) if denominator else 0.0
+  # As booleans: a class absent from both sides is no error, and any label set works.
+  return float(sklearn.metrics.f1_score(labels == positive, predictions == positive,
+                                        zero_division=0))
 
 
 def matthews_corrcoef(labels, predictions) -> float:
-  """Matthews correlation, multi-class form (Gorodkin's R_K) as sklearn computes it."""
+  """Matthews correlation, multi-class form (Gorodkin's R_K)."""
   labels, predictions = _paired(labels, predictions)
-  classes, encoded = np.unique(np.concatenate([labels, predictions]), return_inverse=True)
-  gold, predicted = encoded[:labels.size], encoded[labels.size:]
-  confusion = np.zeros((classes.size, classes.size), np.float64)
-  np.add.at(confusion, (gold, predicted), 1)
-  gold_totals, predicted_totals = confusion.sum(axis=1), confusion.sum(axis=0)
-  correct, total = np.trace(confusion), confusion.sum()
-  covariance = correct * total - gold_totals @ predicted_totals
-  gold_variance = total ** 2 - gold_totals @ gold_totals
-  predicted_variance = total ** 2 - predicted_totals @ predicted_totals
-  if gold_variance * predicted_variance == 0:
+  with warnings.catch_warnings():  # its note on a single class: the answer, 0, stands
+    warnings.simplefilter("ignore", UserWarning)
+    return float(sklearn.metrics.matthews_corrcoef(labels, predictions))
+
+
+def _correlation(statistic, labels, predictions) -> float:
+  labels, predictions = _paired(labels, predictions)
+  labels, predictions = labels.astype(np.float64), predictions.astype(np.float64)
+  if np.ptp(labels) == 0 or np.ptp(predictions) == 0:  # SciPy's NaN (and warning)
     return 0.0
-  return float(covariance / np.sqrt(gold_variance * predicted_variance))
+  return float(np.clip(statistic(labels, predictions)[0], -1.0, 1.0))
 
 
 def pearson(labels, predictions) -> float:
-  labels, predictions = _paired(labels, predictions)
-  x = labels.astype(np.float64) - labels.mean(dtype=np.float64)
-  y = predictions.astype(np.float64) - predictions.mean(dtype=np.float64)
-  norms = np.sqrt(x @ x) * np.sqrt(y @ y)
-  if norms == 0:
-    return 0.0
-  return float(np.clip((x @ y) / norms, -1.0, 1.0))
-
-
-def average_ranks(values) -> np.ndarray:
-  """1-based ranks where tied values share the mean of their ranks (scipy's 'average')."""
-  values = np.asarray(values)
-  order = np.argsort(values, kind="stable")
-  ordered = values[order]
-  starts_new_value = np.concatenate([[True], ordered[1:] != ordered[:-1]])
-  group_of_sorted = np.cumsum(starts_new_value) - 1
-  group_bounds = np.append(np.flatnonzero(starts_new_value), values.size)
-  # A group occupying sorted positions [lo, hi) holds ranks lo+1 .. hi; their mean:
-  group_rank = (group_bounds[:-1] + 1 + group_bounds[1:]) / 2.0
-  ranks = np.empty(values.size, np.float64)
-  ranks[order] = group_rank[group_of_sorted]
-  return ranks
+  return _correlation(scipy.stats.pearsonr, labels, predictions)
 
 
 def spearman(labels, predictions) -> float:
-  labels, predictions = _paired(labels, predictions)
-  return pearson(average_ranks(labels), average_ranks(predictions))
+  """Pearson correlation of the ranks, ties sharing their mean rank."""
+  return _correlation(scipy.stats.spearmanr, labels, predictions)
 
 
 SENTENCE_METRICS = {

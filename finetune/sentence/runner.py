@@ -24,7 +24,7 @@ class SentenceRunner(TaskRunner):
 
   def prepare_examples(self, examples, split):
     if split == self.task.train_split and self.task.symmetric and \
-        self.config.double_unordered:
+        self.config.section("sentence").double_unordered:
       return both_orders(examples)  # MRPC, STS-B: both orders
     return examples
 

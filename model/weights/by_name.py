@@ -25,7 +25,7 @@ import zipfile
 from typing import Dict, Optional
 
 from model.weights import CheckpointError
-from util import cli
+from util import cli, files
 from util.progress import Progress
 
 RELEASES = ("electra_small", "electra_base", "electra_large")
@@ -110,18 +110,17 @@ def _fetch_release(name: str, folder: str) -> str:
                                    prefix=f".{name}.") as scratch:
     archive = os.path.join(scratch, f"{name}.zip")
     _download(url, archive, name)
-    unpacked = os.path.join(scratch, name)
     try:
       with zipfile.ZipFile(archive) as zipped:
         bad = zipped.testzip()
         if bad:
           raise CheckpointError(f"{name}: {url} gave a zip whose {bad} fails its CRC "
                                 "check; run again to fetch it anew")
-        zipped.extractall(unpacked)
+        with files.atomic_directory(folder) as unpacked:  # whole, or not there at all
+          zipped.extractall(unpacked)
     except zipfile.BadZipFile as e:
       raise CheckpointError(f"{name}: {url} did not give a readable zip ({e}); run again "
                             "to fetch it anew") from None
-    os.replace(unpacked, folder)  # whole, or not there at all
   return _unpacked_root(folder)
 
 
@@ -200,9 +199,6 @@ def _link_pair(folder: str, parts: Dict[str, str]):
   if all(os.path.realpath(os.path.join(folder, p)) == os.path.realpath(parts[p])
          for p in PARTS):
     return
-  os.makedirs(os.path.dirname(folder), exist_ok=True)
-  scratch = tempfile.mkdtemp(dir=os.path.dirname(folder), prefix=".pair.")
-  for part, snapshot in parts.items():
-    os.symlink(os.path.abspath(snapshot), os.path.join(scratch, part))
-  shutil.rmtree(folder, ignore_errors=True)
-  os.replace(scratch, folder)
+  with files.atomic_directory(folder) as scratch:
+    for part, snapshot in parts.items():
+      os.symlink(os.path.abspath(snapshot), os.path.join(scratch, part))

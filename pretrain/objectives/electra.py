@@ -1,22 +1,25 @@
 """ELECTRA's replaced-token detection (`objective: electra`, the default; the paper's
 section 2).
 
-After the generator step (masked_lm.py): Gumbel-max samples (no gradient) written into
-the unmasked input -> discriminator logits over every token -> sigmoid loss over real
-tokens; loss = gen_weight * generator loss + disc_weight * discriminator loss. New
-levers, off by default: disc_weight_ramp_steps (the discriminator's weight ramped from
-0), disc_lr_multiplier (its variables' rate; pretrain/trainer.py), disc_prior_init.
+Its step (`Electra.compute`) reads top to bottom: mask the batch and run the generator
+(masked_lm.py's pieces) -> Gumbel-max samples (no gradient) written into the unmasked
+input -> discriminator logits over every token -> sigmoid loss over real tokens; loss =
+gen_weight * generator loss + disc_weight * discriminator loss. New levers, off by
+default: disc_weight_ramp_steps (the discriminator's weight ramped from 0),
+disc_lr_multiplier (its variables' rate; pretrain/trainer.py), disc_prior_init.
 """
 
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from data_prep import masking
 from model import flops as model_flops
 from model import memory as model_memory
 from pretrain.objectives.losses import (corrupt, discriminator_loss, fixed_corruption,
-                                        gumbel_sample)
-from pretrain.objectives.masked_lm import MaskedLM
+                                        gumbel_sample, masked_lm_loss, weighted_mean)
+from pretrain.objectives.masked_lm import (MaskedLM, encoder_inputs, generator_logits,
+                                           mask_batch, masked_lm_outputs, original_ids)
 
 
 class Electra(MaskedLM):
@@ -26,9 +29,6 @@ class Electra(MaskedLM):
   has_discriminator = True
   # A correct sample counts as original (Electric labels every masked position).
   every_masked_is_fake = False
-
-  def logged_losses(self) -> tuple:
-    return super().logged_losses() + ("disc_loss",)
 
   @property
   def exported_part(self) -> str:
@@ -40,7 +40,50 @@ class Electra(MaskedLM):
     """The base rate disc_prior_init starts the discriminator's head at."""
     return self.config.mask_prob
 
-  # ---- the loss ---------------------------------------------------------------------
+  # ---- the step ---------------------------------------------------------------------
+
+  def compute(self, model, batch: Dict[str, tf.Tensor], seed, training: bool,
+              step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    config = self.config
+    mask_seed, sample_seed = tf.unstack(
+        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+    # The generator's half: mask, predict the masked tokens, the masked-LM loss.
+    original, masked = mask_batch(batch, config, model.special_tokens, mask_seed)
+    mlm_logits, cloze_logits = generator_logits(model, config, batch, original, masked,
+                                                training)
+    token_loss, mlm_loss = masked_lm_loss(mlm_logits, masked.masked_lm_ids,
+                                          masked.masked_lm_weights)
+    outputs = masked_lm_outputs(batch, masked, mlm_logits, token_loss, mlm_loss)
+    generator_loss = mlm_loss
+    if cloze_logits is not None:  # a two-tower generator learns every candidate token
+      candidates = masking.candidates_mask(original, outputs["input_mask"],
+                                           model.special_tokens)
+      _, generator_loss = masked_lm_loss(cloze_logits, original, candidates)
+      outputs["cloze_loss"] = generator_loss
+    # The discriminator's half: sample, write the samples in, spot them.
+    sampled = gumbel_sample(
+        mlm_logits, sample_seed, config.temperature,
+        disallow_ids=masked.masked_lm_ids if config.disallow_correct else None)
+    corrupted, labels = corrupt(original, masked.masked_lm_positions, sampled,
+                                masked.masked_lm_weights,
+                                every_masked_is_fake=self.every_masked_is_fake)
+    disc_logits = model.electra.discriminator_logits(encoder_inputs(batch, corrupted),
+                                                     training=training)
+    disc_logits += self.logit_offset(cloze_logits, corrupted)
+    example_loss, disc_loss = discriminator_loss(disc_logits, labels,
+                                                 outputs["input_mask"])
+    outputs.update({
+        "disc_loss": disc_loss,
+        "sampled_ids": sampled,
+        "corrupted_ids": corrupted,
+        "disc_logits": disc_logits,
+        "disc_probs": tf.sigmoid(disc_logits),
+        "disc_preds": tf.cast(disc_logits > 0, tf.int32),
+        "disc_labels": labels,
+        "disc_example_loss": example_loss,
+    })
+    return (config.gen_weight * generator_loss +
+            self.disc_weight(step) * disc_loss), outputs
 
   def disc_weight(self, step=None) -> tf.Tensor:
     """The discriminator loss's weight at training step `step` (the full weight when
@@ -56,32 +99,14 @@ class Electra(MaskedLM):
     del cloze_logits, corrupted_ids
     return 0.0
 
-  def compute(self, model, batch: Dict[str, tf.Tensor], seed, training: bool,
-              step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    config = self.config
-    generated = self.generator_step(model, batch, seed, training)
-    masked, outputs = generated.masked, generated.outputs
-    sampled = gumbel_sample(
-        generated.mlm_logits, generated.sample_seed, config.temperature,
-        disallow_ids=masked.masked_lm_ids if config.disallow_correct else None)
-    corrupted, labels = corrupt(generated.original_ids, masked.masked_lm_positions,
-                                sampled, masked.masked_lm_weights,
-                                every_masked_is_fake=self.every_masked_is_fake)
-    disc_logits = model.electra.discriminator_logits(generated.encoder_inputs(corrupted),
-                                                     training=training)
-    disc_logits += self.logit_offset(generated.cloze_logits, corrupted)
-    example_loss, outputs["disc_loss"] = discriminator_loss(disc_logits, labels,
-                                                            outputs["input_mask"])
-    outputs.update({
-        "sampled_ids": sampled,
-        "corrupted_ids": corrupted,
-        "disc_logits": disc_logits,
-        "disc_probs": tf.sigmoid(disc_logits),
-        "disc_preds": tf.cast(disc_logits > 0, tf.int32),
-        "disc_labels": labels,
-        "disc_example_loss": example_loss,
-    })
-    return generated.loss + self.disc_weight(step) * outputs["disc_loss"], outputs
+  def logged(self, outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The generator's losses, the discriminator's, then the accuracies of both."""
+    losses = {name: outputs[name] for name in ("mlm_loss", "cloze_loss", "disc_loss")
+              if name in outputs}
+    return {**losses, **super().logged(outputs),
+            "disc_accuracy": weighted_mean(
+                tf.equal(outputs["disc_preds"], tf.cast(outputs["disc_labels"], tf.int32)),
+                outputs["input_mask"])}
 
   def eval_outputs(self, model, batch: Dict[str, tf.Tensor], seed
                    ) -> Dict[str, tf.Tensor]:
@@ -89,11 +114,10 @@ class Electra(MaskedLM):
     per run): "fixed_logits", "fixed_labels" and "fixed_weights" (the candidates) [B, S],
     and for how alike its token states are, "state_sum" [H] (the sum of the candidates'
     unit-length final states) and "state_count" (pretrain/eval_metrics.py)."""
-    input_mask = tf.cast(batch["input_mask"], tf.int32)
     corrupted, labels, candidates = fixed_corruption(
-        model.original_ids(batch), input_mask, model.special_tokens, seed)
-    inputs = {"input_ids": corrupted, "input_mask": input_mask,
-              "segment_ids": tf.cast(batch["segment_ids"], tf.int32)}
+        original_ids(batch), tf.cast(batch["input_mask"], tf.int32),
+        model.special_tokens, seed)
+    inputs = encoder_inputs(batch, corrupted)
     hidden = model.electra.discriminator(inputs, training=False)
     logits = model.electra.discriminator_logits(inputs, hidden=hidden)
     states = tf.boolean_mask(tf.math.l2_normalize(tf.cast(hidden, tf.float32), -1),

@@ -1,4 +1,5 @@
-"""Electric (`objective: electric`): the discriminator as an energy model.
+"""Electric (`objective: electric`): the discriminator as an energy model. Its step is
+ELECTRA's (electra.py) with its two differences declared here.
 
 A two-tower cloze generator (model/electra.py: TwoTowerGenerator) gives logits at every
 position and is trained on every candidate token; every masked position is labelled

@@ -1,6 +1,7 @@
-"""The pieces every pre-training objective is made of, as the original computes them:
-the masked-LM and replaced-token losses, Gumbel-max sampling, the corruption that writes
-samples into the input, and a fixed corruption no model takes part in (for eval)."""
+"""The pieces every pre-training objective's step is made of, as the original computes
+them: the masked-LM and replaced-token losses, the accuracies the log shows, Gumbel-max
+sampling, the corruption that writes samples into the input, and a fixed corruption no
+model takes part in (for eval). Plain functions of tensors: no model, no config."""
 
 import tensorflow as tf
 
@@ -28,6 +29,13 @@ def discriminator_loss(logits, labels, input_mask):
       labels=tf.cast(labels, tf.float32), logits=logits)
   example_loss = tf.reduce_sum(losses, -1) / (tf.reduce_sum(weights, -1) + LOSS_EPSILON)
   return example_loss, tf.reduce_sum(losses) / (tf.reduce_sum(weights) + LOSS_EPSILON)
+
+
+def weighted_mean(values, weights):
+  """sum(w * values) / (sum(w) + 1e-6): a logged accuracy, as the original's metrics."""
+  weights = tf.cast(weights, tf.float32)
+  return tf.reduce_sum(tf.cast(values, tf.float32) * weights) / (
+      tf.reduce_sum(weights) + LOSS_EPSILON)
 
 
 def gumbel_sample(logits, seed, temperature: float = 1.0, disallow_ids=None):

@@ -1,35 +1,101 @@
 """BERT's masked LM (`objective: masked_lm`; the original's `electra_objective: false`),
-and the generator step every objective starts with.
+and the pieces of the generator's half every objective's step starts with.
 
 One full-size encoder predicts the masked tokens; there is no discriminator, and the
-encoder is saved as the pair's generator. ELECTRA and Electric (electra.py, electric.py)
-extend this class: its generator step (mask, generator logits at the masked positions,
-masked-LM loss) is theirs too, with the generator the config names: the pair's (a
-smaller encoder sharing the embeddings), a uniform one (all logits zero) or Electric's
-two-tower cloze model.
+encoder is saved as the pair's generator. Its step (`MaskedLM.compute`) reads top to
+bottom: mask the batch, the generator's logits at the masked positions, the masked-LM
+loss. ELECTRA and Electric (electra.py, electric.py) start theirs with the same plain
+functions (`mask_batch`, `generator_logits`, `masked_lm_outputs`), with the generator
+the config names: the pair's (a smaller encoder sharing the embeddings), a uniform one
+(all logits zero) or Electric's two-tower cloze model.
 """
 
-import collections
 from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
 from data_prep import masking
+from data_prep.records import STATIC_MASK_FEATURES
 from model import flops as model_flops
 from model import memory as model_memory
 from pretrain.config import PretrainingConfig
-from pretrain.objectives.losses import masked_lm_loss
+from pretrain.objectives.losses import masked_lm_loss, weighted_mean
 
-# What the generator step gives the discriminator's: the masking, the generator's logits
-# at the masked positions (and a two-tower generator's at every position), the seed left
-# for sampling, and the step's loss and outputs so far.
-GeneratorStep = collections.namedtuple("GeneratorStep", [
-    "original_ids", "masked", "mlm_logits", "cloze_logits", "sample_seed",
-    "encoder_inputs", "loss", "outputs"])
+
+def static_masks(batch: Dict[str, tf.Tensor]) -> Optional[masking.MaskedInputs]:
+  """The record's own masks (static masking), or None."""
+  if not all(key in batch for key in STATIC_MASK_FEATURES):
+    return None
+  return masking.MaskedInputs(tf.cast(batch["input_ids"], tf.int32),
+                              tf.cast(batch["masked_lm_positions"], tf.int32),
+                              tf.cast(batch["masked_lm_ids"], tf.int32),
+                              tf.cast(batch["masked_lm_weights"], tf.float32))
+
+
+def original_ids(batch: Dict[str, tf.Tensor]) -> tf.Tensor:
+  """The batch's tokens before any masking (static masks written back)."""
+  static = static_masks(batch)
+  if static is None:
+    return tf.cast(batch["input_ids"], tf.int32)
+  return masking.scatter_tokens(static.input_ids, static.masked_lm_positions,
+                                static.masked_lm_ids, static.masked_lm_weights)
+
+
+def mask_batch(batch: Dict[str, tf.Tensor], config: PretrainingConfig, special_tokens,
+               seed) -> Tuple[tf.Tensor, masking.MaskedInputs]:
+  """(original ids, masked inputs); static masks in `batch` are used as they are, else
+  the config's mask_prob and max_predictions_per_seq draw them from `seed`."""
+  static = static_masks(batch)
+  if static is not None:
+    return original_ids(batch), static
+  input_ids = tf.cast(batch["input_ids"], tf.int32)
+  return input_ids, masking.mask_inputs(
+      input_ids, batch["input_mask"], mask_prob=config.mask_prob,
+      max_predictions=config.max_predictions_per_seq, mask_id=special_tokens.mask_id,
+      special_ids=special_tokens, seed=seed)
+
+
+def encoder_inputs(batch: Dict[str, tf.Tensor], input_ids) -> Dict[str, tf.Tensor]:
+  """What an encoder reads: `input_ids` with the batch's mask and segments."""
+  return {"input_ids": input_ids, "input_mask": tf.cast(batch["input_mask"], tf.int32),
+          "segment_ids": tf.cast(batch["segment_ids"], tf.int32)}
+
+
+def generator_logits(model, config: PretrainingConfig, batch: Dict[str, tf.Tensor],
+                     original: tf.Tensor, masked: masking.MaskedInputs, training: bool
+                     ) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
+  """(logits [B, N, V] at the masked positions, a two-tower generator's cloze logits
+  [B, S, V] at every position or None) of the generator the config names, over
+  `model`'s networks (pretrain/model.py)."""
+  if config.uniform_generator:
+    return tf.zeros(tf.concat([tf.shape(masked.masked_lm_ids),
+                               [model.model_config.vocab_size]], 0)), None
+  if model.two_tower is not None:
+    # The cloze model reads the unmasked input and predicts every position.
+    cloze_logits = model.two_tower(encoder_inputs(batch, original), training=training)
+    return tf.gather(cloze_logits, masked.masked_lm_positions, batch_dims=1), cloze_logits
+  return model.electra.generator_logits(encoder_inputs(batch, masked.input_ids),
+                                        training=training,
+                                        positions=masked.masked_lm_positions), None
+
+
+def masked_lm_outputs(batch: Dict[str, tf.Tensor], masked: masking.MaskedInputs,
+                      mlm_logits, token_loss, mlm_loss) -> Dict[str, tf.Tensor]:
+  """The generator's half of a step's outputs (pretrain/eval_metrics.py reads them)."""
+  return {
+      "mlm_loss": mlm_loss,
+      "input_ids": masked.input_ids,
+      "input_mask": tf.cast(batch["input_mask"], tf.int32),
+      "masked_lm_positions": masked.masked_lm_positions,
+      "masked_lm_ids": masked.masked_lm_ids,
+      "masked_lm_weights": masked.masked_lm_weights,
+      "masked_lm_preds": tf.argmax(mlm_logits, -1, output_type=tf.int32),
+      "masked_lm_token_loss": token_loss,
+  }
 
 
 class MaskedLM:
-  """The objective's loss, eval outputs, FLOPs, memory and the parts it trains; the
+  """The objective's step, eval outputs, FLOPs, memory and the parts it trains; the
   networks are PretrainingModel's (pretrain/model.py), passed to each call."""
 
   name = "masked_lm"  # the config's `objective`
@@ -40,61 +106,32 @@ class MaskedLM:
     self.config = config
     self.two_tower = config.two_tower_generator  # (PretrainingConfig checks it fits)
 
-  def logged_losses(self) -> tuple:
-    """The names of compute's outputs the training log shows as losses."""
-    return ("mlm_loss", "cloze_loss") if self.two_tower else ("mlm_loss",)
-
-  # ---- the loss ---------------------------------------------------------------------
-
-  def generator_step(self, model, batch: Dict[str, tf.Tensor], seed,
-                     training: bool) -> GeneratorStep:
-    """Masks the batch and runs the generator; `seed` is an int [2] tensor."""
-    config = self.config
-    mask_seed, sample_seed = tf.unstack(
-        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
-    original_ids, masked = model.mask(batch, mask_seed)
-    input_mask = tf.cast(batch["input_mask"], tf.int32)
-    segment_ids = tf.cast(batch["segment_ids"], tf.int32)
-
-    def encoder_inputs(ids):
-      return {"input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids}
-
-    outputs, cloze_logits = {}, None
-    if config.uniform_generator:
-      mlm_logits = tf.zeros(tf.concat([tf.shape(masked.masked_lm_ids),
-                                       [model.model_config.vocab_size]], 0))
-    elif model.two_tower is not None:
-      # The cloze model reads the unmasked input and predicts every position.
-      cloze_logits = model.two_tower(encoder_inputs(original_ids), training=training)
-      mlm_logits = tf.gather(cloze_logits, masked.masked_lm_positions, batch_dims=1)
-      candidates = masking.candidates_mask(original_ids, input_mask,
-                                           model.special_tokens)
-      _, outputs["cloze_loss"] = masked_lm_loss(cloze_logits, original_ids, candidates)
-    else:
-      mlm_logits = model.electra.generator_logits(
-          encoder_inputs(masked.input_ids), training=training,
-          positions=masked.masked_lm_positions)
-    token_loss, outputs["mlm_loss"] = masked_lm_loss(mlm_logits, masked.masked_lm_ids,
-                                                     masked.masked_lm_weights)
-    outputs.update({
-        "input_ids": masked.input_ids,
-        "input_mask": input_mask,
-        "masked_lm_positions": masked.masked_lm_positions,
-        "masked_lm_ids": masked.masked_lm_ids,
-        "masked_lm_weights": masked.masked_lm_weights,
-        "masked_lm_preds": tf.argmax(mlm_logits, -1, output_type=tf.int32),
-        "masked_lm_token_loss": token_loss,
-    })
-    loss = config.gen_weight * outputs.get("cloze_loss", outputs["mlm_loss"])
-    return GeneratorStep(original_ids, masked, mlm_logits, cloze_logits, sample_seed,
-                         encoder_inputs, loss, outputs)
+  # ---- the step ---------------------------------------------------------------------
 
   def compute(self, model, batch: Dict[str, tf.Tensor], seed, training: bool,
               step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    """(loss, outputs) of one per-replica batch (PretrainingModel.compute says more)."""
+    """(loss, outputs) of one per-replica batch over `model`'s networks; `seed` is an
+    int [2] tensor (replicas need different ones: training.runtime.stateless_seed) and
+    `step` the training step. The loss is this replica's mean; outputs hold the scalar
+    losses `logged` reads and the tensors pretrain/eval_metrics.py reads."""
     del step  # the masked LM's loss does not change over the run
-    generated = self.generator_step(model, batch, seed, training)
-    return generated.loss, generated.outputs
+    mask_seed, _ = tf.unstack(
+        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+    original, masked = mask_batch(batch, self.config, model.special_tokens, mask_seed)
+    mlm_logits, _ = generator_logits(model, self.config, batch, original, masked,
+                                     training)
+    token_loss, mlm_loss = masked_lm_loss(mlm_logits, masked.masked_lm_ids,
+                                          masked.masked_lm_weights)
+    outputs = masked_lm_outputs(batch, masked, mlm_logits, token_loss, mlm_loss)
+    return self.config.gen_weight * mlm_loss, outputs
+
+  def logged(self, outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The scalars of compute's outputs the training log shows: the losses, then the
+    generator's accuracy on the masked tokens."""
+    return {"mlm_loss": outputs["mlm_loss"],
+            "masked_lm_accuracy": weighted_mean(
+                tf.equal(outputs["masked_lm_preds"], outputs["masked_lm_ids"]),
+                outputs["masked_lm_weights"])}
 
   def eval_outputs(self, model, batch: Dict[str, tf.Tensor], seed
                    ) -> Optional[Dict[str, tf.Tensor]]:

@@ -3,10 +3,10 @@
   # 1. records and ~30 min of debug-size pre-training (its flags:
   #    docs/studies/2026-11-21-debug-model-pretrained-vs-random.md)
   # 2. both arms, then the side-by-side table:
-  python -m bench.exp_transfer --data-dir EXP --arm random
-  python -m bench.exp_transfer --data-dir EXP --arm pretrained \
+  python -m experiments.exp_transfer --data-dir EXP --arm random
+  python -m experiments.exp_transfer --data-dir EXP --arm pretrained \
       --init-checkpoint EXP/models/electra_debug/export
-  python -m bench.exp_transfer --data-dir EXP --table
+  python -m experiments.exp_transfer --data-dir EXP --table
 
 An experiment run by hand, never in CI. EXP/finetuning_data/ must hold the GLUE folders
 (CoLA, SST-2, MRPC, STS-B, RTE) and chunk/ (CoNLL-2000); --squad-file splits the SQuAD

@@ -2,7 +2,7 @@
 
 Run by hand (not in CI), with a copy of the earlier code (whose tokenizer imported
 TensorFlow), e.g. `git archive 7b92de7 | tar -x -C /tmp/base`:
-  .venv/bin/python -m bench.bench_build_workers --baseline /tmp/base [--rounds 3]
+  .venv/bin/python -m experiments.bench_build_workers --baseline /tmp/base [--rounds 3]
 
 Measures on ../shared/data/corpus/english_corpus.txt (25 MB), in one run:
 1. tokenizer tokens per CPU-second of both checkouts on the whole corpus (fresh

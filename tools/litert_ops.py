@@ -1,6 +1,6 @@
 """Which ops of a LiteRT model its default CPU delegate (XNNPACK) takes, by type and dtype.
 
-  python -m bench.litert_ops MODEL.tflite [MODEL.tflite ...]
+  python -m tools.litert_ops MODEL.tflite [MODEL.tflite ...]
 
 Per model: the op count, the XNNPACK partitions and how many ops they take, then one
 line per op type and input dtypes with how many of those ops are left to LiteRT's own
@@ -17,6 +17,8 @@ walking back from its outputs without crossing its inputs.
 import argparse
 import collections
 from typing import Dict, List, Tuple
+
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 import numpy as np
 

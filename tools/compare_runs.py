@@ -1,12 +1,12 @@
 """Pre-training runs side by side: smoothed training curves against tokens seen.
 
-  python -m bench.compare_runs --output attempts.png NAME=MODEL_DIR [NAME=MODEL_DIR ...]
+  python -m tools.compare_runs --output attempts.png NAME=MODEL_DIR [NAME=MODEL_DIR ...]
 
 Reads each model dir's train_log.jsonl, averages every scalar over windows of --window
 steps (one logged batch is noisy) and draws one panel per scalar with one line per run,
 against millions of training tokens (runs with other batch sizes stay comparable). Also
 prints, per run, the windowed figures at a few points as a table. With --eval, the
-held-out metrics of every kept checkpoint instead (bench.eval_checkpoints).
+held-out metrics of every kept checkpoint instead (tools.eval_checkpoints).
 """
 
 import argparse
@@ -14,12 +14,14 @@ import json
 import os
 import sys
 
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
+
 from model.weights import PRETRAINING_RECORD, read_run_record
 from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
 from util import cli
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
-# --eval: the held-out metrics of every kept checkpoint (bench.eval_checkpoints).
+# --eval: the held-out metrics of every kept checkpoint (tools.eval_checkpoints).
 EVAL_SCALARS = ("masked_lm_accuracy", "disc_auc", "disc_auc_fixed", "disc_state_cosine")
 
 
@@ -43,7 +45,7 @@ def main():
   parser.add_argument("runs", nargs="+", help="NAME=MODEL_DIR (its train_log.jsonl)")
   parser.add_argument("--window", type=int, default=200)
   parser.add_argument("--eval", action="store_true",
-                      help="draw each run's eval_curve.jsonl (bench.eval_checkpoints) "
+                      help="draw each run's eval_curve.jsonl (tools.eval_checkpoints) "
                       "instead of its windowed training log")
   parser.add_argument("--output", required=True, help="PNG path")
   args = parser.parse_args()

@@ -1,6 +1,6 @@
 """The learnability probe: how many steps until pre-training uses a neighbour's token.
 
-  python -m bench.learnability_probe --work-dir /tmp/probe \
+  python -m experiments.learnability_probe --work-dir /tmp/probe \
       --arm default='{}' --arm mimetic='{"init_scheme": "mimetic"}' [--steps 600]
 
 A synthetic corpus where every word has one fixed successor (a random cycle through
@@ -10,7 +10,7 @@ accuracy 1, one that does not stays at the copy level (~0.15 + 0.85 / num_words)
 corpus and its vocabulary (the special tokens and the words) are made here, the records
 by build_pretraining_dataset.py. Each arm pre-trains the tiny recipe (the model of
 configs/pretraining/tiny.json, --hparams on top) with run_pretraining.py, keeps a
-checkpoint every --eval-every steps and evaluates each one (bench.eval_checkpoints:
+checkpoint every --eval-every steps and evaluates each one (tools.eval_checkpoints:
 masked-LM accuracy and disc_auc on --eval-batches batches). The arm named "hf" is the
 peer: transformers' PyTorch ELECTRA at the same sizes on the same records. Reported per
 arm: the first evaluated step at which masked_lm_accuracy >= 0.9 and disc_auc >= 0.9.
@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 from bench import ROOT
-from bench.eval_checkpoints import evaluate_checkpoints
+from tools.eval_checkpoints import evaluate_checkpoints
 from training.curves import EVAL_CURVE_NAME
 from util.files import atomic_write
 

@@ -1,19 +1,21 @@
 """Evaluates every kept checkpoint of a pre-training run: eval metrics against steps.
 
-  python -m bench.eval_checkpoints --data-dir DATA --model-name NAME [--hparams JSON]
+  python -m tools.eval_checkpoints --data-dir DATA --model-name NAME [--hparams JSON]
 
 The run's own config (its pretrain_config.json, then --hparams) with num_eval_steps
 --eval-batches; each checkpoint not yet in <model_dir>/eval_curve.jsonl is evaluated
 (one TensorFlow start for all) and appended as a line, so re-running adds only new
 checkpoints. Keep them with "keep_checkpoint_max" at least num_train_steps /
 save_checkpoints_steps. The run's training_curves.png is redrawn with them as markers;
-`python -m bench.compare_runs --eval` draws several runs' curves.
+`python -m tools.compare_runs --eval` draws several runs' curves.
 """
 
 import argparse
 import json
 import os
 import sys
+
+from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from model.weights import PRETRAINING_RECORD, read_run_record
 from util import cli

@@ -1,6 +1,6 @@
 """What an encoder encodes, and where fine-tuning's first gradients go.
 
-  python -m bench.encoder_anatomy --data-dir DIR --encoder NAME=PATH [--encoder ...]
+  python -m experiments.encoder_anatomy --data-dir DIR --encoder NAME=PATH [--encoder ...]
       [--random NAME] [--hparams '{...}'] [--steps 250] [--output anatomy.json]
 
 An experiment run by hand (why a pre-trained discriminator fine-tunes worse than

@@ -1,15 +1,15 @@
 """ELECTRA vs BERT-style masked LM at equal pre-training compute (paper Figure 1, Table 1).
 
-  python -m bench.compute_efficiency           # the whole study; re-run to resume
-  python -m bench.compute_efficiency --table   # re-print the results, run nothing
-  python -m bench.compute_efficiency --encoders random,minilm=DIR   # judge given encoders
+  python -m experiments.compute_efficiency           # the whole study; re-run to resume
+  python -m experiments.compute_efficiency --table   # re-print the results, run nothing
+  python -m experiments.compute_efficiency --encoders random,minilm=DIR   # judge given encoders
 
 An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version). In
 <work-dir>:
 1. data: records and a --vocab-size vocabulary learned from <shared-data>/corpus
    (build_pretraining_dataset.py); finetuning_data/ with the GLUE folders, chunk/
    (CoNLL-2000) and squadv1/ (the SQuAD 1.1 dev file split by article, as
-   bench.exp_transfer does), training files cut to SCHEDULES' sizes.
+   experiments.exp_transfer does), training files cut to SCHEDULES' sizes.
 2. pre-training (run_pretraining.py), the recipe's preset (configs/pretraining/<size>)
    for both arms: "electra" for --budget-steps steps, and "mlm" (electra_objective false:
    one full-size encoder, as BERT) for as many steps as make the same training FLOPs
@@ -52,7 +52,7 @@ import sys
 import time
 
 from bench import ROOT, SHARED_DATA
-from bench.exp_transfer import split_squad
+from experiments.exp_transfer import split_squad
 from util.files import atomic_write
 
 FRACTIONS = "1/8,1/4,1/2,1"  # --fractions' default
