@@ -220,3 +220,18 @@ def test_a_record_written_before_sections_still_reads(tmp_path):
   with pytest.raises(hparams.HParamsError, match="double_unordered: True -> False"):
     resume.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
                         renamed=config.in_sections)
+
+
+def test_a_config_reads_back_from_its_record_with_sections_or_flat():
+  """What an export reads of a trial: the config its record holds, sections included;
+  a record from before sections gives its family's fields to that family's section."""
+  config = finetune_config.load_config(
+      "electra_small", ["squad/v1.1"], "data", {"max_query_length": 40, "doc_stride": 96})
+  record = json.loads(json.dumps(config.to_dict()))  # as the run writes it
+  assert finetune_config.FinetuningConfig.from_record(record) == config
+  flat = {k: v for k, v in record.items() if k != "sections"}
+  flat.update(record["sections"]["qa"])
+  again = finetune_config.FinetuningConfig.from_record(flat)
+  assert again.section("qa").max_query_length == 40
+  assert again.section("qa").doc_stride == 96
+  assert again == config
