@@ -137,15 +137,11 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
     or, before them, with every family's fields flat."""
     values = dict(values)
     given = values.pop("sections", None)
-    sections = {}
-    for family in task_registry.FAMILIES:
-      if not family.settings:
-        continue
-      names = {f.name for f in dataclasses.fields(family.settings)}
-      fields = (given.get(family.name) if given is not None else
-                {k: v for k, v in values.items() if k in names})
-      if fields:
-        sections[family.name] = family.settings(**fields)
+    if given is None:
+      values, given = _flat_sections(values)
+    sections = {family.name: family.settings(**given[family.name])
+                for family in task_registry.FAMILIES
+                if family.settings and given.get(family.name)}
     known = {f.name for f in dataclasses.fields(cls)} - {"sections"}
     return cls(**{k: v for k, v in values.items() if k in known}, sections=sections)
 
@@ -155,14 +151,9 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
     other families' left out."""
     if "sections" in values:
       return values
-    values, sections = dict(values), {}
-    for family in task_registry.FAMILIES:
-      names = [f.name for f in dataclasses.fields(family.settings)
-               if f.name in values] if family.settings else []
-      fields = {name: values.pop(name) for name in names}
-      if family.name in self.sections:
-        sections[family.name] = fields
-    return {**values, "sections": sections}
+    values, sections = _flat_sections(values)
+    return {**values, "sections": {name: fields for name, fields in sections.items()
+                                   if name in self.sections}}
 
   @property
   def pretrained_model_dir(self) -> str:
@@ -248,3 +239,14 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
   return dataclasses.replace(config, sections={
       name: dataclasses.replace(settings, **sections.get(name, {}))
       for name, settings in config.sections.items()})
+
+
+def _flat_sections(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Dict]]:
+  """A record written before sections, split: (its other fields, {family name: the
+  fields of that family's settings})."""
+  values, sections = dict(values), {}
+  for family in task_registry.FAMILIES:
+    if family.settings:
+      names = [f.name for f in dataclasses.fields(family.settings) if f.name in values]
+      sections[family.name] = {name: values.pop(name) for name in names}
+  return values, sections
