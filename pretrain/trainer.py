@@ -1,196 +1,45 @@
 """Pre-training: build the objective and optimizer, train, evaluate, export.
 
 The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
-training/'s; this module adds what is specific to pre-training: the model dir's
-config check, stateless per-step seeds for masking and sampling, the eval metrics
-written to <model_dir>/results/unsup_results.{txt,json}, and the export of the trained
-generator and discriminator in the original release's format (<model_dir>/export:
+training/'s, the config's fitting to its inputs config_fitting.py's and the model dir's
+record run_record.py's; this module adds what is specific to pre-training: stateless
+per-step seeds for masking and sampling, the eval metrics written to
+<model_dir>/results/unsup_results.{txt,json}, and the export of the trained generator
+and discriminator in the original release's format (<model_dir>/export:
 model.ckpt-<step>, config.json in BertConfig form and vocab.txt), which is also what
 fine-tuning loads.
 """
 
-import dataclasses
 import json
 import os
 import shutil
-import sys
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from model.config import check_vocab_size
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
-from model.weights.start import (PretrainedStart, in_todays_name, open_start,
-                                 record_name)
 from model.weights.original import save_original
-from model.weights.run_dir import TRAINED_PART
-from model.weights.run_files import CHECKPOINT_NAME, PRETRAINING_RECORD
+from model.weights.run_files import CHECKPOINT_NAME
 from pretrain import input_pipeline
-from pretrain.config import PretrainingConfig, with_objective_named
+from pretrain.config import PretrainingConfig
+from pretrain.config_fitting import checked_and_sized
 from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
-from training import resume, runtime
+from pretrain.run_record import RUN_CONFIG, check_model_dir, write_run_config
+from training import runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate, own_warmup
-from util import files, hparams
+from util import files
 
-RUN_CONFIG = PRETRAINING_RECORD
 EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
 FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
-
-
-def checked_and_sized(config: PretrainingConfig
-                      ) -> Tuple[PretrainingConfig, Optional[PretrainedStart]]:
-  """The config with the sizes its inputs fix, and its start (init_checkpoint's
-  weights, opened once; None without one), after failing early, naming the file, when
-  the vocabulary or the start cannot serve it.
-
-  Left at its default, vocab_size follows the vocabulary file (a built dataset may
-  carry a learned vocabulary); set explicitly, it must match. The config takes the
-  start's generator size.
-  """
-  if not os.path.isfile(config.vocab_file):
-    raise InputError(f"{config.vocab_file}: vocabulary not found; run "
-                     f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
-  config = config.with_vocab_file_size()
-  if config.vocab_size != PretrainingConfig.vocab_size:
-    print(f"vocab_size {config.vocab_size}, from {config.vocab_file}", flush=True)
-  start = open_start(config.init_checkpoint)  # after the vocabulary: it may download
-  if start:
-    config = fit_to_start(config, start)
-  if config.do_train:
-    warn_of_discriminator_settings(config)
-  return config, start
-
-
-def warn_of_discriminator_settings(config: PretrainingConfig):
-  """One line each for the discriminator's settings that this run does not carry out as
-  given: a ramp or warmup longer than the run, or settings on an objective without a
-  discriminator (warnings: a study may share them across its arms)."""
-  warn = lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)
-  steps = config.num_train_steps
-  if not objective_for(config).has_discriminator:
-    given = [f"{name} {getattr(config, name):g}" for name in
-             ("disc_lr_multiplier", "disc_warmup_steps", "disc_weight_ramp_steps")
-             if getattr(config, name) != getattr(PretrainingConfig, name)]
-    if given:
-      warn(f"{', '.join(given)}: objective {config.objective} has no discriminator, so "
-           f"{'this does' if len(given) == 1 else 'these do'} nothing (its one rate is "
-           "learning_rate)")
-    return
-  ramp, warmup = config.disc_weight_ramp_steps, config.disc_warmup_steps
-  if ramp > steps:
-    warn(f"disc_weight_ramp_steps {ramp} is longer than num_train_steps {steps}: the "
-         f"discriminator's loss weight ends at {steps / ramp:.0%} of disc_weight "
-         f"{config.disc_weight:g}")
-  if warmup > steps:
-    warn(f"disc_warmup_steps {warmup} is longer than num_train_steps {steps}: the "
-         f"discriminator's learning rate ends at {steps / warmup:.0%} of its warmup")
-
-
-# The discriminator's sizes a run must set to start from a checkpoint: where each is set.
-SIZE_HPARAMS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                "intermediate_size", "embedding_size", "max_position_embeddings",
-                "type_vocab_size")
-GENERATOR_HPARAMS = ("generator_hidden_size", "generator_layers",
-                     "untied_generator_embeddings")
-
-
-def fit_to_start(config: PretrainingConfig, start: PretrainedStart) -> PretrainingConfig:
-  """The config with the generator's size of the start's weights (a released
-  ELECTRA-Small's is full width, generator_hidden_size 1.0); refuses other size
-  mismatches, saying which hparam to set."""
-  path, weights = start.given, start.weights
-  theirs, ours = weights.model_config(), config.model_config()
-  check_vocab_size(config.vocab_file, config.vocab_size, theirs.vocab_size,
-                   f"init_checkpoint {path}", "use the checkpoint's vocab.txt")
-  if theirs.untied_generator and ours.untied_generator:
-    adopted = {name: getattr(theirs, name) for name in GENERATOR_HPARAMS
-               if getattr(theirs, name) != getattr(ours, name)}
-    if adopted:
-      print(f"from init_checkpoint {path}: " + ", ".join(
-          f"{name} {value} (configured {getattr(ours, name)})"
-          for name, value in adopted.items()), flush=True)
-      config = dataclasses.replace(config, **adopted)
-      ours = config.model_config()
-  theirs_sizes = dict(theirs.to_dict(), embedding_size=theirs.embedding_width)
-  ours_sizes = dict(ours.to_dict(), embedding_size=ours.embedding_width)
-  # Sizes a format infers (the original's head count, H // 64) are not compared.
-  stated = tuple(n for n in SIZE_HPARAMS if n not in weights.format.INFERRED)
-  differ = {name: theirs_sizes[name] for name in stated
-            if theirs_sizes[name] != ours_sizes[name]}
-  if theirs.untied_generator != ours.untied_generator:
-    differ["untied_generator"] = theirs.untied_generator
-  if differ:
-    described = ", ".join(f"{n} {v} (configured {ours_sizes[n]})" for n, v in differ.items())
-    top = {n: v for n, v in differ.items() if n in ("embedding_size", "untied_generator")}
-    inner = {n: v for n, v in differ.items() if n not in top}
-    setting = json.dumps({**top, **({"model_hparam_overrides": inner} if inner else {})})
-    raise InputError(f"init_checkpoint {path} has {described}; set {setting[1:-1]} "
-                     "(or the model_size it was pre-trained at)")
-  return config
-
-
-def run_signature(config: PretrainingConfig,
-                  start: Optional[PretrainedStart] = None) -> Dict:
-  """What fixes the trained weights: the model's sizes, the start (`start`, the opened
-  init_checkpoint, by its record_name) and every field a resumed run may not change
-  (the fields declare which: hparams.field's resumable)."""
-  resumable = hparams.resumable_fields(config)
-  values = {k: v for k, v in config.to_dict().items() if k not in resumable}
-  values["init_checkpoint"] = record_name(start)
-  return {"model": config.model_config().to_dict(), **values}
-
-
-def older_record_read(start: Optional[PretrainedStart]):
-  """An older record's signature or config in today's names (resume.check_resume's
-  `renamed`): the objective's, then the start's."""
-  return lambda values: in_todays_name(start)(with_objective_named(values))
-
-
-def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] = None):
-  """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
-  a run that only evaluates compares only what gives the weights their meaning (the
-  model's sizes and vocabulary, and the fields declared so: hparams.field's meaning).
-  The optimizer, schedule, seed and start do not: they made the weights, and
-  evaluating them needs none of it."""
-  signature, renamed = run_signature(config, start), older_record_read(start)
-  if config.do_train:
-    resume.check_resume(config.model_dir, RUN_CONFIG, signature,
-                        config.overwrite_model_dir, renamed=renamed)
-  else:
-    resume.check_resume(config.model_dir, RUN_CONFIG,
-                        {k: v for k, v in signature.items()
-                         if k == "model" or k in hparams.meaning_fields(config)},
-                        overwrite=False, evaluating=True, renamed=renamed)
-
-
-def write_run_config(config: PretrainingConfig, step: int = 0,
-                     start: Optional[PretrainedStart] = None):
-  """The model dir's record; a run resumed at `step` adds the settings it changed to
-  the history, so the record keeps every value a step was trained with. `start`: the
-  opened init_checkpoint, None without one."""
-  history = resume.settings_history(
-      config.model_dir, RUN_CONFIG,
-      {k: v for k, v in config.to_dict().items()
-       if k in hparams.resumable_fields(config)}, step)
-  # What the first step started from (init_scheme does not apply to a checkpoint's
-  # weights, whatever the config says); kept as the run's first write recorded it.
-  first = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
-      {"init_checkpoint": record_name(start)} if start
-      else {"init_scheme": config.init_scheme})
-  # What the run trains, for the weights' readers (model/weights/run_dir.py), which
-  # cannot ask the objective themselves.
-  resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config, start),
-                          config=config.to_dict(), history=history, start=first,
-                          **{TRAINED_PART: objective_for(config).exported_part})
 
 
 class Pretrainer:

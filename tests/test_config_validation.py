@@ -342,19 +342,19 @@ def test_a_pretraining_record_that_is_not_the_runs_is_refused(tmp_path, capsys, 
                                                               held):
   """Valid JSON in the record's place is not taken as read (and rewritten): one line,
   the file as it was."""
-  from pretrain import trainer  # pylint: disable=g-import-not-at-top
+  from pretrain import run_record  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "models" / "x"
   model_dir.mkdir(parents=True)
   record = model_dir / "pretrain_config.json"
   record.write_text(text)
   config = pretrain_config.load_config("x", str(tmp_path), {"learning_rate": 0.01})
   with pytest.raises(ValueError) as raised:
-    trainer.check_model_dir(config)
+    run_record.check_model_dir(config)
   assert str(raised.value) == not_the_record(record, held, "run_pretraining.py",
                                              "'signature' and 'config'")
   # Only evaluating it: the same.
   with pytest.raises(ValueError) as raised:
-    trainer.check_model_dir(dataclasses.replace(config, do_train=False, do_eval=True))
+    run_record.check_model_dir(dataclasses.replace(config, do_train=False, do_eval=True))
   assert str(raised.value).startswith(f"{record}: not the run's record")
   assert record.read_text() == text and sorted(p.name for p in model_dir.iterdir()) == [
       "pretrain_config.json"]

@@ -22,7 +22,7 @@ from model.electra import ElectraPair
 from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
 from model.weights.start import open_start
-from pretrain import trainer
+from pretrain import config_fitting
 from pretrain.config import load_config
 from tests.conftest import shared_path
 from tests.helpers import bert_dir, make_data_dir
@@ -325,7 +325,7 @@ def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
   assert (f"from init_checkpoint {folder}: generator_hidden_size 1.0 (configured 0.25)"
           in out)
   assert f"initialized the generator and discriminator from {folder}" in out
-  config = trainer.fit_to_start(load_config("continued", data_dir, dict(
+  config = config_fitting.fit_to_start(load_config("continued", data_dir, dict(
       hparams, init_checkpoint=str(folder), vocab_size=vocab_size)),
                                 open_start(str(folder)))
   assert (config.generator_hidden_size, config.model_config().generator_config()

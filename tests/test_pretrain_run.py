@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from model.weights.formats import open_weights
 from model.weights.original import save_original
-from pretrain import input_pipeline, trainer
+from pretrain import config_fitting, input_pipeline, run_record, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
@@ -183,7 +183,7 @@ def test_mlm_only_baseline_trains(data):
   log = read_log(os.path.join(config.model_dir, LOG_NAME))
   assert log[20]["mlm_loss"] < log[1]["mlm_loss"] - 0.5
   assert "disc_loss" not in log[20]
-  with open(os.path.join(config.model_dir, trainer.RUN_CONFIG), encoding="utf-8") as f:
+  with open(os.path.join(config.model_dir, run_record.RUN_CONFIG), encoding="utf-8") as f:
     assert json.load(f)["trained_part"] == "generator"  # for the weights' readers
   # FLOPs so far (the data's vocabulary sets vocab_size) and a measured rate.
   per_step = objective_for(dataclasses.replace(config, vocab_size=vocab_size)
@@ -258,7 +258,7 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   # A model dir holding another model's run.
   config = config_for(data_dir, "x", vocab_size=vocab_size,
                       model_dir=str(tmp_path / "other_run"))
-  trainer.write_run_config(config)
+  run_record.write_run_config(config)
   other = dataclasses.replace(config, model_hparam_overrides={"num_hidden_layers": 2})
   message = error(other)
   assert "holds a run with a different config (num_hidden_layers: 3 -> 2)" in message
@@ -267,8 +267,8 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   # in today's names: the same run resumes, another objective is refused.
   masked_lm = dataclasses.replace(config, objective="masked_lm",
                                   model_dir=str(tmp_path / "masked_lm_run"))
-  trainer.write_run_config(masked_lm)
-  record_path = os.path.join(masked_lm.model_dir, trainer.RUN_CONFIG)
+  run_record.write_run_config(masked_lm)
+  record_path = os.path.join(masked_lm.model_dir, run_record.RUN_CONFIG)
   with open(record_path, encoding="utf-8") as f:
     record = json.load(f)
   for part in ("signature", "config"):
@@ -276,12 +276,12 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
     record[part].update(electra_objective=False, electric_objective=False)
   with open(record_path, "w", encoding="utf-8") as f:
     json.dump(record, f)
-  trainer.check_model_dir(masked_lm)
-  trainer.check_model_dir(dataclasses.replace(masked_lm, do_train=False))
+  run_record.check_model_dir(masked_lm)
+  run_record.check_model_dir(dataclasses.replace(masked_lm, do_train=False))
   with pytest.raises(HParamsError, match=r"objective: 'masked_lm' -> 'electra'"):
-    trainer.check_model_dir(dataclasses.replace(masked_lm, objective="electra"))
+    run_record.check_model_dir(dataclasses.replace(masked_lm, objective="electra"))
   # ... unless told: then the old run is deleted.
-  trainer.check_model_dir(dataclasses.replace(other, overwrite_model_dir=True))
+  run_record.check_model_dir(dataclasses.replace(other, overwrite_model_dir=True))
   assert not (tmp_path / "other_run").exists()
 
   # A checkpoint with another vocabulary.
@@ -318,7 +318,7 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
 
 def test_a_discriminator_ramp_longer_than_the_run_is_warned_of(data_dir, capsys):
   for ramp, warned in ((100, False), (400, True)):
-    trainer.checked_and_sized(config_for(data_dir, "x", num_train_steps=100,
+    config_fitting.checked_and_sized(config_for(data_dir, "x", num_train_steps=100,
                                          disc_weight_ramp_steps=ramp))
     err = capsys.readouterr().err
     assert (err == "warning: disc_weight_ramp_steps 400 is longer than num_train_steps "
@@ -461,7 +461,7 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
   model_dir = tmp_path / "run"
-  record = model_dir / trainer.RUN_CONFIG
+  record = model_dir / run_record.RUN_CONFIG
   assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4)) == 0
   written = record.read_text()
   capsys.readouterr()
@@ -651,7 +651,7 @@ def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_pat
       r"error: a training step needs about [\d,.]+ GiB \(activations [\d,.]+ GiB, of "
       r"which attention [\d,.]+ GiB; weights, gradients and optimizer [\d.]+ GiB\) but "
       r"this machine has [\d,.]+ GiB available; " + re.escape(fix), err), err
-  assert not (model_dir / trainer.RUN_CONFIG).exists()
+  assert not (model_dir / run_record.RUN_CONFIG).exists()
   # Long sequences: the attention's [heads, S, S] tensors, refused before the first
   # model call (which would not return for minutes).
   long_data = tmp_path / "long"
@@ -746,10 +746,10 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
           "note: init_scheme mimetic does not apply: every weight comes from "
           "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
-  record = json.loads((tmp_path / "continued" / trainer.RUN_CONFIG).read_text())
+  record = json.loads((tmp_path / "continued" / run_record.RUN_CONFIG).read_text())
   # Named as every run record names a start (model/weights/start.py): its location.
   assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-2"}
-  assert json.loads((model_dir / trainer.RUN_CONFIG).read_text())["start"] == {
+  assert json.loads((model_dir / run_record.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}
 
 
@@ -766,5 +766,5 @@ def test_discriminator_settings_the_run_cannot_carry_out_are_warned_of(data_dir,
             "has no discriminator, so these do nothing (its one rate is learning_rate)\n"),
            ({"objective": "masked_lm"}, "")]
   for overrides, warned in cases:
-    trainer.checked_and_sized(config_for(data_dir, "x", **overrides))
+    config_fitting.checked_and_sized(config_for(data_dir, "x", **overrides))
     assert capsys.readouterr().err == warned, overrides

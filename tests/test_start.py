@@ -7,7 +7,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
 from model.weights.start import in_todays_name, open_start, record_name
-from pretrain import trainer as pretrain_trainer
+from pretrain import run_record
 from pretrain.config import load_config
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=1,
@@ -22,7 +22,7 @@ def test_a_start_is_named_by_its_weights_location_in_both_records(tmp_path):
   assert record_name(None) == "" and open_start("") is None
   # Pre-training signs it so (fine-tuning's Finetuner.run_signature too).
   config = load_config("run", str(tmp_path), {"init_checkpoint": str(folder)})
-  signature = pretrain_trainer.run_signature(config, start)
+  signature = run_record.run_signature(config, start)
   assert signature["init_checkpoint"] == start.record_name
   # Older records: pre-training signed the given path, fine-tuning the location.
   for older in (str(folder), prefix):

@@ -1,0 +1,72 @@
+"""A pre-training run's record in its model dir (pretrain_config.json): what signs the
+run (a resumed run may not change it), the check of a model dir against it, and the
+write that keeps every setting a step was trained with. training/resume.py does the
+reading, comparing and atomic writing; this module says what pre-training records.
+"""
+
+from typing import Dict, Optional
+
+from model.weights.run_dir import TRAINED_PART
+from model.weights.run_files import PRETRAINING_RECORD
+from model.weights.start import PretrainedStart, in_todays_name, record_name
+from pretrain.config import PretrainingConfig, with_objective_named
+from pretrain.objectives import objective_for
+from training import resume
+from util import hparams
+
+RUN_CONFIG = PRETRAINING_RECORD
+
+
+def run_signature(config: PretrainingConfig,
+                  start: Optional[PretrainedStart] = None) -> Dict:
+  """What fixes the trained weights: the model's sizes, the start (`start`, the opened
+  init_checkpoint, by its record_name) and every field a resumed run may not change
+  (the fields declare which: hparams.field's resumable)."""
+  resumable = hparams.resumable_fields(config)
+  values = {k: v for k, v in config.to_dict().items() if k not in resumable}
+  values["init_checkpoint"] = record_name(start)
+  return {"model": config.model_config().to_dict(), **values}
+
+
+def older_record_read(start: Optional[PretrainedStart]):
+  """An older record's signature or config in today's names (resume.check_resume's
+  `renamed`): the objective's, then the start's."""
+  return lambda values: in_todays_name(start)(with_objective_named(values))
+
+
+def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] = None):
+  """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
+  a run that only evaluates compares only what gives the weights their meaning (the
+  model's sizes and vocabulary, and the fields declared so: hparams.field's meaning).
+  The optimizer, schedule, seed and start do not: they made the weights, and
+  evaluating them needs none of it."""
+  signature, renamed = run_signature(config, start), older_record_read(start)
+  if config.do_train:
+    resume.check_resume(config.model_dir, RUN_CONFIG, signature,
+                        config.overwrite_model_dir, renamed=renamed)
+  else:
+    resume.check_resume(config.model_dir, RUN_CONFIG,
+                        {k: v for k, v in signature.items()
+                         if k == "model" or k in hparams.meaning_fields(config)},
+                        overwrite=False, evaluating=True, renamed=renamed)
+
+
+def write_run_config(config: PretrainingConfig, step: int = 0,
+                     start: Optional[PretrainedStart] = None):
+  """The model dir's record; a run resumed at `step` adds the settings it changed to
+  the history, so the record keeps every value a step was trained with. `start`: the
+  opened init_checkpoint, None without one."""
+  history = resume.settings_history(
+      config.model_dir, RUN_CONFIG,
+      {k: v for k, v in config.to_dict().items()
+       if k in hparams.resumable_fields(config)}, step)
+  # What the first step started from (init_scheme does not apply to a checkpoint's
+  # weights, whatever the config says); kept as the run's first write recorded it.
+  first = (resume.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (
+      {"init_checkpoint": record_name(start)} if start
+      else {"init_scheme": config.init_scheme})
+  # What the run trains, for the weights' readers (model/weights/run_dir.py), which
+  # cannot ask the objective themselves.
+  resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config, start),
+                          config=config.to_dict(), history=history, start=first,
+                          **{TRAINED_PART: objective_for(config).exported_part})
