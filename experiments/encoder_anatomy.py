@@ -32,7 +32,7 @@ import tensorflow as tf
 from finetune.config import load_config
 from finetune.trainer import Finetuner
 from model.initialization import apply_init_scheme
-from util import cli
+from util import cli, hparams
 from util.files import atomic_write
 
 MIN_COUNT = 5  # a token seen fewer times has no reliable mean of its own
@@ -128,7 +128,8 @@ def parse_args(argv=None):
                       help="a random encoder; SCHEME an init_scheme of pre-training "
                       "(default: the fine-tuning model's own truncated normal)")
   parser.add_argument("--task", default="glue/sst2")
-  parser.add_argument("--hparams", type=json.loads, default={})
+  parser.add_argument("--hparams", default="",
+                      help="fine-tuning hparams: a JSON object or a JSON file")
   parser.add_argument("--sentences", type=int, default=256)
   parser.add_argument("--steps", type=int, default=250)
   parser.add_argument("--seed", type=int, default=0)
@@ -142,13 +143,18 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
   args = parse_args(argv)
+  return cli.run_command(lambda: anatomy_of_encoders(args))
+
+
+def anatomy_of_encoders(args) -> int:
+  """Each encoder's anatomy and first steps, printed and written to --output."""
+  overrides = hparams.parse_hparams(args.hparams)
   encoders = [(*e.split("=", 1), "") for e in args.encoder] + [
       (name, "", scheme) for name, _, scheme in (r.partition("=") for r in args.random)]
   results = {}
   for name, path, scheme in encoders:
-    hparams = {"export_serving": False, **args.hparams, "init_checkpoint": path,
-               "seed": args.seed}
-    config = load_config("anatomy", [args.task], args.data_dir, hparams)
+    config = load_config("anatomy", [args.task], args.data_dir, {
+        "export_serving": False, **overrides, "init_checkpoint": path, "seed": args.seed})
     finetuner = Finetuner(config, log=lambda _: None)
     task = finetuner.tasks[0]
     dev = finetuner.split(0, task.eval_splits[0]).features

@@ -45,6 +45,14 @@ def test_the_experiments_flags_share_the_rules(capsys):
     with pytest.raises(SystemExit):
       encoder_anatomy.parse_args(["--data-dir", "d"] + argv)
     assert capsys.readouterr().err.splitlines()[-1].endswith(f": error: {message}")
+  # Hyperparameters are the fine-tuning config's: a wrong one is its one line, no trace.
+  for text, message in (('{"max_train_examples": 5}', "--hparams: unknown hyperparameter "
+                         "'max_train_examples'; did you mean 'num_train_epochs'?"),
+                        ("[1]", "--hparams: '[1]' is neither a JSON object nor an "
+                         "existing JSON file")):
+    assert encoder_anatomy.main(["--data-dir", "d", "--random", "r", "--hparams",
+                                 text]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
 
 
 def test_check_flags_converts_and_keeps_a_valid_value():
