@@ -6,7 +6,8 @@
 Runs by hand, never in CI. Each configuration runs in its own process (bench/child.py:
 peak RSS is its own), float32 and mixed_bfloat16 alternating within each round: the
 electra_small pre-training step of bench_pretraining (seq 128) and the fine-tuning step
-of bench_finetuning (batch 32 x seq 128, "ours" and "ours_bf16"). Prints the CPU's bf16
+of bench_finetuning (batch 32 x seq 128, "ours" in float32 and bfloat16), on any CPU
+(bfloat16 without its arithmetic too: how slow it is there). Prints the CPU's bf16
 flags, one line per process, a table and, last, one JSON line of the figures (the best
 round of each configuration) with the bf16 speed-ups.
 
@@ -17,11 +18,11 @@ import argparse
 import json
 import os
 
-from bench import bench_finetuning, bench_pretraining, child
+from bench import bench_finetuning, bench_pretraining, child, peers
 from util import cpu
 
 BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-PRECISIONS = ("float32", "mixed_bfloat16")
+PRECISIONS = tuple(peers.POLICIES.values())  # Keras policies: float32, mixed_bfloat16
 
 
 def cpu_flags() -> dict:
@@ -101,11 +102,11 @@ def main():
           {"steps_per_s": result["steps_per_s"], "peak_rss_mib": result["peak_rss_mib"]})
       print(f"round {round_ + 1} pretraining {precision:14s} {result['steps_per_s']:.4f} "
             f"steps/s peak RSS {result['peak_rss_mib']} MiB", flush=True)
-    for precision in PRECISIONS:
-      impl = "ours" if precision == "float32" else "ours_bf16"
+    for row_precision, precision in peers.POLICIES.items():
       result = child.measure(bench_finetuning.run_impl, {
-          "impl": impl, "steps": args.finetune_steps, "warmup": args.finetune_warmup,
-          "threads": args.threads, "clock": "wall"}, args.threads)
+          "impl": "ours", "precision": row_precision, "steps": args.finetune_steps,
+          "warmup": args.finetune_warmup, "threads": args.threads, "clock": "wall"},
+          args.threads)
       runs["finetuning", precision].append(
           {"steps_per_s": result["examples_per_s"] / 32,
            "peak_rss_mib": round(result["peak_rss_mib"])})

@@ -1,7 +1,9 @@
 """Fine-tuning throughput: electra_small, seq 128, batch 32, ours vs Hugging Face PyTorch.
 
   python -m bench.bench_finetuning [--steps 30] [--warmup 5] [--rounds 2] [--layers]
-      [--threads N] [--clock wall|cpu]
+      [--threads N] [--clock wall|cpu] [--model-size small]
+  python -m bench.bench_finetuning --impls ours,hf --peers eager,compiled \
+      --precisions float32,bfloat16   # the full comparison
 
 Runs by hand, never in CI. Each implementation runs in its own process (bench/child.py,
 so peak RSS is its own), alternating for --rounds rounds, on random token ids (speed
@@ -11,8 +13,17 @@ layer-wise learning rates, the task's loss, dropout; TrainLoop.train_step), time
 --warmup steps (before 2026-11-23 the timing also held a second run's start-up: restore,
 tracing, the final checkpoint and plot, which understated ours by about a quarter at 15
 steps). The peer is transformers' ElectraForSequenceClassification with
-torch.optim.AdamW and gradient clipping at 1.0; it must be installed for the benchmark
-only: pip install torch==2.13.0 transformers==5.23.0
+torch.optim.AdamW and gradient clipping at 1.0, of the same config's sizes; it must be
+installed for the benchmark only: pip install torch==2.13.0 transformers==5.23.0
+
+Rows (bench/peers.py, as in bench_pretraining): --precisions runs each implementation in
+float32 and/or bfloat16 (ours: mixed_bfloat16; the peer: CPU autocast), --peers the peer
+eager and/or under torch.compile; a bare command runs the rows it ran before these
+flags (float32, the eager peer). A row that cannot run here (bfloat16 on a CPU without
+bfloat16 arithmetic, a failed compilation) is one line saying why. Every row that ran
+reports its first step's seconds (first_step_s: ours' tracing, the compiled peer's
+compilation; the other --warmup steps are untimed too) and its fraction of the peak
+(peak_fraction; FLOPs per step: step_flops).
 """
 
 import argparse
@@ -20,10 +31,17 @@ import json
 import os
 import tempfile
 
-from bench import child
-from bench.steps import CLOCKS, finetuning_step, time_steps
+from bench import child, peers
+from bench.steps import CLOCKS, finetuning_config, finetuning_step, time_first_and_steps
 
 BATCH, SEQ, VOCAB = 32, 128, 30522
+TASK = "glue/sst2"  # a 2-class GLUE task: the head of the peer's model too
+
+
+def hparams_of(model_size: str, **more) -> dict:
+  """The fine-tuning hyperparameters of the timed step, both sides'."""
+  return {"model_size": model_size, "train_batch_size": BATCH, "max_seq_length": SEQ,
+          **more}
 
 
 def random_batch(np, seed=0):
@@ -33,44 +51,52 @@ def random_batch(np, seed=0):
           "segment_ids": np.zeros_like(ids), "label": rng.integers(0, 2, BATCH)}
 
 
-def run_ours(impl: str, steps: int, warmup: int, clock: str) -> float:
-  """Seconds of `steps` training steps of run_finetuning.py after `warmup` ones."""
+def run_ours(impl: str, model_size: str, precision: str, steps: int, warmup: int,
+             clock: str) -> dict:
+  """first_step_s and the seconds of `steps` training steps of run_finetuning.py after
+  `warmup` ones (the first among them), in `precision`."""
   import numpy as np
   from model.fused import use_fused
   batch = random_batch(np)
   batch["label"] = batch["label"].astype(np.float32)
   with tempfile.TemporaryDirectory() as folder:
-    hparams = {"model_size": "small", "train_batch_size": BATCH, "max_seq_length": SEQ,
-               "use_xla": impl == "ours_xla",
-               "mixed_precision": "mixed_bfloat16" if impl == "ours_bf16" else "float32"}
-    loop, step = finetuning_step("glue/sst2", batch, warmup + steps, hparams, folder)
+    hparams = hparams_of(model_size, use_xla=impl == "ours_xla",
+                         mixed_precision=peers.POLICIES[precision])
+    loop, step = finetuning_step(TASK, batch, warmup + steps, hparams, folder)
     use_fused(loop.model, impl != "ours_unfused")
-    return time_steps(step, steps, warmup, clock)
+    first, seconds = time_first_and_steps(step, steps, warmup, clock)
+  return {"first_step_s": round(first, 2), "seconds": seconds}
 
 
-def run_hf(steps: int, warmup: int, clock: str) -> float:
+def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
+           clock: str) -> dict:
+  """The peer's figures as run_ours' (bench/peers.py's time_peer: or why it did not
+  run): transformers' classifier of the same sizes, `peer` in `precision`."""
   import numpy as np
   import torch
   from transformers import ElectraConfig, ElectraForSequenceClassification
+  from model.weights.huggingface import config_json
 
   batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in random_batch(np).items()}
-  config = ElectraConfig(vocab_size=VOCAB, embedding_size=128, hidden_size=256,
-                         num_hidden_layers=12, num_attention_heads=4,
-                         intermediate_size=1024, num_labels=2)
-  model = ElectraForSequenceClassification(config).train()
+  sizes = finetuning_config(TASK, hparams_of(model_size)).model_config()
+  model = ElectraForSequenceClassification(ElectraConfig(**config_json(
+      sizes, "ElectraForSequenceClassification", num_labels=2))).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, eps=1e-6,
                                 weight_decay=0.01)
+  wrap, forward = peers.torch_variant(peer, precision)
+  runs = wrap(model)  # the same weights, as the peer runs them
 
   def step():
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["input_mask"],
-                token_type_ids=batch["segment_ids"], labels=batch["label"])
+    with forward():
+      out = runs(input_ids=batch["input_ids"], attention_mask=batch["input_mask"],
+                 token_type_ids=batch["segment_ids"], labels=batch["label"])
     optimizer.zero_grad()
     out.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
-    return out.loss
+    return out.loss.detach()
 
-  return time_steps(step, steps, warmup, clock)
+  return peers.time_peer(step, steps, warmup, clock)
 
 
 # One electra_small layer's matrix products, as tf-models-official writes them (Einsum):
@@ -163,16 +189,25 @@ def time_layer(framework: str, clock: str) -> dict:
   return ms
 
 
-def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str) -> dict:
+def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str,
+             model_size: str = "small", peer: str = "eager",
+             precision: str = "float32") -> dict:
   """One implementation's figures, in the process bench/child.py starts for it."""
+  from util import cpu
   if impl in ("hf", "torch_layer"):
     import torch
     torch.set_num_threads(threads)
   if impl in ("tf_layer", "torch_layer"):
     return {"impl": impl, "ms": time_layer(impl.split("_")[0], clock)}
-  run = run_hf if impl == "hf" else lambda *a: run_ours(impl, *a)
-  seconds = run(steps, warmup, clock)
-  return {"impl": impl, "examples_per_s": steps * BATCH / seconds, "seconds": seconds}
+  if impl == "hf":
+    timed = run_hf(model_size, peer, precision, steps, warmup, clock)
+  else:
+    timed = run_ours(impl, model_size, precision, steps, warmup, clock)
+  if "unavailable" in timed:
+    return {"impl": impl, **timed}
+  return {"impl": impl, "examples_per_s": steps * BATCH / timed["seconds"],
+          "steps_per_s": steps / timed["seconds"], **timed,
+          "peak_flops": cpu.cpu_peak_flops(peers.POLICIES[precision], threads)}
 
 
 def main():
@@ -180,10 +215,13 @@ def main():
   parser.add_argument("--steps", type=int, default=30)
   parser.add_argument("--warmup", type=int, default=5)
   parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--model-size", default="small",
+                      help="a size preset, configs/finetuning/<size>.json (--layers "
+                      "times electra_small's layer whatever it is)")
   parser.add_argument("--impls", default="ours,ours_xla,hf",
                       help="of ours, ours_unfused (the transformer layer's elementwise "
-                      "work unfused, model/fused.py off), ours_xla, ours_bf16 "
-                      "(mixed_bfloat16), hf")
+                      "work unfused, model/fused.py off), ours_xla, hf")
+  peers.add_arguments(parser)
   parser.add_argument("--layers", action="store_true",
                       help="also time one transformer layer and its matrix products, "
                       "forward and backward, in TensorFlow and torch")
@@ -196,53 +234,70 @@ def main():
                       "--threads 1 on a core that other jobs share)")
   child.add_arguments(parser)
   args = parser.parse_args()
-  impls = args.impls.split(",")
+  rows = {peers.row_label(impl, peer, precision): (impl, peer, precision)
+          for precision in args.precisions for impl in args.impls.split(",")
+          for peer in (args.peers if impl == "hf" else [None])}
   layer_children = ["tf_layer", "torch_layer"] if args.layers else []
-  results = []
+  gpu = "bfloat16" in args.precisions and peers.ours_on_gpu()
+  flops_per_step = step_flops(args.model_size)
+  shared = {"steps": args.steps, "warmup": args.warmup, "threads": args.threads,
+            "clock": args.clock, "model_size": args.model_size}
+  results = {label: [] for label in list(rows) + layer_children}
   for round_ in range(args.rounds):
-    for impl in impls + layer_children:
-      result = child.measure(run_impl, {"impl": impl, "steps": args.steps,
-                                        "warmup": args.warmup, "threads": args.threads,
-                                        "clock": args.clock}, threads=args.threads,
-                             isa=args.isa,
-                             onednn=args.onednn if impl.startswith(("ours", "tf")) else "auto")
-      results.append(result)
-      if impl in layer_children:
-        print(f"round {round_ + 1} {impl:13s} " + ", ".join(
-            f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
-      else:
-        print(f"round {round_ + 1} {impl:13s} {result['examples_per_s']:8.1f} examples/s "
-              f"peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
-  print(f"\nelectra_small fine-tuning, batch {BATCH} x seq {SEQ}, {args.threads} threads, "
-        f"{args.clock} clock, CPU {args.isa}" + (" (emulated)" if args.isa != "native" else "")
-        + f", oneDNN {args.onednn}, "
+    for label, (impl, peer, precision) in rows.items():
+      row = {"impl": impl, "peer": peer, "precision": precision}
+      ours = impl.startswith("ours")
+      result = peers.with_peak_fraction(peers.measure(
+          run_impl, {**shared, **row}, row, ours and gpu, args.threads, args.isa,
+          args.onednn if ours else "auto"), flops_per_step)
+      results[label].append(result)
+      figures = (result["unavailable"] if "unavailable" in result else
+                 f"{result['examples_per_s']:8.1f} examples/s peak RSS "
+                 f"{result['peak_rss_mib']:7.0f} MiB")
+      print(f"round {round_ + 1} {label:22s} {figures}", flush=True)
+    for impl in layer_children:
+      result = child.measure(run_impl, {**shared, "impl": impl}, args.threads, args.isa,
+                             args.onednn if impl == "tf_layer" else "auto")
+      results[impl].append(result)
+      print(f"round {round_ + 1} {impl:22s} " + ", ".join(
+          f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
+  print(f"\nelectra_{args.model_size} fine-tuning, batch {BATCH} x seq {SEQ}, "
+        f"{args.threads} threads, {args.clock} clock, CPU {args.isa}" +
+        (" (emulated)" if args.isa != "native" else "") + f", oneDNN {args.onednn}, "
         f"best of {args.rounds} rounds:")
   figures = {}
-  flops_per_example = step_flops() / BATCH
-  for impl in impls:
-    mine = [r for r in results if r["impl"] == impl]
-    best = max(r["examples_per_s"] for r in mine)
-    figures[impl] = {"examples_per_s": round(best, 2), "step_ms": round(1000 * BATCH / best),
-                     "peak_rss_mib": round(max(r["peak_rss_mib"] for r in mine)),
-                     "gflop_per_s": round(best * flops_per_example / 1e9, 1)}
-    print(f"| {impl} | {figures[impl]['examples_per_s']:.1f} examples/s | "
-          f"{figures[impl]['step_ms']} ms/step | {figures[impl]['gflop_per_s']} GFLOP/s | "
-          f"{figures[impl]['peak_rss_mib']} MiB peak RSS |")
+  for label in rows:
+    best = max(results[label], key=lambda r: r.get("examples_per_s", 0))
+    if "unavailable" in best:
+      figures[label] = {"unavailable": best["unavailable"]}
+    else:
+      rate = best["examples_per_s"]
+      figures[label] = {
+          "examples_per_s": round(rate, 2), "step_ms": round(1000 * BATCH / rate),
+          "peak_rss_mib": round(max(r["peak_rss_mib"] for r in results[label])),
+          "gflop_per_s": round(rate * flops_per_step / BATCH / 1e9, 1),
+          "first_step_s": best["first_step_s"],
+          **{k: best[k] for k in ("peak_fraction",) if k in best}}
+    print(peers.row_line(label, {**best, **figures[label]},
+                         f"{figures[label].get('examples_per_s', 0):.1f} examples/s | "
+                         f"{figures[label].get('step_ms')} ms/step | "
+                         f"{figures[label].get('gflop_per_s')} GFLOP/s"))
   for impl in layer_children:
-    mine = [r["ms"] for r in results if r["impl"] == impl]
+    mine = [r["ms"] for r in results[impl]]
     figures[impl] = {name: round(min(ms[name] for ms in mine), 1) for name in mine[0]}
     print(f"| {impl} | " + " | ".join(f"{name} {ms} ms"
                                       for name, ms in figures[impl].items()) + " |")
   print(json.dumps(figures))
 
 
-def step_flops() -> float:
+def step_flops(model_size: str) -> float:
   """Training FLOPs of one step as the project counts them (model/flops.py, the
   original's convention: backward = forward, the embedding lookup as a one-hot matrix
-  product), not what the hardware executes."""
-  from model.config import ModelConfig
+  product), not what the hardware executes: the same for ours and the peer, which train
+  the same model."""
   from model.flops import finetuning_flops_per_step
-  return finetuning_flops_per_step(ModelConfig.from_size("small"), SEQ, BATCH)
+  return finetuning_flops_per_step(
+      finetuning_config(TASK, hparams_of(model_size)).model_config(), SEQ, BATCH)
 
 
 if __name__ == "__main__":

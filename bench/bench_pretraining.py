@@ -6,17 +6,30 @@ after one untimed step (tracing), each configuration in its own process
 (bench/child.py: peak RSS is per process). Prints one JSON line per run.
 
   python -m bench.bench_pretraining --model-size small --batch-size 128 --steps 5
-  python -m bench.bench_pretraining --mixed-precision mixed_bfloat16 --use-xla  # GPU
+  python -m bench.bench_pretraining --precisions bfloat16 --use-xla  # GPU
   python -m bench.bench_pretraining --impl hf   # the PyTorch peer, same step
   python -m bench.bench_pretraining --impls ours,ours_unfused,hf --rounds 2 --threads 1 \
       --clock cpu  # alternating; the best of the rounds, ratios
+  python -m bench.bench_pretraining --impls ours,hf --peers eager,compiled \
+      --precisions float32,bfloat16 --rounds 3   # the full comparison
 
 --impl hf runs the same ELECTRA step built from Hugging Face transformers' PyTorch
-ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator): shared
-embeddings, the original's masking, generator logits at the masked positions only,
-Gumbel sampling, loss = MLM + 50 x discriminator, AdamW and clipping at 1.0. It needs
-torch and transformers, installed for the benchmark only:
+ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator) of the config's
+sizes: shared embeddings, the original's masking, generator logits at the masked
+positions only, Gumbel sampling, loss = MLM + disc_weight x discriminator, AdamW and
+clipping at 1.0. It needs torch and transformers, installed for the benchmark only:
 pip install torch==2.13.0 transformers==5.23.0.
+
+Rows (bench/peers.py): --precisions runs each implementation in float32 and/or
+bfloat16 (ours: mixed_bfloat16; the peer: CPU autocast), --peers the peer eager and/or
+under torch.compile; a bare command runs the rows it ran before these flags (the eager
+peer, float32). A row that cannot run here (bfloat16 on a CPU without bfloat16
+arithmetic, a failed compilation) is one line saying why. Every row that ran also
+reports its first step's seconds (first_step_s) and its fraction of the peak
+(peak_fraction, from the config's FLOPs per step, tools/flops.py's count). The table
+labels rows "ours", "hf", "hf compiled", with " bfloat16" for bfloat16 rows, and gives
+each row's speed over the last --impls entry's (its first --peers entry's) in the same
+precision.
 """
 
 import argparse
@@ -24,8 +37,8 @@ import json
 import os
 import tempfile
 
-from bench import BERT_VOCAB, child
-from bench.steps import CLOCKS, time_steps
+from bench import BERT_VOCAB, child, peers
+from bench.steps import CLOCKS, time_first_and_steps
 
 
 def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int = 512):
@@ -45,15 +58,35 @@ def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int 
           "segment_ids": feature([0] * seq_length)})).SerializeToString())
 
 
+def bench_config(model_size: str, batch_size: int, seq_length: int, steps: int,
+                 vocab_file: str, folder: str = "", **overrides):
+  """The pre-training config both sides' steps follow (sizes, vocab_file's vocabulary,
+  masking, loss weights), for `steps` timed steps after one."""
+  from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  return load_config(f"electra_{model_size}", folder, {
+      "model_size": model_size, "train_batch_size": batch_size,
+      "max_seq_length": seq_length, "num_train_steps": steps + 1,
+      "num_warmup_steps": 1, "vocab_file": vocab_file, **overrides})
+
+
+def step_flops(model_size: str, batch_size: int, seq_length: int,
+               vocab_file: str) -> float:
+  """Training FLOPs of one step of bench_config's model, as the trainer counts them."""
+  from pretrain.objectives import objective_for  # pylint: disable=import-outside-toplevel
+  return objective_for(bench_config(model_size, batch_size, seq_length, 1, vocab_file)
+                       ).flops().train_flops_per_step
+
+
 def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 128,
              seq_length: int = 128, steps: int = 5, mixed_precision: str = "float32",
              use_xla: bool = False, vocab_file: str = BERT_VOCAB, recompute: bool = False,
-             autodiff_gelu: bool = False, clock: str = "wall") -> dict:
+             autodiff_gelu: bool = False, clock: str = "wall", threads: int = 0) -> dict:
   """Our step's figures: the Pretrainer of a config for these sizes, on random records."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from model.fused import use_fused  # pylint: disable=import-outside-toplevel
   from pretrain import trainer  # pylint: disable=import-outside-toplevel
-  from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  from training import runtime  # pylint: disable=import-outside-toplevel
+  from util import cpu  # pylint: disable=import-outside-toplevel
   if autodiff_gelu:
     import tf_keras  # pylint: disable=import-outside-toplevel
     from model import encoder  # pylint: disable=import-outside-toplevel
@@ -64,19 +97,18 @@ def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 12
       vocab = f.read()
     with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
       f.write(vocab)
-    vocab_size = len(vocab.splitlines())
-    write_random_data(folder, seq_length, vocab_size)
-    config = load_config(f"electra_{model_size}", folder, {
-        "model_size": model_size, "train_batch_size": batch_size,
-        "max_seq_length": seq_length, "mixed_precision": mixed_precision,
-        "use_xla": use_xla, "num_train_steps": steps + 1, "num_warmup_steps": 1,
-        "vocab_size": vocab_size, "recompute": recompute})
+    write_random_data(folder, seq_length, len(vocab.splitlines()))
+    config = bench_config(model_size, batch_size, seq_length, steps,
+                          os.path.join(folder, "vocab.txt"), folder,
+                          mixed_precision=mixed_precision, use_xla=use_xla,
+                          recompute=recompute)
     pretrainer = trainer.Pretrainer(config)
     if impl == "ours_unfused" or autodiff_gelu:
       use_fused(pretrainer.model, False)
     step = pretrainer.loop.train_step()
     iterator = pretrainer.loop.iterator(pretrainer.dataset_fn(training=True))
-    seconds = time_steps(lambda: step(iterator)["loss"], steps, clock=clock)
+    first, seconds = time_first_and_steps(lambda: step(iterator)["loss"], steps,
+                                          clock=clock)
   steps_per_s = steps / seconds
   gpu = tf.config.list_physical_devices("GPU")
   peak_gpu = tf.config.experimental.get_memory_info("GPU:0")["peak"] if gpu else 0
@@ -86,6 +118,9 @@ def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 12
       "recompute": recompute, "gelu": "autodiff" if autodiff_gelu else "custom",
       "device": "GPU" if gpu else "CPU", "steps_per_s": round(steps_per_s, 4),
       "tokens_per_s": round(steps_per_s * batch_size * seq_length),
+      "first_step_s": round(first, 2),
+      "peak_flops": (runtime.peak_flops(pretrainer.strategy, mixed_precision) if gpu
+                     else cpu.cpu_peak_flops(mixed_precision, threads)),
       "peak_gpu_mib": round(peak_gpu / 2**20)}
 
 
@@ -95,7 +130,6 @@ def main():
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--seq-length", type=int, default=128)
   parser.add_argument("--steps", type=int, default=5)
-  parser.add_argument("--mixed-precision", default="float32")
   parser.add_argument("--use-xla", action="store_true")
   parser.add_argument("--vocab-file", default=BERT_VOCAB)
   parser.add_argument("--impl", default="ours", choices=("ours", "ours_unfused", "hf"),
@@ -104,6 +138,7 @@ def main():
   parser.add_argument("--impls", default=None,
                       help="comma-separated --impl values, each run in its own process, "
                       "alternating for --rounds rounds; then a table of the best of each")
+  peers.add_arguments(parser)
   parser.add_argument("--rounds", type=int, default=1)
   parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
@@ -121,51 +156,69 @@ def main():
   args = parser.parse_args()
   impls = args.impls.split(",") if args.impls else [args.impl]
   shared = {"model_size": args.model_size, "batch_size": args.batch_size,
-            "seq_length": args.seq_length, "steps": args.steps, "clock": args.clock}
-  ours = {**shared, "mixed_precision": args.mixed_precision, "use_xla": args.use_xla,
-          "vocab_file": args.vocab_file, "recompute": args.recompute,
+            "seq_length": args.seq_length, "steps": args.steps, "clock": args.clock,
+            "threads": args.threads, "vocab_file": args.vocab_file}
+  ours = {**shared, "use_xla": args.use_xla, "recompute": args.recompute,
           "autodiff_gelu": args.autodiff_gelu}
-  results = []
+  rows = {peers.row_label(impl, peer, precision): (impl, peer, precision)
+          for precision in args.precisions for impl in impls
+          for peer in (args.peers if impl == "hf" else [None])}
+  flops_per_step = step_flops(args.model_size, args.batch_size, args.seq_length,
+                              args.vocab_file)
+  gpu = "bfloat16" in args.precisions and peers.ours_on_gpu()
+  results = {label: [] for label in rows}
   for _ in range(args.rounds):
-    for impl in impls:
+    for label, (impl, peer, precision) in rows.items():
+      row = {"impl": impl, "peer": peer, "precision": precision}
       if impl == "hf":
-        result = child.measure(run_hf, {**shared, "threads": args.threads}, args.threads,
-                               args.isa)
+        result = peers.measure(run_hf, {**shared, "peer": peer, "precision": precision},
+                               row, threads=args.threads, isa=args.isa)
       else:
-        result = child.measure(run_ours, {**ours, "impl": impl}, args.threads, args.isa,
-                               args.onednn)
-      results.append(result)
+        result = peers.measure(run_ours, {**ours, "impl": impl, "mixed_precision":
+                                          peers.POLICIES[precision]}, row, gpu,
+                               args.threads, args.isa, args.onednn)
+      result = peers.with_peak_fraction(result, flops_per_step)
+      results[label].append(result)
       print(json.dumps(result), flush=True)
   if args.impls:
-    compare(impls, results)
+    peer = args.peers[0] if impls[-1] == "hf" else None
+    compare(rows, results,
+            lambda precision: peers.row_label(impls[-1], peer, precision))
 
 
 def run_hf(model_size: str, batch_size: int, seq_length: int, steps: int, threads: int,
-           clock: str) -> dict:
-  """The PyTorch peer: the same ELECTRA step with transformers' modules."""
+           clock: str, vocab_file: str = BERT_VOCAB, peer: str = "eager",
+           precision: str = "float32") -> dict:
+  """The PyTorch peer: the same ELECTRA step with transformers' modules, `peer` (eager
+  or compiled) in `precision` (bench/peers.py)."""
+  row = {"impl": "hf", "peer": peer, "precision": precision,
+         "model": f"electra_{model_size}", "batch": batch_size, "seq": seq_length}
   import torch  # pylint: disable=g-import-not-at-top
   if threads:
     torch.set_num_threads(threads)
   from transformers import (ElectraConfig, ElectraForMaskedLM,  # pylint: disable=g-import-not-at-top
                             ElectraForPreTraining)
-  from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
-  disc = ModelConfig.from_size(model_size)
-  gen = disc.generator_config()
-  hf = lambda c: ElectraConfig(
-      vocab_size=30522, embedding_size=c.embedding_width, hidden_size=c.hidden_size,
-      num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-      intermediate_size=c.intermediate_size, hidden_act="gelu")
-  generator = ElectraForMaskedLM(hf(gen)).train()
+  from model.weights.huggingface import config_json  # pylint: disable=g-import-not-at-top
+  from util import cpu  # pylint: disable=g-import-not-at-top
+  config = bench_config(model_size, batch_size, seq_length, steps, vocab_file)
+  disc = config.model_config()
+  hf = lambda c: ElectraConfig(**config_json(c, "ElectraForPreTraining"))
+  generator = ElectraForMaskedLM(hf(disc.generator_config())).train()
   discriminator = ElectraForPreTraining(hf(disc)).train()
   generator.electra.embeddings = discriminator.electra.embeddings  # shared, one copy
   generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
   params = {id(p): p for m in (generator, discriminator) for p in m.parameters()}
   optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, eps=1e-6,
                                 weight_decay=0.01)
+  # The modules as the peer runs them; the masking, sampling and optimizer stay eager.
+  wrap, forward = peers.torch_variant(peer, precision)
+  generator_encoder, discriminator_model = wrap(generator.electra), wrap(discriminator)
+  generator_head = wrap(torch.nn.Sequential(generator.generator_predictions,
+                                            generator.generator_lm_head))
   batch, seq = batch_size, seq_length
-  n_pred = int((0.15 + 0.005) * seq)
+  n_pred = config.max_predictions_per_seq
   rng = torch.Generator().manual_seed(0)
-  ids = torch.randint(1000, 30522, (batch, seq), generator=rng)
+  ids = torch.randint(1000, disc.vocab_size, (batch, seq), generator=rng)
   ids[:, 0], ids[:, -1] = 101, 102
   mask = torch.ones_like(ids)
 
@@ -177,46 +230,58 @@ def run_hf(model_size: str, batch_size: int, seq_length: int, steps: int, thread
     keep = torch.rand(batch, n_pred, generator=rng) < 0.85
     masked.scatter_(1, torch.where(keep, positions, 0), 103)
     masked[:, 0] = 101
-    hidden = generator.electra(input_ids=masked, attention_mask=mask).last_hidden_state
-    picked = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
-    logits = generator.generator_lm_head(generator.generator_predictions(picked))
-    mlm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                            originals.reshape(-1))
-    with torch.no_grad():
-      u = torch.rand(logits.shape, generator=rng)
-      sampled = (logits - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
-    corrupted = ids.clone()
-    corrupted.scatter_(1, positions, sampled)
-    labels = (corrupted != ids).float()
-    disc_logits = discriminator(input_ids=corrupted, attention_mask=mask).logits
-    disc = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits, labels)
-    loss = mlm + 50.0 * disc
+    with forward():
+      hidden = generator_encoder(input_ids=masked, attention_mask=mask).last_hidden_state
+      picked = torch.gather(hidden, 1,
+                            positions[..., None].expand(-1, -1, hidden.shape[-1]))
+      logits = generator_head(picked).float()
+      mlm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                              originals.reshape(-1))
+      with torch.no_grad():
+        u = torch.rand(logits.shape, generator=rng)
+        sampled = (logits - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
+      corrupted = ids.clone()
+      corrupted.scatter_(1, positions, sampled)
+      labels = (corrupted != ids).float()
+      disc_logits = discriminator_model(input_ids=corrupted,
+                                        attention_mask=mask).logits.float()
+      disc_loss = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits,
+                                                                       labels)
+      loss = mlm + config.disc_weight * disc_loss
     optimizer.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
     optimizer.step()
-    return loss
+    return loss.detach()
 
-  steps_per_s = steps / time_steps(step, steps, clock=clock)
-  return {"impl": "hf", "model": f"electra_{model_size}", "batch": batch, "seq": seq,
-          "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
-          "tokens_per_s": round(steps_per_s * batch * seq)}
+  timed = peers.time_peer(step, steps, 1, clock)
+  if "unavailable" in timed:
+    return {**row, **timed}
+  steps_per_s = steps / timed["seconds"]
+  return {**row, "threads": torch.get_num_threads(), "steps_per_s": round(steps_per_s, 4),
+          "tokens_per_s": round(steps_per_s * batch * seq),
+          "first_step_s": timed["first_step_s"],
+          "peak_flops": cpu.cpu_peak_flops(peers.POLICIES[precision], threads)}
 
 
-def compare(impls, results):
-  """The best tokens/s of each of `impls` over the rounds, and its ratio to the last
-  one's."""
-  best = {impl: max((r for r in results if r["impl"] == impl),
-                    key=lambda r: r["tokens_per_s"]) for impl in impls}
-  peer = best[impls[-1]]["tokens_per_s"]
-  isa = results[0]["isa"]
+def compare(rows: dict, results: dict, reference):
+  """The best tokens/s of each row over the rounds (its first result where it did not
+  run), and its ratio to that of the row reference(its precision) labels."""
+  best = {label: max(mine, key=lambda r: r.get("tokens_per_s", 0))
+          for label, mine in results.items()}
+  first = next(iter(best.values()))
+  isa = first["isa"]
   print(f"CPU {isa}" + (" (emulated)" if isa != "native" else "") +
-        f", ours' oneDNN {best[impls[0]]['onednn']}")
-  for impl, r in best.items():
-    print(f"| {impl} | {r['tokens_per_s']:,} tokens/s | {r['tokens_per_s'] / peer:.2f}x "
-          f"{impls[-1]} | {r['peak_rss_mib']:,} MiB peak RSS |")
-  print(json.dumps({impl: {"tokens_per_s": r["tokens_per_s"],
-                           "peak_rss_mib": r["peak_rss_mib"]} for impl, r in best.items()}))
+        f", ours' oneDNN {first['onednn']}")
+  for label, r in best.items():
+    against = reference(rows[label][2])
+    peer = best.get(against, {}).get("tokens_per_s")
+    ratio = f"{r['tokens_per_s'] / peer:.2f}x {against}" if peer and "tokens_per_s" in r \
+        else f"no {against} to compare"
+    print(peers.row_line(label, r, f"{r.get('tokens_per_s', 0):,} tokens/s | {ratio}"))
+  print(json.dumps({label: {key: r[key] for key in (
+      "tokens_per_s", "peak_rss_mib", "first_step_s", "peak_fraction", "unavailable")
+                            if key in r} for label, r in best.items()}))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,25 @@
 """bench/ as a package on the commands' seams: `python -m bench.<name>` with the project
 on the path, a bench end to end in its child process (the debug model, one step:
-seconds, not a benchmark), and the fine-tuning step the benches time is
-run_finetuning.py's."""
+seconds, not a benchmark), the fine-tuning step the benches time is run_finetuning.py's,
+and the rows of the comparison with the PyTorch peer (bench/peers.py): chosen by flags,
+one line where a row cannot run. The compiled peer's own step is not run here: its
+compilation takes minutes on a loaded 2-core machine."""
 
+import argparse
 import json
 import math
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from bench import bench_finetuning, bench_pretraining, child, peers
+from bench import steps as bench_steps
 from bench.steps import finetuning_step
 from finetune.modeling import FinetuningModel
 from tests.conftest import shared_path
+from util import cpu
 
 
 def bench(name: str, *flags: str) -> subprocess.CompletedProcess:
@@ -32,6 +39,13 @@ def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child():
   assert result["impl"] == "ours" and result["model"] == "electra_debug"
   assert result["steps_per_s"] > 0 and result["peak_rss_mib"] > 100  # the child's own
   assert result["isa"] == "native"
+  # The first step (tracing) apart, and the fraction of the peak of the CPU's cores.
+  assert result["first_step_s"] > 0 and (result["peer"], result["precision"]) == (
+      None, "float32")
+  assert result["peak_fraction"] == pytest.approx(
+      bench_pretraining.step_flops("debug", 4, 32, shared_path(
+          "vocab", "bert_uncased_vocab.txt")) * result["steps_per_s"]
+      / cpu.cpu_peak_flops(), rel=2e-3)
   assert lines[2].startswith("| ours | ") and json.loads(lines[-1])["ours"]["peak_rss_mib"]
 
   # An AVX2-only CPU emulated, with ours' oneDNN forced off (TensorFlow's own choice on
@@ -57,3 +71,103 @@ def test_the_benches_finetuning_step_is_the_commands(tmp_path):
       "glue/sst2"]
   assert all(math.isfinite(float(step())) for _ in range(2))
   assert int(loop.step.numpy()) == 2
+
+
+def test_the_rows_flags_take_lists_of_their_choices_and_refuse_others_in_one_line(
+    capsys):
+  parser = argparse.ArgumentParser(prog="bench")
+  peers.add_arguments(parser)
+  args = parser.parse_args([])
+  assert (args.peers, args.precisions) == (["eager"], ["float32"])  # the rows of before
+  args = parser.parse_args(["--peers", "compiled,eager,compiled",
+                            "--precisions", "bfloat16"])
+  assert (args.peers, args.precisions) == (["compiled", "eager"], ["bfloat16"])
+  for flag, value, choices in (("--peers", "eager,jit", "eager, compiled"),
+                               ("--precisions", "float16", "float32, bfloat16")):
+    with pytest.raises(SystemExit):
+      parser.parse_args([flag, value])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == (f"bench: error: argument {flag}: {value.split(',')[-1]!r}: "
+                     f"expected a comma-separated list of {choices}")
+  # The benches refuse at parse time, before any process starts.
+  refused = bench("bench_finetuning", "--precisions", "float32,half")
+  assert refused.returncode == 2 and refused.stdout == ""
+  assert refused.stderr.strip().splitlines()[-1].endswith(
+      "error: argument --precisions: 'half': expected a comma-separated list of "
+      "float32, bfloat16")
+
+
+def test_a_bfloat16_row_on_a_cpu_without_its_arithmetic_is_one_line_and_no_process(
+    monkeypatch):
+  monkeypatch.setattr(child, "measure", lambda *a, **k: pytest.fail("started a process"))
+  row = {"impl": "hf", "peer": "compiled", "precision": "bfloat16"}
+  for flags, isa, gpu in (({"avx2", "fma"}, "native", False),
+                          ({"avx512f", "avx512_bf16", "amx_bf16"}, "avx2", False)):
+    monkeypatch.setattr(cpu, "cpu_info",
+                        lambda f=flags: cpu.CpuInfo("test", frozenset(f), 2500.0))
+    result = peers.measure(bench_finetuning.run_impl, {}, row, gpu, isa=isa)
+    assert result == {**row, "unavailable": "no bfloat16 arithmetic on this CPU"}
+    assert peers.row_line("hf compiled bfloat16", result, "") == (
+        "| hf compiled bfloat16 | no bfloat16 arithmetic on this CPU |")
+  # Where it can run: this CPU's arithmetic, ours on a GPU, any float32 row.
+  monkeypatch.setattr(cpu, "cpu_info", lambda: cpu.CpuInfo(
+      "test", frozenset({"avx512f", "amx_bf16"}), 2500.0))
+  assert peers.unavailable("bfloat16") is None
+  monkeypatch.setattr(cpu, "cpu_info",
+                      lambda: cpu.CpuInfo("test", frozenset({"avx2"}), 2500.0))
+  assert peers.unavailable("bfloat16", gpu=True) is None
+  assert peers.unavailable("float32", "avx2") is None
+
+
+def test_the_first_step_is_timed_apart_from_the_timed_steps(monkeypatch):
+  now, calls = [0.0], []
+
+  def step():  # the first call 10 "seconds" (a compilation), each next one 1
+    now[0] += 10.0 if not calls else 1.0
+    calls.append(now[0])
+    return 0.5
+  monkeypatch.setitem(bench_steps.CLOCKS, "fake", lambda: now[0])
+  assert bench_steps.time_first_and_steps(step, 3, warmup=2, clock="fake") == (10.0, 3.0)
+  assert len(calls) == 5  # 2 untimed (the first among them), 3 timed
+
+
+def test_a_peer_that_cannot_compile_is_one_line_and_the_table_goes_on(monkeypatch,
+                                                                     capsys):
+  import torch  # pylint: disable=import-outside-toplevel
+
+  def failing_compile(module):  # as inductor fails at the first call without a compiler
+    def call(*args, **kwargs):
+      raise torch._dynamo.exc.BackendCompilerFailed(  # pylint: disable=protected-access
+          "inductor", RuntimeError("No working C++ compiler found\nmore of the report"),
+          None)
+    return call
+  monkeypatch.setattr(torch, "compile", failing_compile)
+  wrap, forward = peers.torch_variant("compiled", "bfloat16")
+  model = wrap(torch.nn.Linear(4, 1))
+  with forward():  # bfloat16: the peer's forward passes under CPU autocast
+    assert torch.is_autocast_enabled("cpu")
+    assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+  timed = peers.time_peer(lambda: model(torch.ones(2, 4)).sum(), 2, 1, "wall")
+  assert list(timed) == ["unavailable"]
+  line = timed["unavailable"]
+  assert line == "torch.compile failed: RuntimeError: No working C++ compiler found"
+  eager = peers.time_peer(
+      lambda: torch.nn.Linear(4, 1)(torch.ones(2, 4)).sum().detach(), 2, 1, "wall")
+  assert set(eager) == {"first_step_s", "seconds"} and eager["seconds"] > 0
+
+  # The pre-training bench's table: that row one line, the others their figures.
+  ran = {"tokens_per_s": 1000, "steps_per_s": 1.0, "first_step_s": 2.0,
+         "peak_flops": 4e9, "peak_rss_mib": 900, "isa": "native", "onednn": "1"}
+  rows = {"ours": ("ours", None, "float32"), "hf": ("hf", "eager", "float32"),
+          "hf compiled": ("hf", "compiled", "float32")}
+  results = {"ours": [peers.with_peak_fraction(dict(ran, tokens_per_s=1500), 1e9)],
+             "hf": [peers.with_peak_fraction(ran, 1e9)],
+             "hf compiled": [{"peak_rss_mib": 900, "isa": "native", **timed}]}
+  bench_pretraining.compare(rows, results, lambda precision: peers.row_label(
+      "hf", "eager", precision))
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert lines[1] == ("| ours | 1,500 tokens/s | 1.50x hf | first step 2.0 s | 25.0% of "
+                      "peak | 900 MiB peak RSS |")
+  assert lines[3] == f"| hf compiled | {line} |"
+  assert json.loads(lines[-1])["hf compiled"] == {"unavailable": line,
+                                                  "peak_rss_mib": 900}

@@ -32,6 +32,7 @@ from tests.helpers import make_data_dir, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
+from util import cpu
 from util.hparams import HParamsError
 
 SEQ = 64
@@ -193,7 +194,7 @@ def test_mlm_only_baseline_trains(data):
     assert log[step]["flops_per_s"] > 0
     # The fraction of this CPU's peak (its /proc/cpuinfo flags and clock).
     assert log[step]["peak_fraction"] == pytest.approx(
-        log[step]["flops_per_s"] / runtime.cpu_peak_flops(), rel=1e-6)
+        log[step]["flops_per_s"] / cpu.cpu_peak_flops(), rel=1e-6)
     assert 0 < log[step]["peak_fraction"] < 1
   assert tf.train.latest_checkpoint(config.model_dir).endswith("ckpt-20")
 

@@ -174,7 +174,6 @@ def test_unknown_strategy_suggests_the_closest():
 
 
 def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
-  from training import runtime  # pylint: disable=g-import-not-at-top
   from util import cpu  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
   for flags, per_cycle, bf16_per_cycle in (({"sse2"}, 8, 8), ({"avx2", "fma"}, 32, 32),
@@ -182,8 +181,11 @@ def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
                                            ({"avx512f", "avx512_bf16"}, 64, 128)):
     monkeypatch.setattr(cpu, "cpu_info",
                         lambda f=flags: cpu.CpuInfo("test", frozenset(f), 2500.0))
-    assert runtime.cpu_peak_flops() == 2 * 2500e6 * per_cycle
-    assert runtime.cpu_peak_flops("mixed_bfloat16") == 2 * 2500e6 * bf16_per_cycle
+    assert cpu.cpu_peak_flops() == 2 * 2500e6 * per_cycle
+    assert cpu.cpu_peak_flops("mixed_bfloat16") == 2 * 2500e6 * bf16_per_cycle
+    # Of fewer cores when asked (a bench's threads), never of more than it may use.
+    assert cpu.cpu_peak_flops(cores=1) == 2500e6 * per_cycle
+    assert cpu.cpu_peak_flops(cores=4) == 2 * 2500e6 * per_cycle
   monkeypatch.undo()
   info = cpu.cpu_info()
   assert info.mhz > 0 and ("fma" in info.flags or "avx512f" in info.flags or

@@ -131,22 +131,11 @@ def stateless_seed(*parts) -> tf.Tensor:
 
 
 # Dense float32 (bfloat16) FLOP/s of one accelerator, from its published figures: the
-# fraction of peak a run reaches says how much of the hardware it uses.
+# fraction of peak a run reaches says how much of the hardware it uses (a CPU's:
+# util/cpu.py).
 GPU_PEAK_FLOPS = {  # name fragment: (float32, bfloat16/float16 tensor cores)
     "H100": (67e12, 989e12), "A100": (19.5e12, 312e12), "L4": (30.3e12, 121e12),
     "A10": (31.2e12, 125e12), "V100": (15.7e12, 125e12), "T4": (8.1e12, 65e12)}
-
-
-def cpu_peak_flops(precision: str = "float32") -> float:
-  """This process's CPU peak FLOP/s: its cores x clock x FLOPs per cycle of the widest
-  fused multiply-add the flags show (AVX-512: 2 units x 16 lanes x 2; AVX2 + FMA: 2 x 8
-  x 2; else SSE, 8); AVX-512 BF16 doubles it for bfloat16. 0 when it cannot be read."""
-  info = cpu.cpu_info()
-  flags, mhz = info.flags, info.mhz
-  per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8)
-  if precision == "mixed_bfloat16" and "avx512_bf16" in flags:
-    per_cycle *= 2
-  return len(os.sched_getaffinity(0)) * mhz * 1e6 * per_cycle
 
 
 def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
@@ -156,7 +145,7 @@ def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
   if isinstance(strategy, tf.distribute.TPUStrategy):
     return 0.0
   if not gpus:  # every worker's CPU alike (mirrored logical CPUs share this one)
-    return worker_position(strategy)[1] * cpu_peak_flops(precision)
+    return worker_position(strategy)[1] * cpu.cpu_peak_flops(precision)
   name = tf.config.experimental.get_device_details(
       tf.config.list_physical_devices("GPU")[0]).get("device_name", "")
   peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), None)
