@@ -125,12 +125,18 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
 
 
 def measured(trial, work, forms):
-  """bench_inference's JSON lines of `trial` (one thread, 3 examples timed), by form."""
+  """bench_inference's JSON lines of `trial` (one thread, 3 examples timed), by form,
+  with the agreement its table gives (known once every form has run)."""
   run = bench("--model-dir", str(trial), "--work-dir", str(work), "--examples", "3",
               "--threads", "1", "--forms", ",".join(forms))
   assert run.returncode == 0, run.stderr[-3000:]
-  rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-  return {row["form"]: row for row in rows}, run.stdout
+  lines = run.stdout.splitlines()
+  rows = {row["form"]: row for row in map(json.loads, (l for l in lines if l[:1] == "{"))}
+  for line in lines:
+    cells = line.strip("| ").split(" | ")
+    if cells[0] in rows:
+      rows[cells[0]]["agree"] = float(cells[2])
+  return rows, run.stdout
 
 
 def run_scores(config):
