@@ -1,19 +1,28 @@
-"""Inference of one fine-tuned sentence model in every deployable form, side by side.
+"""Inference of one fine-tuned model in every deployable form, side by side.
 
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
-      [--work-dir WORK] [--sentences 200] [--threads 1,2] [--isa native|avx2]
+      [--work-dir WORK] [--examples 200] [--threads 1,2] [--forms F1,F2]
+      [--isa native|avx2]
 
-Forms: the serving SavedModel (raw strings, tokenizer in the graph), LiteRT float32 /
-dynamic int8 / full int8 and ONNX float32 / dynamic int8 (tools.export_lite's files,
-run through its reader), and the PyTorch peer on the same weights (tools.export_hf's
-transformers directory) in float32 and with torch's dynamic int8 quantization of its
-Linear layers. Every form is timed from text, its tokenization included (the reader's
-for all but the SavedModel). Per form, in a process of its own (bench/child.py, whose
-peak RSS is the form's): load time, the dev set's predictions at batch 32 (the task's
-dev metric and the share of labels equal to the SavedModel's), examples/s at batch 32,
-and batch-1 latency p50/p99 over the first --sentences dev inputs, one at a time; at
-each further --threads count, the latency only. Prints one JSON line per measurement
-and a Markdown table per model.
+The model is of any family the exports take, read from its run record: a sentence
+task's (classification or regression), a tagging task's (chunking) or a question
+answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving SavedModel (raw strings,
+tokenizer and, for QA, windowing and answer extraction in the graph), LiteRT float32 /
+dynamic int8 / full int8 and ONNX float32 / dynamic int8 (tools.export_lite's files, run
+through its reader), and the PyTorch peer on the same weights (tools.export_hf's
+transformers directory: AutoModelForSequenceClassification, ForTokenClassification or
+ForQuestionAnswering) in float32 and with torch's dynamic int8 quantization of its
+encoder's Linear layers. Every form is timed from text to its answers: the reader's
+tokenization and, for tagging and QA, its records (the peer's logits go through the same
+reader, so every form is decoded by the same code). Per form, in a process of its own
+(bench/child.py, whose peak RSS is the form's): load time, the dev split's predictions
+at batch 32 (the task's dev metric: the sentence task's own, chunk F1, or SQuAD's exact
+match and F1 with SQuAD 2.0's no-answer score; and the share of labels, tags or answer
+texts equal to the SavedModel's), examples/s at batch 32, and batch-1 latency p50/p99
+over the first --examples dev examples (a question with all its windows), one at a time;
+at each further --threads count, the latency only. A form the model's family or head
+cannot take (transformers has no joint QA head) is one line. Prints one JSON line per
+measurement and a Markdown table per model.
 """
 
 import argparse
@@ -28,7 +37,9 @@ import numpy as np
 
 from bench import child
 from export import reader as export_reader
+from finetune.qa import squad_metrics
 from finetune.sentence import metrics
+from finetune.tagging import metrics as tagging_metrics
 from util import cli
 
 BATCH = 32
@@ -38,21 +49,78 @@ FILES = {"LiteRT float32": "model_float32.tflite",
          "LiteRT dynamic int8": "model_dynamic_int8.tflite",
          "LiteRT full int8": "model_full_int8.tflite", "ONNX float32": "model_float32.onnx",
          "ONNX dynamic int8": "model_dynamic_int8.onnx"}
+# The export writer (export/registry.py WRITERS) of each form but the SavedModel.
+WRITER = {"LiteRT": "litert", "ONNX": "onnx", "PyTorch": "huggingface"}
+# transformers' class of each family's peer.
+PEER_CLASS = {"sentence": "AutoModelForSequenceClassification",
+              "tagging": "AutoModelForTokenClassification",
+              "qa": "AutoModelForQuestionAnswering"}
 
 
-def _savedmodel(path: str, threads: int):
-  # Imported here: the other forms' processes must not load TensorFlow.
+def writer_of(form: str) -> str:
+  return WRITER.get(form.split()[0], "")
+
+
+# Each family's predictions, one per example, as JSON: a sentence task's label id (or
+# score), a tagging task's tags, a QA task's [answer, no-answer score (SQuAD 2.0) or null].
+
+def _saved_model_predictions(family: str, signature, args):
+  """The serving signature's predictions of one batch of the dev inputs."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import  # its ops
-  del threads  # bench.child sets TensorFlow's threads
-  signature = tf.saved_model.load(path).signatures["serving_default"]
-
-  def predict(texts_a, texts_b=None):
+  if family == "sentence":
+    texts_a, texts_b = args
     inputs = {"text_a": tf.constant(texts_a)}
     if texts_b is not None:
       inputs["text_b"] = tf.constant(texts_b)
-    return {k: v.numpy() for k, v in signature(**inputs).items() if k != "label"}
-  return predict
+    out = signature(**inputs)
+    return out["score" if "score" in out else "label_id"].numpy().tolist()
+  if family == "tagging":
+    (sentences,) = args
+    tags = signature(text=tf.constant([" ".join(words) for words in sentences]))["tag"]
+    return [[t.decode() for t in row[:len(words)]]
+            for row, words in zip(tags.numpy(), sentences)]
+  questions, contexts, _ = args
+  out = signature(question=tf.constant(questions), context=tf.constant(contexts))
+  scores = out["no_answer_score"].numpy().tolist() if "no_answer_score" in out else (
+      [None] * len(questions))
+  return [[a.decode(), s] for a, s in zip(out["answer"].numpy(), scores)]
+
+
+def _read_predictions(reader, outputs) -> list:
+  """The predictions of a model's outputs on the reader's last inputs, decoded by the
+  reader (tagging: its tags; QA: its answer extraction)."""
+  family = reader.info["family"]
+  if family == "sentence":
+    return outputs["score" if reader.info["regression"] else "label_id"].tolist()
+  records = reader.records(outputs)
+  if family == "tagging":
+    return [r["tags"] for r in records]
+  return [[r["answer"], r.get("no_answer_score")] for r in records]
+
+
+def _peer_outputs(family: str, result, x) -> dict:
+  """The transformers model's outputs as the exported model's, for the reader."""
+  if family == "sentence":
+    logits = result.logits.numpy()
+    return {"score": logits[:, 0], "label_id": logits.argmax(-1)}
+  if family == "tagging":  # every piece's logits; the tagging head's are each word's first
+    return {"logits": np.take_along_axis(result.logits.numpy(),
+                                         x["word_positions"][..., None], 1)}
+  # The span head's -1000 outside the context (and [CLS], "no answer"), which
+  # transformers' head does not add: the reader's n-best starts and ends are then ours.
+  allowed = x["input_mask"] * x["segment_ids"]
+  allowed[:, 0] = 1
+  penalty = 1000.0 * (allowed - 1.0)
+  return {"start_logits": result.start_logits.numpy() + penalty,
+          "end_logits": result.end_logits.numpy() + penalty}
+
+
+def _savedmodel(path: str, family: str):
+  # Imported here: the other forms' processes must not load TensorFlow.
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import  # its ops
+  signature = tf.saved_model.load(path).signatures["serving_default"]
+  return lambda args: _saved_model_predictions(family, signature, args)
 
 
 def _torch(hf_dir: str, threads: int, int8: bool, reader):
@@ -60,67 +128,99 @@ def _torch(hf_dir: str, threads: int, int8: bool, reader):
   import torch  # pylint: disable=import-outside-toplevel
   import transformers  # pylint: disable=import-outside-toplevel
   torch.set_num_threads(threads)
-  model = transformers.ElectraForSequenceClassification.from_pretrained(hf_dir).eval()
+  family = reader.info["family"]
+  model = getattr(transformers, PEER_CLASS[family]).from_pretrained(hf_dir).eval()
   if int8:  # the encoder's Linear layers: the classifier's dense carries the HF
     # export's GELU shift (tools.export_hf), which int8 activations cannot hold
     model.electra = torch.ao.quantization.quantize_dynamic(
         model.electra, {torch.nn.Linear}, dtype=torch.qint8)
-  regression = reader.info["regression"]
 
-  def predict(texts_a, texts_b=None):
-    x = reader.inputs(texts_a, texts_b)
+  def predict(args):
+    x = reader.inputs(*args)
     with torch.inference_mode():
-      logits = model(input_ids=torch.from_numpy(x["input_ids"]).long(),
+      result = model(input_ids=torch.from_numpy(x["input_ids"]).long(),
                      attention_mask=torch.from_numpy(x["input_mask"]).long(),
-                     token_type_ids=torch.from_numpy(x["segment_ids"]).long()).logits
-    if regression:
-      return {"score": logits[:, 0].numpy()}
-    return {"probabilities": torch.softmax(logits, -1).numpy(),
-            "label_id": logits.argmax(-1).numpy()}
+                     token_type_ids=torch.from_numpy(x["segment_ids"]).long())
+    return _read_predictions(reader, _peer_outputs(family, result, x))
   return predict
 
 
 def run_form(form: str, trial: str, export: str, hf_dir: str, texts: str,
-             sentences: int, threads: int, full: bool) -> dict:
+             examples: int, threads: int, full: bool) -> dict:
   """One form's figures (bench.child runs it in a process of its own); `texts`, a JSON
-  file of the dev inputs [texts_a, texts_b or null]."""
+  file of the dev inputs: the columns of the reader's inputs (a column may be null)."""
   with open(texts, encoding="utf-8") as f:
-    texts_a, texts_b = json.load(f)
+    columns = json.load(f)
   start = time.perf_counter()
-  reader = export_reader.Reader(export)
   if form == "SavedModel":
-    predict = _savedmodel(os.path.join(trial, "saved_model"), threads)
+    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
+      family = json.load(f)["family"]
+    predict = _savedmodel(os.path.join(trial, "saved_model"), family)
   elif form.startswith("PyTorch"):
-    predict = _torch(hf_dir, threads, "int8" in form, reader)
+    predict = _torch(hf_dir, threads, "int8" in form, export_reader.Reader(export))
   else:
+    reader = export_reader.Reader(export)
     model = export_reader.load_model(os.path.join(export, FILES[form]), threads)
-    predict = lambda a, b=None: model(reader.inputs(a, b))
-  pair = texts_b is not None
-  one = lambda i, n: predict(texts_a[i:i + n], texts_b[i:i + n] if pair else None)
+    predict = lambda args: _read_predictions(reader, model(reader.inputs(*args)))
+  size = len(next(c for c in columns if c is not None))
+  one = lambda i, n: predict([None if c is None else c[i:i + n] for c in columns])
   one(0, 1)  # the first call builds what later calls reuse
   figures = {"form": form, "threads": threads,
              "load_s": round(time.perf_counter() - start, 2)}
   latencies = []
-  for i in range(sentences):
+  for i in range(min(examples, size)):
     tick = time.perf_counter()
     one(i, 1)
     latencies.append(time.perf_counter() - tick)
   figures.update(p50_ms=round(1e3 * np.percentile(latencies, 50), 2),
                  p99_ms=round(1e3 * np.percentile(latencies, 99), 2))
   if full:
-    outputs, tick = [], time.perf_counter()
-    for i in range(0, len(texts_a), BATCH):
-      outputs.append(one(i, BATCH))
-    figures["batch32_per_s"] = round(len(texts_a) / (time.perf_counter() - tick), 1)
-    key = "score" if reader.info["regression"] else "label_id"
-    figures["predictions"] = np.concatenate([o[key] for o in outputs]).tolist()
+    predictions, tick = [], time.perf_counter()
+    for i in range(0, size, BATCH):
+      predictions.extend(one(i, BATCH))
+    figures["batch32_per_s"] = round(size / (time.perf_counter() - tick), 1)
+    figures["predictions"] = predictions
   return figures
 
 
+def dev_metric(gold: dict, predictions: list) -> dict:
+  """The task's dev metric of a form's predictions (`gold`: prepare's)."""
+  family = gold["family"]
+  if family == "sentence":
+    return metrics.score(gold["metrics"], np.array(gold["labels"]), np.array(predictions))
+  if family == "tagging":
+    return {"f1": 100.0 * tagging_metrics.chunk_f1(gold["tags"], predictions)["f1"]}
+  answers = {qid: answer for qid, (answer, _) in zip(gold["ids"], predictions)}
+  if not gold["v2"]:
+    return squad_metrics.headline(squad_metrics.evaluate_v1(gold["dataset"], answers),
+                                  False)
+  null_odds = {qid: score for qid, (_, score) in zip(gold["ids"], predictions)}
+  return squad_metrics.headline(squad_metrics.evaluate_v2(
+      gold["dataset"], answers, null_odds, gold["threshold"]), True)
+
+
+def agreement(gold: dict, mine: list, base: list) -> float:
+  """How closely a form's predictions follow the SavedModel's: the correlation of a
+  regression's scores; else the percentage of equal labels, tags (of all words), or
+  answers (SQuAD 2.0: "" when the no-answer score passes the threshold)."""
+  family = gold["family"]
+  if family == "sentence" and gold["regression"]:
+    return round(float(np.corrcoef(mine, base)[0, 1]), 4)
+  if family == "tagging":
+    mine, base = sum(mine, []), sum(base, [])
+  elif family == "qa":
+    final = lambda answer, score: "" if score is not None and score > gold[
+        "threshold"] else answer
+    mine, base = [final(*p) for p in mine], [final(*p) for p in base]
+  return round(100 * float(np.mean([a == b for a, b in zip(mine, base)])), 1)
+
+
 # What an export folder holds when whole (a form missing is rebuilt, not failed on).
-EXPORT_FILES = (*FILES.values(), "deploy.json", "vocab.txt", "reader.py")
+BUNDLE_FILES = ("deploy.json", "vocab.txt", "reader.py")
+EXPORT_FILES = (*FILES.values(), *BUNDLE_FILES)
 HF_FILES = ("model.safetensors", "config.json", "vocab.txt")
 STAMP = "model.json"  # the work folder's model: its exports are rebuilt when it changes
+DEV_INPUTS = "dev_texts.json"
 
 
 def model_identity(trial: str) -> dict:
@@ -142,9 +242,10 @@ def work_folder(trial: str, work: str) -> str:
   return os.path.join(work, f"{name}_{os.path.basename(os.path.abspath(trial))}_{key}")
 
 
-def reuse_or_clear(folder: str, identity: dict) -> None:
-  """Keeps `folder`'s exports when they are `identity`'s model's and whole; else
-  removes what it holds (saying why when it held another model's), for prepare."""
+def reuse_or_clear(folder: str, identity: dict, forms=FORMS) -> None:
+  """Keeps `folder`'s exports when they are `identity`'s model's and hold the files of
+  `forms`; else removes what it holds (saying why when it held another model's), for
+  prepare."""
   try:
     with open(os.path.join(folder, STAMP), encoding="utf-8") as f:
       stamp = json.load(f)
@@ -154,60 +255,95 @@ def reuse_or_clear(folder: str, identity: dict) -> None:
     if stamp is not None:
       print(f"note: {folder} holds the exports of another model or of an earlier "
             f"training of {identity['model_dir']}; rebuilding them", flush=True)
-    for name in ("export", "hf", "dev_texts.json", STAMP):
+    for name in ("export", "hf", DEV_INPUTS, STAMP):
       path = os.path.join(folder, name)
       if os.path.isdir(path):
         shutil.rmtree(path)
       elif os.path.exists(path):
         os.remove(path)
-  for name, needed in (("export", EXPORT_FILES), ("hf", HF_FILES)):
+  needed = {"export": (*[FILES[f] for f in forms if f in FILES], *BUNDLE_FILES),
+            "hf": HF_FILES if any(writer_of(f) == "huggingface" for f in forms) else ()}
+  for name, files in needed.items():
     path = os.path.join(folder, name)
     if os.path.isdir(path) and not all(os.path.isfile(os.path.join(path, f))
-                                       for f in needed):
+                                       for f in files):
       print(f"note: {path} is missing some of its files; rebuilding it", flush=True)
       shutil.rmtree(path)
 
 
-def prepare(trial: str, folder: str, identity: dict) -> dict:
-  """Writes the exports and the dev inputs once; the task and dev labels. Run in a child
-  of its own: a parent that loaded TensorFlow would pass its peak RSS on to the forms'
-  processes (Linux keeps ru_maxrss across fork and exec)."""
+def _dev_set(loaded) -> tuple:
+  """(the split, the reader's input columns, what scores predictions) of the task's
+  first evaluation split, read from the run's data dir."""
+  from finetune import tasks as task_registry  # pylint: disable=import-outside-toplevel
+  task, family = loaded.task, loaded.family.name
+  if not task.eval_splits:
+    raise ValueError(f"{loaded.folder}: {task.name} has no dev split to measure on")
+  split = task.eval_splits[0]
+  dev = task_registry.read_examples(task, loaded.settings["data_dir"], split)
+  gold = {"family": family}
+  if family == "sentence":
+    pair = dev[0].text_b is not None
+    columns = [[e.text_a for e in dev], [e.text_b for e in dev] if pair else None]
+    gold.update(metrics=list(task.metrics), regression=task.is_regression,
+                labels=[float(e.label) if task.is_regression else task.label_id(e.label)
+                        for e in dev])
+  elif family == "tagging":
+    columns = [[list(e.words) for e in dev]]
+    gold.update(tags=[list(e.tags) for e in dev])
+  else:
+    columns = [[e.question for e in dev], [e.context for e in dev], [e.qid for e in dev]]
+    gold.update(ids=[e.qid for e in dev], v2=task.v2,
+                threshold=loaded.runner.settings.qa_na_threshold,
+                dataset=squad_metrics.gold_dataset(dev))
+  return split, columns, gold
+
+
+def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
+  """Writes the exports `forms` need and the dev inputs once; returns the task, its
+  family, what scores the dev predictions and why each writer the model's family or
+  head cannot take refuses it. Run in a child of its own: a parent that loaded
+  TensorFlow would pass its peak RSS on to the forms' processes (Linux keeps ru_maxrss
+  across fork and exec)."""
   # Imported here: the forms' processes import this module and must not load TensorFlow.
   from export import huggingface, registry, source  # pylint: disable=import-outside-toplevel
-  from finetune import tasks as task_registry  # pylint: disable=import-outside-toplevel
   from util.files import atomic_write  # pylint: disable=import-outside-toplevel
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
   # First: a model the bench cannot take is refused before anything is exported.
-  loaded = source.load_finetuned(trial, family="sentence",
-                                 needs="the bench takes a sentence task's model")
+  loaded = source.load_finetuned(trial)
+  if loaded.family.name not in PEER_CLASS:
+    raise ValueError(f"{trial}: fine-tuned on {loaded.task.name}; the bench takes a "
+                     f"model of the {', '.join(PEER_CLASS)} families")
+  split, columns, gold = _dev_set(loaded)
+  job = registry.Job(loaded)
+  writers = sorted({writer_of(f) for f in forms} - {""})
+  refusals = {name: registry.WRITERS[name].refusal(job) for name in writers}
+  # Every form's process reads deploy.json (the family) and the peer the reader: the
+  # bundle is written even when only the SavedModel or the peer is measured.
+  deployment = [w for w in registry.DEPLOYMENT if w in writers and not refusals[w]]
   if not os.path.isdir(export):
-    registry.export(trial, export, list(registry.DEPLOYMENT), log=lambda _: None)
-  if not os.path.isdir(hf_dir):
+    registry.export(trial, export, deployment or [registry.DEPLOYMENT[0]],
+                    log=lambda _: None)
+  if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
-  task = loaded.task
-  dev = task_registry.read_examples(task, loaded.settings["data_dir"], "dev")
-  pair = dev[0].text_b is not None
-  with atomic_write(os.path.join(folder, "dev_texts.json")) as f:
-    json.dump([[e.text_a for e in dev], [e.text_b for e in dev] if pair else None], f)
+  with atomic_write(os.path.join(folder, DEV_INPUTS)) as f:
+    json.dump(columns, f)
   with atomic_write(os.path.join(folder, STAMP)) as f:  # last: the folder is whole
     json.dump(identity, f)
-  return {"task": task.name, "metrics": list(task.metrics),
-          "regression": task.is_regression,
-          "labels": [float(e.label) if task.is_regression else task.label_id(e.label)
-                     for e in dev]}
+  return {"task": loaded.task.name, "split": split, "gold": gold,
+          "refusals": {name: reason for name, reason in refusals.items() if reason}}
 
 
-def bench_model(trial: str, work: str, sentences: int, thread_counts, isa: str,
-                onednn: str = "auto") -> list:
+def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
+                onednn: str = "auto", forms=FORMS) -> list:
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
   identity = model_identity(trial)
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
-  reuse_or_clear(folder, identity)
+  reuse_or_clear(folder, identity, forms)
   try:
     task = child.measure(prepare, {"trial": trial, "folder": folder,
-                                   "identity": identity})
+                                   "identity": identity, "forms": list(forms)})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -215,45 +351,57 @@ def bench_model(trial: str, work: str, sentences: int, thread_counts, isa: str,
         os.rmdir(work)
     raise
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
-  texts = os.path.join(folder, "dev_texts.json")  # an argument holds at most 128 KiB
-  labels = np.array(task["labels"])
-  sizes = {form: os.path.getsize(os.path.join(export, f)) for form, f in FILES.items()}
+  texts = os.path.join(folder, DEV_INPUTS)  # an argument holds at most 128 KiB
+  gold = task["gold"]
+  sizes = {form: os.path.getsize(os.path.join(export, f)) for form, f in FILES.items()
+           if os.path.isfile(os.path.join(export, f))}
   sizes["SavedModel"] = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in
                             os.walk(os.path.join(trial, "saved_model")) for f in files)
-  sizes["PyTorch float32"] = os.path.getsize(os.path.join(hf_dir, "model.safetensors"))
+  if os.path.isfile(os.path.join(hf_dir, "model.safetensors")):
+    sizes["PyTorch float32"] = os.path.getsize(os.path.join(hf_dir, "model.safetensors"))
+  about = {"model": name, "task": task["task"]}
   rows = []
+  for form in forms:
+    reason = task["refusals"].get(writer_of(form))
+    if reason:  # the form cannot take this model: one line, no figures
+      rows.append({**about, "form": form, "not_run": reason})
+      print(json.dumps(rows[-1]), flush=True)
   for threads in thread_counts:
-    for form in FORMS:
+    for form in forms:
+      if task["refusals"].get(writer_of(form)):
+        continue
       kwargs = dict(form=form, trial=trial, export=export, hf_dir=hf_dir,
-                    texts=texts, sentences=sentences,
+                    texts=texts, examples=examples,
                     threads=threads, full=threads == thread_counts[0])
       figures = child.measure(run_form, kwargs, threads=threads, isa=isa,
                               onednn=onednn)
-      figures.update(model=name, task=task["task"], mib=round(sizes.get(form, 0) / 2**20, 1))
+      figures.update(about, mib=round(sizes.get(form, 0) / 2**20, 1))
       if "predictions" in figures:
-        predictions = np.array(figures.pop("predictions"))
-        figures["dev"] = metrics.score(task["metrics"], labels, predictions)
-        figures["_predictions"] = predictions
+        figures["_predictions"] = figures.pop("predictions")
+        figures["dev"] = dev_metric(gold, figures["_predictions"])
       print(json.dumps({k: v for k, v in figures.items() if not k.startswith("_")}),
             flush=True)
       rows.append(figures)
   base = next(r["_predictions"] for r in rows if r["form"] == "SavedModel" and "dev" in r)
   for row in rows:
     if "_predictions" in row:
-      mine = row.pop("_predictions")
-      row["agree"] = (round(float(np.corrcoef(mine, base)[0, 1]), 4) if task["regression"]
-                      else round(100 * float(np.mean(mine == base)), 1))
+      row["agree"] = agreement(gold, row.pop("_predictions"), base)
   return rows
 
 
 def table(rows: list) -> str:
   """A Markdown table: one line per form, the thread counts' latencies side by side."""
-  counts = sorted({r["threads"] for r in rows})
+  counts = sorted({r["threads"] for r in rows if "threads" in r})
   head = ["form", "dev", "agree", *[f"p50/p99 ms ({t}t)" for t in counts],
           "batch 32 /s", "MiB", "peak RSS MiB", "load s"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for form in FORMS:
     mine = [r for r in rows if r["form"] == form]
+    if not mine:
+      continue
+    if "not_run" in mine[0]:
+      lines.append(f"| {form} | not run: {mine[0]['not_run']} |")
+      continue
     full = next(r for r in mine if "dev" in r)
     dev = ", ".join(f"{k} {v:.2f}" for k, v in full["dev"].items())
     latency = [next((f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f}" for r in mine
@@ -276,19 +424,34 @@ def thread_counts(text: str) -> list:
   return counts
 
 
+def form_names(text: str) -> list:
+  """--forms: comma-separated names of FORMS; the SavedModel, the reference of the
+  agreement, is always measured."""
+  names = [name.strip() for name in text.split(",") if name.strip()]
+  unknown = [name for name in names if name not in FORMS]
+  if unknown or not names:
+    raise argparse.ArgumentTypeError(f"{text!r}: expected form names, comma-separated, "
+                                     f"of: {', '.join(FORMS)}")
+  return [form for form in FORMS if form in names or form == "SavedModel"]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--model-dir", action="append", required=True,
-                      help="a fine-tuned sentence task's trial dir (repeatable)")
+                      help="a fine-tuned trial dir of a sentence, tagging or QA task "
+                      "(repeatable)")
   parser.add_argument("--work-dir", default="/tmp/bench_inference",
                       help="exports are written (once per model) and read here")
-  parser.add_argument("--sentences", type=int, default=200,
-                      help="dev inputs timed one at a time")
+  parser.add_argument("--examples", "--sentences", dest="examples", type=int, default=200,
+                      help="dev examples (sentences, questions) timed one at a time")
   parser.add_argument("--threads", type=thread_counts, default=[1, 2],
                       help="comma-separated thread counts")
+  parser.add_argument("--forms", type=form_names, default=list(FORMS),
+                      help="comma-separated forms to measure (default: all; the "
+                      "SavedModel always)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
-  cli.check_flags(parser, args, sentences={"at_least": 1})
+  cli.check_flags(parser, args, examples={"at_least": 1})
   for trial in args.model_dir:
     if not os.path.isdir(trial):
       parser.error(f"--model-dir {trial}: no such directory; expected a fine-tuned "
@@ -304,8 +467,8 @@ def main(argv=None) -> int:
 
   def run() -> int:
     for trial in args.model_dir:
-      rows = bench_model(trial, args.work_dir, args.sentences, args.threads, args.isa,
-                         args.onednn)
+      rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
+                         args.onednn, args.forms)
       print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n" + table(rows) + "\n",
             flush=True)
     return 0

@@ -1,11 +1,14 @@
 """A Hugging Face transformers ELECTRA directory: config.json, model.safetensors,
 vocab.txt, tokenizer_config.json and special_tokens_map.json. Of a pre-trained
 checkpoint in the original format, its discriminator (ElectraForPreTraining) or
-generator (ElectraForMaskedLM); of a fine-tuned sentence task's model,
+generator (ElectraForMaskedLM); of a fine-tuned model, its task's class:
 ElectraForSequenceClassification with the task's labels (a regression for STS-B-like
-tasks). transformers' question answering and token classification heads are not this
-project's (a joint beam over ends, an answerability classifier; the first piece of a
-word), so those families are refused. Nothing here needs torch."""
+tasks), ElectraForTokenClassification (tagging: its logits at each word's first piece
+are the tagging head's) or ElectraForQuestionAnswering. transformers' QA head scores
+starts and ends independently and has no answerability classifier, so a QA model is
+taken when it was fine-tuned so (joint_prediction false; for SQuAD 2.0-style tasks
+answerable_classifier false too); its logits lack the head's -1000 outside the context,
+which a caller adds back before the answer extraction. Nothing here needs torch."""
 
 import json
 import os
@@ -15,6 +18,7 @@ from typing import Dict, List
 import safetensors.numpy
 
 from export.source import Finetuned, load_finetuned
+from finetune.tagging import features as tagging_features
 from model.config import ModelConfig
 from model.weights import huggingface as hf
 from model.weights.formats import open_weights
@@ -32,12 +36,23 @@ def refusal(job) -> str:
 
 
 def _refusal(finetuned: Finetuned) -> str:
-  if finetuned.family.name == "sentence":
+  family = finetuned.family.name
+  if family in ("sentence", "tagging"):
     return ""
-  return (f"huggingface takes a sentence classification or regression task's model "
-          f"(ElectraForSequenceClassification; transformers has no class of this "
-          f"project's {finetuned.family.name} head); {finetuned.task.name} is of the "
-          f"{finetuned.family.name} family")
+  if family != "qa":
+    return (f"huggingface takes a sentence, tagging or question answering task's model "
+            f"(transformers has no class of this project's {family} head); "
+            f"{finetuned.task.name} is of the {family} family")
+  qa = finetuned.runner.settings
+  if qa.joint_prediction:
+    return (f"huggingface takes a QA model whose ends are scored independently of its "
+            f"starts (ElectraForQuestionAnswering); {finetuned.task.name}'s model "
+            "predicts the end given the start: fine-tune with joint_prediction false")
+  if finetuned.task.v2 and qa.answerable_classifier:
+    return (f"huggingface takes a QA model without an answerability classifier "
+            f"(ElectraForQuestionAnswering has none); {finetuned.task.name}'s model has "
+            "one: fine-tune with answerable_classifier false")
+  return ""
 
 
 def write(job, folder: str, log) -> List[str]:
@@ -62,16 +77,27 @@ def _pretrained(path: str, part: str, vocab: str):
 
 
 def _finetuned_weights(loaded: Finetuned):
-  """(weights, config.json, model sizes) of a fine-tuned sentence classifier or
-  regressor."""
+  """(weights, config.json, model sizes) of a fine-tuned model _refusal takes."""
   model, sizes = loaded.model, loaded.sizes
   weights = hf.state_dict(encoder_variables(model.encoder, "electra"))
-  dense = model.heads[loaded.runner.head_name].dense
-  last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
-  weights.update(hf.classifier_weights(dense.kernel.numpy(), dense.bias.numpy(),
-                                       last_norm.gamma.numpy(), last_norm.beta.numpy()))
-  config = hf.config_json(sizes, hf.CLASSIFIER,
-                          **hf.classification_labels(loaded.task.labels))
+  head = model.heads[loaded.runner.head_name]
+  if loaded.family.name == "tagging":
+    weights.update(hf.token_classifier_weights(head.dense.kernel.numpy(),
+                                               head.dense.bias.numpy()))
+    config = hf.config_json(sizes, hf.TOKEN_CLASSIFIER,
+                            **hf.classification_labels(list(tagging_features.LABELS)))
+  elif loaded.family.name == "qa":
+    weights.update(hf.span_weights(head.start_dense.kernel.numpy(),
+                                   head.start_dense.bias.numpy(),
+                                   head.end_dense.kernel.numpy(),
+                                   head.end_dense.bias.numpy()))
+    config = hf.config_json(sizes, hf.QUESTION_ANSWERING)
+  else:
+    last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
+    weights.update(hf.classifier_weights(head.dense.kernel.numpy(), head.dense.bias.numpy(),
+                                         last_norm.gamma.numpy(), last_norm.beta.numpy()))
+    config = hf.config_json(sizes, hf.CLASSIFIER,
+                            **hf.classification_labels(loaded.task.labels))
   return weights, config, sizes
 
 
@@ -114,9 +140,8 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
   folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
   if os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
     if part:
-      raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported as "
-                       "ElectraForSequenceClassification); --part applies to "
-                       "pre-trained checkpoints")
+      raise ValueError(f"--part {part}: {folder} is a fine-tuned model (exported with "
+                       "its task's head); --part applies to pre-trained checkpoints")
     loaded = load_finetuned(folder, note=print)
     reason = _refusal(loaded)
     if reason:

@@ -1,16 +1,26 @@
-"""bench.bench_inference's inputs: each bad flag one line at parse time, a model it
-cannot take refused in its child's own line with nothing left behind, and its work
-folder keyed on the model (another model's or an incomplete export is rebuilt)."""
+"""bench.bench_inference: each bad flag one line at parse time, a model it cannot take
+refused in its child's own line with nothing left behind, its work folder keyed on the
+model (another model's or an incomplete export is rebuilt), and a tagging and a QA
+model measured end to end in their float forms and the PyTorch peer: each float form's
+dev metric is the SavedModel's, which is the run's own evaluation, and its answers the
+SavedModel's; a QA head transformers has no class of is one line."""
 
 import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
+import tf_keras
 
 from bench import bench_inference
-from tests.conftest import ROOT
+from export import huggingface
+from finetune import config as finetune_config
+from finetune import trainer
+from tests.conftest import ROOT, shared_path
+from tests.export_helpers import fine_tune_squad
+from tests.helpers import as_v2, chunk_data, squad_subset, write_json
 
 
 def bench(*flags: str) -> subprocess.CompletedProcess:
@@ -24,7 +34,9 @@ def bench(*flags: str) -> subprocess.CompletedProcess:
      "least 1, comma-separated, such as 1,2"),
     (["--threads", "1,0"], "argument --threads: '1,0': expected thread counts of at "
      "least 1, comma-separated, such as 1,2"),
-    (["--sentences", "0"], "--sentences 0: expected an integer >= 1"),
+    (["--sentences", "0"], "--examples 0: expected an integer >= 1"),
+    (["--forms", "LiteRT"], "argument --forms: 'LiteRT': expected form names, "
+     "comma-separated, of: " + ", ".join(bench_inference.FORMS)),
     (["--work-dir", "{file}"], "--work-dir {file}: is a file; expected a folder for the "
      "exports"),
     (["--model-dir", "{missing}"], "--model-dir {missing}: no such directory; expected a "
@@ -54,7 +66,7 @@ def test_a_model_the_bench_cannot_take_is_its_childs_one_line(tmp_path):
       (pretraining, f"{pretraining} is a pre-training model dir, not a fine-tuned model; "
        f"fine-tune it first (python run_finetuning.py --task TASK --init-checkpoint "
        f"{pretraining}) and give the fine-tuned trial's dir (<model_dir>_1)"),
-      (qa, f"{qa}: fine-tuned on squad; the bench takes a sentence task's model")):
+      (qa, f"{qa}: holds finetuning_config.json but no checkpoint")):
     run = bench("--model-dir", str(trial), "--work-dir", str(work))
     assert (run.returncode, run.stderr.splitlines()[-1:]) == (2, [f"error: {message}"])
     assert "Traceback" not in run.stderr and run.stdout == ""
@@ -76,7 +88,7 @@ def fill(folder, identity):
     os.makedirs(folder / name, exist_ok=True)
     for f in files:
       (folder / name / f).write_text("x")
-  (folder / "dev_texts.json").write_text("[]")
+  (folder / bench_inference.DEV_INPUTS).write_text("[]")
   (folder / bench_inference.STAMP).write_text(json.dumps(identity))
 
 
@@ -110,3 +122,95 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
       f"note: {folder} holds the exports of another model or of an earlier training of "
       f"{one}; rebuilding them\n")
   assert os.listdir(folder) == []
+
+
+def measured(trial, work, forms):
+  """bench_inference's JSON lines of `trial` (one thread, 3 examples timed), by form,
+  with the agreement its table gives (known once every form has run)."""
+  run = bench("--model-dir", str(trial), "--work-dir", str(work), "--examples", "3",
+              "--threads", "1", "--forms", ",".join(forms))
+  assert run.returncode == 0, run.stderr[-3000:]
+  lines = run.stdout.splitlines()
+  rows = {row["form"]: row for row in map(json.loads, (l for l in lines if l[:1] == "{"))}
+  for line in lines:
+    cells = line.strip("| ").split(" | ")
+    if cells[0] in rows:
+      rows[cells[0]]["agree"] = float(cells[2])
+  return rows, run.stdout
+
+
+def run_scores(config):
+  """The run's own evaluation of its dev split: metric -> value (one trial)."""
+  with open(config.results_file("json"), encoding="utf-8") as f:
+    summary = json.load(f)["summary"]
+  return {name.rsplit(" ", 1)[-1]: value["median"] for name, value in summary.items()}
+
+
+FLOAT_FORMS = ("LiteRT float32", "ONNX float32", "PyTorch float32")
+
+
+def check_float_forms(rows, table, run_scores):
+  """Every float form: the SavedModel's dev metric and answers; the SavedModel's metric
+  is the run's own evaluation of the split (run_scores: metric -> value)."""
+  assert set(rows) == {"SavedModel", *FLOAT_FORMS}
+  saved = rows["SavedModel"]["dev"]
+  for name, value in run_scores.items():
+    assert saved[name] == pytest.approx(value, abs=1e-6), name
+  for form in FLOAT_FORMS:
+    assert rows[form]["dev"] == saved, form
+    assert rows[form]["agree"] == 100.0, form
+    assert rows[form]["p50_ms"] > 0 and rows[form]["batch32_per_s"] > 0, form
+  assert all(f"| {form} | " in table for form in rows)
+
+
+def test_a_tagging_model_in_its_float_forms(tmp_path):
+  tf_keras.utils.set_random_seed(0)
+  data = chunk_data(tmp_path, 32, 12)
+  config = finetune_config.load_config(
+      "tiny", ["chunk"], str(data), {"train_batch_size": 16, "max_seq_length": 24,
+                                     "num_train_epochs": 1.0, "learning_rate": 1e-3})
+  trainer.run(config, log=lambda _: None)
+  rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
+  # (chunk's dev split is CoNLL-2000's test set, as the run scores it.)
+  assert set(rows["SavedModel"]["dev"]) == {"f1"}
+  check_float_forms(rows, out, {"f1": run_scores(config)["f1"]})
+
+
+def test_a_squad_2_model_in_its_float_forms(tmp_path):
+  tf_keras.utils.set_random_seed(0)
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  # 8 dev questions, 2 of them without an answer.
+  write_json(tmp_path / "data" / "finetuning_data" / "squad" / "dev.json",
+             as_v2(squad_subset(articles[2:3], 2, 3)))
+  # transformers' QA head: starts and ends scored apart, no answerability classifier.
+  # A threshold no null score passes: the answers compared are the decoded texts, not
+  # "no answer" (which this tiny model's null scores would give every question).
+  config, _ = fine_tune_squad(tmp_path, "squad/v2.0", "squad", {
+      "joint_prediction": False, "answerable_classifier": False, "do_eval": True,
+      "qa_na_threshold": 1000.0})
+  scores = run_scores(config)
+  rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
+  assert set(scores) == set(rows["SavedModel"]["dev"]) == {
+      "exact_match", "f1", "best_exact_match", "best_f1"}
+  check_float_forms(rows, out, scores)
+
+
+def test_a_qa_head_transformers_has_no_class_of_is_refused():
+  def finetuned(joint, answerable, v2):
+    return types.SimpleNamespace(
+        family=types.SimpleNamespace(name="qa"),
+        task=types.SimpleNamespace(name="squad" if v2 else "squadv1", v2=v2),
+        runner=types.SimpleNamespace(settings=types.SimpleNamespace(
+            joint_prediction=joint, answerable_classifier=answerable)))
+  # pylint: disable=protected-access
+  assert huggingface._refusal(finetuned(True, False, False)) == (
+      "huggingface takes a QA model whose ends are scored independently of its starts "
+      "(ElectraForQuestionAnswering); squadv1's model predicts the end given the start: "
+      "fine-tune with joint_prediction false")
+  assert huggingface._refusal(finetuned(False, True, True)) == (
+      "huggingface takes a QA model without an answerability classifier "
+      "(ElectraForQuestionAnswering has none); squad's model has one: fine-tune with "
+      "answerable_classifier false")
+  # SQuAD 1.1 never reads the classifier: its model is taken.
+  assert huggingface._refusal(finetuned(False, True, False)) == ""

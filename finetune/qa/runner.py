@@ -129,9 +129,7 @@ class QARunner(TaskRunner):
 
   def score(self, examples, features, outputs, split):
     predictions = self.predict_answers(examples, features, outputs, split)
-    dataset = [{"paragraphs": [{"qas": [
-        {"id": e.qid, "is_impossible": e.is_impossible,
-         "answers": [{"text": text} for text in e.gold_texts]} for e in examples]}]}]
+    dataset = squad_metrics.gold_dataset(examples)
     self._write(self.output_file(split, "preds"), predictions.answers)
     self._write(self.output_file(split, "nbest"), predictions.nbest)
     if self.task.v2:
@@ -144,10 +142,7 @@ class QARunner(TaskRunner):
     else:
       result = squad_metrics.evaluate_v1(dataset, predictions.answers)
     self._write(self.output_file(split, "eval"), result)
-    metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
-    if self.task.v2:
-      metrics.update(best_exact_match=result["best_exact"], best_f1=result["best_f1"])
-    return metrics
+    return squad_metrics.headline(result, self.task.v2)
 
   def serving_function(self, module):
     return qa_serving.qa_function(module, self)

@@ -132,6 +132,23 @@ def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
   return result
 
 
+def gold_dataset(examples) -> List[Dict]:
+  """Questions (finetune/qa/examples.py's) as a SQuAD data set of one article, the
+  evaluations' input."""
+  return [{"paragraphs": [{"qas": [
+      {"id": e.qid, "is_impossible": e.is_impossible,
+       "answers": [{"text": text} for text in e.gold_texts]} for e in examples]}]}]
+
+
+def headline(result: Mapping, v2: bool) -> Dict[str, float]:
+  """A fine-tuning run's metrics of an evaluation's result: exact_match and f1 (v2.0:
+  at the threshold given), and for v2.0 the best over every threshold."""
+  metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
+  if v2:
+    metrics.update(best_exact_match=result["best_exact"], best_f1=result["best_f1"])
+  return metrics
+
+
 def evaluate(dataset: Sequence[Mapping], predictions: Mapping[str, str],
              na_probs: Optional[Mapping[str, float]] = None) -> Dict:
   """v2.0 scoring for data with unanswerable questions or when na_probs are given."""

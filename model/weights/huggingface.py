@@ -33,9 +33,11 @@ from model.weights import CheckpointError, read_json
 from util import cli
 
 
-# Where the names of transformers' three ELECTRA classes start.
+# Where the names of transformers' ELECTRA classes start.
 DISCRIMINATOR, GENERATOR, CLASSIFIER = ("ElectraForPreTraining", "ElectraForMaskedLM",
                                         "ElectraForSequenceClassification")
+TOKEN_CLASSIFIER, QUESTION_ANSWERING = ("ElectraForTokenClassification",
+                                        "ElectraForQuestionAnswering")
 # GELU(z) equals z in float32 from here on.
 GELU_IDENTITY_FROM = 6.0
 
@@ -87,6 +89,23 @@ def classifier_weights(kernel: np.ndarray, bias: np.ndarray, gamma: np.ndarray,
       "classifier.out_proj.weight": np.ascontiguousarray(kernel.T, np.float32),
       "classifier.out_proj.bias": (bias - shift @ kernel64).astype(np.float32),
   }
+
+
+def token_classifier_weights(kernel: np.ndarray, bias: np.ndarray
+                             ) -> Dict[str, np.ndarray]:
+  """ElectraForTokenClassification's classifier: one dense layer (kernel [H, n]) on
+  every piece's vector, as the tagging head's on each word's first piece."""
+  return {"classifier.weight": np.ascontiguousarray(kernel.T, np.float32),
+          "classifier.bias": np.asarray(bias, np.float32)}
+
+
+def span_weights(start_kernel: np.ndarray, start_bias: np.ndarray,
+                 end_kernel: np.ndarray, end_bias: np.ndarray) -> Dict[str, np.ndarray]:
+  """ElectraForQuestionAnswering's qa_outputs (row 0 the start, row 1 the end) of two
+  independent one-unit dense layers (kernels [H, 1])."""
+  kernel = np.concatenate([start_kernel, end_kernel], axis=1)
+  return {"qa_outputs.weight": np.ascontiguousarray(kernel.T, np.float32),
+          "qa_outputs.bias": np.concatenate([start_bias, end_bias]).astype(np.float32)}
 
 
 def config_json(config: ModelConfig, architecture: str, **extra) -> Dict[str, object]:
