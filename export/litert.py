@@ -1,7 +1,7 @@
 """LiteRT flatbuffers for ai-edge-litert: model_float32.tflite, model_dynamic_int8.tflite
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
 activations, their ranges calibrated on a seeded sample of the task's training split);
-to_litert also makes the calibrated int16-activation form of export/litert_int16x8.py.
+to_litert also makes export/litert_mixed_int8.py's form.
 Each takes the family's token-ids inputs (export/families.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
 (docs/deploying.md lists them; ai-edge-litert's interpreter has no Select-TF-ops
@@ -13,8 +13,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.compiler.mlir.lite import types_pb2
-from tensorflow.lite.python import convert as tf_convert
 
 from export import folder as export_folder
 
@@ -22,9 +20,7 @@ NAME = "litert"
 READER = True
 CALIBRATED = True  # full_int8 reads the job's calibration inputs
 FORMS = ("float32", "dynamic_int8", "full_int8")
-# Activations calibrated: int8 ones, or int16 ones (int8 weights) that hold the
-# activation outliers of real pre-trained encoders (docs/deploying.md).
-CALIBRATED_FORMS = ("full_int8", "int16x8")
+CALIBRATED_FORMS = ("full_int8", "mixed_int8")
 
 
 def file_name(form: str) -> str:
@@ -54,9 +50,6 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
 
 
 # Kept float32 in the full-int8 model (matched on the float model's tensor names):
-# - the attention mask (0/1) and the query's scaling, which feeds the float batched
-#   matmul anyway: int16x8's quantizer failed on their constants (made int8 beside
-#   int16 activations);
 # - the attention mask's terms ((1 - mask) * -1e9), the masked scores and the softmax
 #   after them: calibrated to int8, the -1e9 range makes every real score one value, and
 #   the converter gave 1 - mask the product's range, so it quantized to 0 and padding
@@ -72,19 +65,23 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
 #   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
 #   tools.litert_ops lists them).
 _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
-                          r"|/attention_mask/|self_attention/Mul$"
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"
                           r"|self_attention/einsum(_1)?/Einsum\d*$")
+# Also kept float32 in mixed_int8: each layer's FFN output dense and the two residual
+# sums, where a real pre-trained encoder's outlier dimensions are (all-MiniLM-L6-v2:
+# |x| up to 221 where the typical dimension stays near 1; per-tensor int8 left the other
+# dimensions a step or two, and one SST-2 dev label in ten changed: docs/deploying.md).
+_OUTLIER_NODES = re.compile(r"layer_\d+/(add(_1)?$|output/)")
 
 
 def to_litert(function, variables, form: str,
               calibration: Optional[Dict[str, np.ndarray]] = None,
               float_scope: str = "") -> bytes:
   """A LiteRT flatbuffer of `function` (its builtin ops only) in one of FORMS or
-  int16x8; the calibrated forms calibrate on `calibration`'s rows and keep float32,
-  besides _FLOAT_NODES, the ops under the name scope `float_scope` and the function's
-  outputs (when given)."""
+  mixed_int8; the calibrated forms calibrate on `calibration`'s rows and keep float32,
+  besides _FLOAT_NODES (and mixed_int8's _OUTLIER_NODES), the ops under the name scope
+  `float_scope` and the function's outputs (when given)."""
   def converter():
     made = tf.lite.TFLiteConverter.from_concrete_functions(
         [function.get_concrete_function()], _Holder(variables))
@@ -97,7 +94,8 @@ def to_litert(function, variables, form: str,
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
     reference = Interpreter(model_content=to_litert(function, variables, "float32"))
     kept = {t["name"] for t in reference.get_tensor_details()
-            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]}
+            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]
+            or form == "mixed_int8" and _OUTLIER_NODES.search(t["name"])}
     if float_scope:  # (the outputs' tensors are named after the call, not the scope)
       kept |= {t["name"] for t in reference.get_signature_runner().get_output_details()
                .values()}
@@ -108,18 +106,10 @@ def to_litert(function, variables, form: str,
     quantized.representative_dataset = samples
     quantized.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     # The debugger's converter is the converter's API for keeping named nodes float.
-    debugger = tf.lite.experimental.QuantizationDebugger(
+    return tf.lite.experimental.QuantizationDebugger(
         converter=quantized, debug_dataset=samples,
         debug_options=tf.lite.experimental.QuantizationDebugOptions(
-            denylisted_nodes=names))
-    if form == "full_int8":
-      return debugger.get_nondebug_quantized_model()
-    # int16x8: the debugger quantizes to int8 only, and the converter's own 16x8 mode
-    # keeps no named node float (the mask's -1e9 then swallows every real score, as in
-    # int8), so its calibrated model goes through the quantizer the converter calls.
-    return tf_convert.mlir_quantize(debugger.calibrated_model,
-                                    inference_type=types_pb2.QUANTIZED_INT16,
-                                    denylisted_nodes=names)
+            denylisted_nodes=names)).get_nondebug_quantized_model()
   except Exception as e:  # pylint: disable=broad-except  # the converter's own class
     ops = sorted({error.operator.name for error in getattr(e, "errors", [])
                   if error.operator.name})

@@ -131,15 +131,13 @@ class ElectraEncoder(tf_keras.Model):
 
   def attention_mask(self, input_mask, seq_length):
     """[B, S, S] float mask: padding columns off, plus causal band for ltr/rtl."""
-    # (Its own name scope: the calibrated LiteRT forms keep these ops float32 by name.)
-    with tf.name_scope("attention_mask"):
-      mask = tf.cast(input_mask[:, None, :], tf.float32) * tf.ones([seq_length, 1])
-      if self.attention_direction != "bidirectional":
-        ones = tf.ones([seq_length, seq_length])
-        band = (tf.linalg.band_part(ones, -1, 0) if self.attention_direction == "ltr"
-                else tf.linalg.band_part(ones, 0, -1))
-        mask *= band[None]
-      return mask
+    mask = tf.cast(input_mask[:, None, :], tf.float32) * tf.ones([seq_length, 1])
+    if self.attention_direction != "bidirectional":
+      ones = tf.ones([seq_length, seq_length])
+      band = (tf.linalg.band_part(ones, -1, 0) if self.attention_direction == "ltr"
+              else tf.linalg.band_part(ones, 0, -1))
+      mask *= band[None]
+    return mask
 
   def _embed(self, inputs, training=None):
     """(the first layer's input [B, S, H], the attention mask [B, S, S])."""
