@@ -1,6 +1,7 @@
 """LiteRT flatbuffers for ai-edge-litert: model_float32.tflite, model_dynamic_int8.tflite
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
-activations, their ranges calibrated on a seeded sample of the task's training split).
+activations, their ranges calibrated on a seeded sample of the task's training split);
+to_litert also makes export/litert_mixed_int8.py's form.
 Each takes the family's token-ids inputs (export/families.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
 (docs/deploying.md lists them; ai-edge-litert's interpreter has no Select-TF-ops
@@ -19,6 +20,7 @@ NAME = "litert"
 READER = True
 CALIBRATED = True  # full_int8 reads the job's calibration inputs
 FORMS = ("float32", "dynamic_int8", "full_int8")
+CALIBRATED_FORMS = ("full_int8", "mixed_int8")
 
 
 def file_name(form: str) -> str:
@@ -33,14 +35,14 @@ def refusal(job) -> str:
   return job.deployment_refusal("LiteRT")
 
 
-def write(job, folder: str, log) -> List[str]:
+def write(job, folder: str, log, forms=FORMS) -> List[str]:
   written = []
-  for form in FORMS:
+  for form in forms:
     name = file_name(form)
     path = os.path.join(folder, name)
     export_folder.write_file(path, to_litert(
         job.function, job.finetuned.model.variables, form,
-        job.calibration if form == "full_int8" else None,
+        job.calibration if form in CALIBRATED_FORMS else None,
         job.head_scope if job.deployable.float_head else ""))
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
@@ -66,14 +68,20 @@ _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"
                           r"|self_attention/einsum(_1)?/Einsum\d*$")
+# Also kept float32 in mixed_int8: each layer's FFN output dense and the two residual
+# sums, where a real pre-trained encoder's outlier dimensions are (all-MiniLM-L6-v2:
+# |x| up to 221 where the typical dimension stays near 1; per-tensor int8 left the other
+# dimensions a step or two, and one SST-2 dev label in ten changed: docs/deploying.md).
+_OUTLIER_NODES = re.compile(r"layer_\d+/(add(_1)?$|output/)")
 
 
 def to_litert(function, variables, form: str,
               calibration: Optional[Dict[str, np.ndarray]] = None,
               float_scope: str = "") -> bytes:
-  """A LiteRT flatbuffer of `function` (its builtin ops only) in one of LITERT_FORMS;
-  full_int8 calibrates on `calibration`'s rows and keeps float32, besides _FLOAT_NODES,
-  the ops under the name scope `float_scope` and the function's outputs (when given)."""
+  """A LiteRT flatbuffer of `function` (its builtin ops only) in one of FORMS or
+  mixed_int8; the calibrated forms calibrate on `calibration`'s rows and keep float32,
+  besides _FLOAT_NODES (and mixed_int8's _OUTLIER_NODES), the ops under the name scope
+  `float_scope` and the function's outputs (when given)."""
   def converter():
     made = tf.lite.TFLiteConverter.from_concrete_functions(
         [function.get_concrete_function()], _Holder(variables))
@@ -81,12 +89,13 @@ def to_litert(function, variables, form: str,
       made.optimizations = [tf.lite.Optimize.DEFAULT]
     return made
   try:
-    if form != "full_int8":
+    if form not in CALIBRATED_FORMS:
       return converter().convert()
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
     reference = Interpreter(model_content=to_litert(function, variables, "float32"))
     kept = {t["name"] for t in reference.get_tensor_details()
-            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]}
+            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]
+            or form == "mixed_int8" and _OUTLIER_NODES.search(t["name"])}
     if float_scope:  # (the outputs' tensors are named after the call, not the scope)
       kept |= {t["name"] for t in reference.get_signature_runner().get_output_details()
                .values()}

@@ -18,13 +18,13 @@ import numpy as np
 import tensorflow as tf
 
 from export import bundle, folder as export_folder
-from export import huggingface, litert, onnx_files, original, saved_model
+from export import huggingface, litert, litert_mixed_int8, onnx_files, original, saved_model
 from export.families import DEPLOYABLE, Deployable
 from export.source import Finetuned, load_finetuned
 from finetune import tasks as task_registry
 
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
-                                              onnx_files)}
+                                              litert_mixed_int8, onnx_files)}
 # The forms read without TensorFlow through the reader bundle ("all" of tools.export_lite).
 DEPLOYMENT = ("litert", "onnx")
 

@@ -275,6 +275,40 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
   assert os.listdir(tmp_path) == []
 
 
+def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, tmp_path, capsys):
+  """litert_mixed_int8: full int8 with each layer's FFN output dense and residual sums
+  float32 (the other dense layers int8); in a process without TensorFlow it keeps the
+  float model's labels, and padding stays masked."""
+  _, trial = finetuned["glue/sst2"]
+  out = tmp_path / "mixed"
+  assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
+                           "litert,litert_mixed_int8", "--calibration-examples", "32"]) == 0
+  assert "model_mixed_int8.tflite" in capsys.readouterr().out
+  layers = source.load_finetuned(trial).sizes.num_hidden_layers
+  dense = {}
+  for name in ("model_full_int8.tflite", "model_mixed_int8.tflite"):
+    ops, _, _ = litert_ops.delegated_ops(str(out / name))
+    dense[name] = [op for op in ops if op.startswith("FULLY_CONNECTED")]
+  # Per layer: full int8's 6 dense layers (query, key, value, attention output,
+  # intermediate, output) int8; mixed keeps the output one float32.
+  assert dense["model_full_int8.tflite"].count("FULLY_CONNECTED[float32]") == 0
+  assert dense["model_mixed_int8.tflite"].count("FULLY_CONNECTED[float32]") == layers
+  assert len([op for op in dense["model_mixed_int8.tflite"] if "int8" in op]) >= 5 * layers
+  texts = [[line.split("\t")[0] for line in open(shared_path(
+      "glue", "SST-2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:DEV_ROWS + 1]]]
+  want = np.array(run_reader(out, "model_float32.tflite", texts)["outputs"]["probabilities"])
+  run = run_reader(out, "model_mixed_int8.tflite", texts)
+  assert run["runtimes"] == ["ai_edge_litert"]
+  got = np.array(run["outputs"]["probabilities"])
+  assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
+  padded = {k: np.array(v, np.int32) for k, v in run["inputs"].items()}
+  other = dict(padded, input_ids=np.where(padded["input_mask"] == 0, 1000,
+                                          padded["input_ids"]))
+  runner = Interpreter(model_path=str(out / "model_mixed_int8.tflite")).get_signature_runner()
+  np.testing.assert_allclose(runner(**other)["probabilities"],
+                             runner(**padded)["probabilities"], atol=1e-6)
+
+
 def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, capsys):
   """The registry's contract: a form is an object with NAME, READER, refusal and write,
   and one register call; tools.export_lite then offers it and writes it atomically."""

@@ -2,7 +2,7 @@
 other export form.
 
   python -m tools.export_lite --model-dir DIR --output OUT
-      [--format litert|onnx|all|saved_model|huggingface|original[,...]]
+      [--format litert|onnx|all|litert_mixed_int8|saved_model|huggingface|original[,...]]
       [--calibration-examples N] [--data-dir DATA] [--seed S]
 
 DIR is a fine-tuned model directory of run_finetuning.py (<model_dir>_<trial>) of one
@@ -13,7 +13,9 @@ model calibrated on N examples of the task's training split, read under DATA, by
 default the run's data_dir), model_float32.onnx and model_dynamic_int8.onnx (onnx),
 both with "all"; with those, vocab.txt, deploy.json and reader.py, which tokenizes as
 the project does and runs a model file with ai-edge-litert or onnxruntime alone,
-giving --predict's records. saved_model, huggingface (sentence tasks) and original
+giving --predict's records. litert_mixed_int8 (model_mixed_int8.tflite: full int8 with
+the FFN outputs and residual sums float32, for real pre-trained encoders, whose
+activation outliers int8 clips), saved_model, huggingface (sentence tasks) and original
 (the encoder in the original checkpoint format) are the other forms (export/).
 """
 
@@ -46,10 +48,11 @@ def main(argv=None) -> int:
                       help="a fine-tuned trial dir (<model_dir>_<trial>)")
   parser.add_argument("--output", required=True, help="the new export folder")
   parser.add_argument("--format", type=forms_flag, default=["litert"],
-                      help="litert (default), onnx, all (both), saved_model, huggingface, "
-                           "original; several joined by commas")
+                      help="litert (default), onnx, all (both), litert_mixed_int8, "
+                           "saved_model, huggingface, original; several joined by commas")
   parser.add_argument("--calibration-examples", type=int, default=256,
-                      help="training examples the full-int8 model is calibrated on")
+                      help="training examples the full- and mixed-int8 models are "
+                           "calibrated on")
   parser.add_argument("--data-dir", default="",
                       help="where the task's training split is (default: the run's)")
   parser.add_argument("--seed", type=int, default=0, help="of the calibration sample")
