@@ -99,15 +99,18 @@ def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
   return peers.time_peer(step, steps, warmup, clock)
 
 
-# One electra_small layer's matrix products, as tf-models-official writes them (Einsum):
-# name -> (equation, operand shapes, count per layer); torch runs the same products as
-# transformers does (Linear, then matmul over [batch, heads, seq, size]).
+# One electra_small layer's matrix products as ours runs them in training: the dense ones
+# as tf-models-official writes them (Einsum), the attention's two as model/fused.py does
+# (tf.matmul over [batch, heads, length, size]; tf-models' einsum over [batch, length,
+# heads, size], which inference runs, takes about 1.7x as long): name -> (einsum
+# equation or tf.matmul's flags, operand shapes, count per layer); torch runs the same
+# products as transformers does (Linear, then matmul over [batch, heads, seq, size]).
 B, T, H, N, W, I = BATCH, SEQ, 256, 4, 64, 1024
 PRODUCTS = {"query, key, value, output (256->256)": ("abc,cde->abde", [[B, T, H], [H, N, W]], 4),
             "intermediate (256->1024)": ("abc,cd->abd", [[B, T, H], [H, I]], 1),
             "output (1024->256)": ("abc,cd->abd", [[B, T, I], [I, H]], 1),
-            "attention scores": ("aecd,abcd->acbe", [[B, T, N, W], [B, T, N, W]], 1),
-            "attention context": ("acbe,aecd->abcd", [[B, N, T, T], [B, T, N, W]], 1)}
+            "attention scores": ({"transpose_b": True}, [[B, N, T, W], [B, N, T, W]], 1),
+            "attention context": ({}, [[B, N, T, T], [B, N, T, W]], 1)}
 TORCH_PRODUCTS = {"query, key, value, output (256->256)": [[B * T, H], [H, H]],
                   "intermediate (256->1024)": [[B * T, H], [H, I]],
                   "output (1024->256)": [[B * T, I], [I, H]],
@@ -159,10 +162,11 @@ def time_layer(framework: str, clock: str) -> dict:
         run = fwd_bwd(lambda x: layer([x, mask], training=True), [x],
                       layer.trainable_variables)
         ms[f"layer{'' if fused else ' unfused'}, dropout {rate}"] = best_ms(run, clock)
-    for name, (equation, shapes, count) in PRODUCTS.items():
+    for name, (form, shapes, count) in PRODUCTS.items():
       args = [tf.random.normal(shape) for shape in shapes]
-      ms[name] = count * best_ms(fwd_bwd(lambda a, b: tf.einsum(equation, a, b), args),
-                                 clock)
+      product = ((lambda a, b, form=form: tf.einsum(form, a, b)) if isinstance(form, str)
+                 else (lambda a, b, form=form: tf.matmul(a, b, **form)))
+      ms[name] = count * best_ms(fwd_bwd(product, args), clock)
   else:
     import torch
     from transformers import ElectraConfig

@@ -10,7 +10,7 @@ from official.nlp.modeling import layers as tfm_layers
 from model import encoder, fused
 from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
-from training.runtime import use_checkpointed_dropout
+from training.runtime import set_precision, use_checkpointed_dropout
 from tests.helpers import (SPECIAL, dropout_states, make_batch, one_layer,
                            set_dropout_states, tiny_config)
 
@@ -67,27 +67,76 @@ def test_pretraining_loss_and_gradients_equal_fused_and_unfused(dropout):
     np.testing.assert_array_equal(state, state_u)
 
 
+def islands_in(run) -> int:
+  """How many function calls (model/fused.py's compiled islands) the trace of `run`
+  holds."""
+  graph = run.get_concrete_function().graph
+  return len([op for op in graph.get_operations()
+              if op.type in ("StatefulPartitionedCall", "PartitionedCall")])
+
+
 def test_fused_layer_runs_its_islands_and_drops_the_same_units():
-  """With a large dropout rate, unfused and fused outputs agree element for element:
-  a fused path drawing other masks (or none) would differ in about half the units; and
-  the fused trace holds the compiled islands, the unfused one none."""
+  """With a large dropout rate and a causal mask, unfused and fused outputs and
+  gradients (the input's and every variable's) agree element for element: a fused path
+  drawing other masks (or none) would differ in about half the units; and the fused
+  trace holds the compiled islands, the unfused one none."""
   layer, x = one_layer(0.5, seed=5)
   mask = tf.constant(np.tril(np.ones([6, 6], np.float32))[None].repeat(2, 0))
   layer([x, mask])
+  weights = tf.random.stateless_normal(x.shape, [3, 4])  # a loss that weighs each unit
 
-  def output_and_ops():
-    run = tf.function(lambda: layer([x, mask], training=True), autograph=False)
-    graph = run.get_concrete_function().graph
-    calls = [op for op in graph.get_operations() if op.type in ("StatefulPartitionedCall",
-                                                               "PartitionedCall")]
-    return run().numpy(), len(calls)
+  def output_gradients_and_islands():
+    @tf.function(autograph=False)
+    def run():
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = layer([x, mask], training=True)
+        loss = tf.reduce_sum(out * weights)
+      return out, tape.gradient(loss, [x] + layer.trainable_variables)
+    out, grads = run()
+    return out.numpy(), [g.numpy() for g in grads], islands_in(run)
 
-  ((out, calls), _), ((out_u, calls_u), _) = fused_and_unfused(layer, output_and_ops)
-  assert calls >= 5 and calls_u == 0
+  ((out, grads, islands), _), ((out_u, grads_u, islands_u), _) = fused_and_unfused(
+      layer, output_gradients_and_islands)
+  assert islands >= 5 and islands_u == 0
   np.testing.assert_allclose(out, out_u, rtol=1e-5, atol=1e-5)
+  assert len(grads) == 17  # the input and the 16 variables
+  for g, g_u in zip(grads, grads_u):
+    # As above: the key bias's gradient is rounding noise about 0, hence the floor.
+    np.testing.assert_allclose(g, g_u, rtol=1e-4, atol=1e-5 * max(np.abs(g_u).max(), 1e-3))
   # Inference runs tf-models-official's own call.
   np.testing.assert_array_equal(layer([x, mask], training=False).numpy(),
                                 tf.function(lambda: layer([x, mask]))().numpy())
+
+
+def test_under_mixed_bfloat16_the_layer_runs_tfm_own_call():
+  """The islands compute in float32: under mixed_bfloat16 the fused block's training
+  call is tf-models-official's (no island in its trace), its output and gradients the
+  unfused ones bit for bit, dropout draws included."""
+  set_precision("mixed_bfloat16")
+  layer, x = one_layer(0.5, seed=7)
+  mask = tf.ones([2, 6, 6])
+  layer([x, mask])
+  assert layer.compute_dtype == "bfloat16"
+
+  def output_gradients_and_islands():
+    @tf.function(autograph=False)
+    def run():
+      with tf.GradientTape() as tape:
+        out = layer([x, mask], training=True)
+        loss = tf.reduce_sum(tf.cast(out, tf.float32))
+      return out, tape.gradient(loss, layer.trainable_variables)
+    out, grads = run()
+    return out.numpy(), [g.numpy() for g in grads], islands_in(run)
+
+  ((out, grads, islands), after), ((out_u, grads_u, _), after_u) = fused_and_unfused(
+      layer, output_gradients_and_islands)
+  assert islands == 0
+  np.testing.assert_array_equal(out, out_u)
+  for g, g_u in zip(grads, grads_u):
+    np.testing.assert_array_equal(g, g_u)
+  for state, state_u in zip(after, after_u):
+    np.testing.assert_array_equal(state, state_u)
 
 
 def test_fused_block_keeps_tfm_variable_names_shapes_and_checkpoint_keys(tmp_path):
