@@ -61,6 +61,11 @@ def writer_of(form: str) -> str:
   return WRITER.get(form.split()[0], "")
 
 
+def variant_of(form: str) -> str:
+  """The writer's name of a form's file (export/registry.py FORMS): "dynamic_int8"."""
+  return form.split(" ", 1)[1].replace(" ", "_")
+
+
 # Each family's predictions, one per example, as JSON: a sentence task's label id (or
 # score), a tagging task's tags, a QA task's [answer, no-answer score (SQuAD 2.0) or null].
 
@@ -317,12 +322,16 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
   job = registry.Job(loaded)
   writers = sorted({writer_of(f) for f in forms} - {""})
   refusals = {name: registry.WRITERS[name].refusal(job) for name in writers}
+  # Only the files of the forms measured are converted (full int8's calibration is the
+  # slowest of them).
+  deployment = {w: [variant_of(f) for f in forms if f in FILES and writer_of(f) == w]
+                for w in registry.DEPLOYMENT if w in writers and not refusals[w]}
   # Every form's process reads deploy.json (the family) and the peer the reader: the
   # bundle is written even when only the SavedModel or the peer is measured.
-  deployment = [w for w in registry.DEPLOYMENT if w in writers and not refusals[w]]
+  deployment = deployment or {registry.DEPLOYMENT[0]: ["float32"]}
   if not os.path.isdir(export):
-    registry.export(trial, export, deployment or [registry.DEPLOYMENT[0]],
-                    log=lambda _: None)
+    registry.export(trial, export, list(deployment), log=lambda _: None,
+                    variants=deployment)
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
   with atomic_write(os.path.join(folder, DEV_INPUTS)) as f:

@@ -6,13 +6,17 @@ A writer is a module (any object with these names will do):
   READER   True when its files are read by the reader bundle (deploy.json, vocab.txt,
            reader.py: export/bundle.py), written beside them;
   refusal(job) -> str   why it cannot take the job's model ("" when it can);
-  write(job, folder, log) -> [file names]   writes its files into `folder`.
+  write(job, folder, log) -> [file names]   writes its files into `folder`;
+and, when its files come in several variants:
+  FORMS    their names; write then takes forms=, those of FORMS to write (`export`'s
+           `variants`), all by default;
+  CALIBRATED_FORMS   (with CALIBRATED) the variants that read the calibration inputs.
 A new form is its module and one line in WRITERS (or register(module)).
 """
 
 import functools
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -87,15 +91,32 @@ class Job:
             for name in self.deployable.inputs}
 
 
+def _calibrated(writer, variants) -> bool:
+  """Whether `writer` reads the calibration inputs for `variants` (None: all its own)."""
+  return getattr(writer, "CALIBRATED", False) and (
+      variants is None or any(v in getattr(writer, "CALIBRATED_FORMS", variants)
+                                for v in variants))
+
+
 def export(model_dir: str, output: str, forms: List[str], calibration_size: int = 256,
-           data_dir: str = "", seed: int = 0, log=print) -> List[str]:
+           data_dir: str = "", seed: int = 0, log=print,
+           variants: Optional[Dict[str, Sequence[str]]] = None) -> List[str]:
   """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
-  fine-tuned model in `model_dir`; returns their paths. Every refusal comes before
-  anything is written."""
+  fine-tuned model in `model_dir`, of a writer named in `variants` only those of its
+  FORMS; returns their paths. Every refusal comes before anything is written."""
   unknown = [form for form in forms if form not in WRITERS]
   if unknown:
     raise ValueError(f"unknown export form {', '.join(unknown)}; expected one of "
                      f"{', '.join(WRITERS)}")
+  variants = variants or {}
+  for form, chosen in variants.items():
+    if form not in forms:
+      raise ValueError(f"variants of {form}, which is not among the forms exported "
+                       f"({', '.join(forms)})")
+    own = getattr(WRITERS[form], "FORMS", ())
+    if not chosen or not set(chosen) <= set(own):
+      raise ValueError(f"variants of {form}: {', '.join(chosen) or 'none'}; expected "
+                       f"some of {', '.join(own) or 'none (it has one)'}")
   target, source = os.path.realpath(output), os.path.realpath(model_dir)
   if target == source:
     raise ValueError(f"--output {output} is the model dir, an input of this command; "
@@ -112,14 +133,16 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
     reason = writer.refusal(job)
     if reason:
       raise ValueError(f"{model_dir}: {reason}")
-  if any(getattr(writer, "CALIBRATED", False) for writer in writers):
+  if any(_calibrated(writer, variants.get(writer.NAME)) for writer in writers):
     job.calibration  # pylint: disable=pointless-statement  # a bad split refused now
   written = []
 
   def fill(tmp: str, doing):
     for writer in writers:
       doing(f"writing the {writer.NAME} files")
-      for name in writer.write(job, tmp, log):
+      chosen = variants.get(writer.NAME)
+      for name in (writer.write(job, tmp, log) if chosen is None else
+                   writer.write(job, tmp, log, forms=tuple(chosen))):
         written.append(name)
     if any(writer.READER for writer in writers):
       doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")

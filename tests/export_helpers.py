@@ -1,13 +1,18 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
 test_deploy_tasks.py): running an export in a process without the project, the tiny
-SQuAD fine-tuning and --predict's records of a questions file, tools.export_lite's
+SQuAD fine-tuning (and its models shared by the tests that only read them) and
+--predict's records of a questions file, tools.export_lite's
 one-line refusals."""
 
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+import filelock
+import tf_keras
 
 from finetune import config as finetune_config
 from finetune import predict, trainer
@@ -96,19 +101,48 @@ QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size
       "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
 
 
+def squad_articles():
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    return json.load(f)["data"]
+
+
+def squad_config(tmp_path, task, overrides):
+  return finetune_config.load_config("tiny", [task], str(tmp_path / "data"),
+                                     {**QA, **overrides})
+
+
 def fine_tune_squad(tmp_path, task, folder, overrides):
   """(config, SQuAD dev articles) of a tiny model fine-tuned on 12 questions of the
   first article (<tmp_path>/data)."""
-  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
+  articles = squad_articles()
   data = tmp_path / "data"
   train = squad_subset(articles[:1], 4, 3)
   write_json(data / "finetuning_data" / folder / "train.json",
         as_v2(train) if task == "squad/v2.0" else train)
   write_tiny_pretrained_model(data)
-  config = finetune_config.load_config("tiny", [task], str(data), {**QA, **overrides})
+  config = squad_config(tmp_path, task, overrides)
   trainer.run(config, log=lambda _: None)
   return config, articles
+
+
+def shared_squad_model(tmp_path_factory, task, folder):
+  """fine_tune_squad's model of `task` with the default head, seeded: (config, articles).
+  Trained once per test session for every test that only reads it, whichever
+  pytest-xdist worker asks first (the workers' temp folders share a parent; a file lock
+  makes the others wait for it)."""
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent
+  home = root / f"shared_squad_model_{folder}"
+  done = home / "trained"
+  with filelock.FileLock(f"{home}.lock"):
+    if not done.exists():
+      shutil.rmtree(home, ignore_errors=True)  # a run killed while training it
+      tf_keras.utils.set_random_seed(0)
+      config, articles = fine_tune_squad(home, task, folder, {})
+      done.write_text("")
+      return config, articles
+  return squad_config(home, task, {}), squad_articles()
 
 
 def predict_questions(tmp_path, config, questions):

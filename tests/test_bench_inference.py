@@ -126,10 +126,15 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
 
 def measured(trial, work, forms):
   """bench_inference's JSON lines of `trial` (one thread, 3 examples timed), by form,
-  with the agreement its table gives (known once every form has run)."""
+  with the agreement its table gives (known once every form has run); its exports hold
+  the files of `forms` alone."""
   run = bench("--model-dir", str(trial), "--work-dir", str(work), "--examples", "3",
               "--threads", "1", "--forms", ",".join(forms))
   assert run.returncode == 0, run.stderr[-3000:]
+  # Only the files of the forms measured were converted.
+  export = os.path.join(bench_inference.work_folder(str(trial), str(work)), "export")
+  assert sorted(n for n in os.listdir(export) if n.startswith("model_")) == sorted(
+      bench_inference.FILES[f] for f in forms if f in bench_inference.FILES)
   lines = run.stdout.splitlines()
   rows = {row["form"]: row for row in map(json.loads, (l for l in lines if l[:1] == "{"))}
   for line in lines:

@@ -1,7 +1,8 @@
 """experiments.compute_efficiency end to end on a tiny budget, its judges and fine-tuning data.
 
 The driver runs as a subprocess (`python -m experiments.compute_efficiency` from the root) on
-a shared-data mirror whose corpus is cut to a few thousand lines (the rest is linked):
+a shared-data mirror whose corpus is cut to a few thousand lines and RTE's dev set to 32
+rows (the rest is linked):
 both pre-training arms at equal FLOPs (each arm's per step equal to tools.flops' count,
 the original's), their exports at 1/8 and all of the run (--fractions; the default adds
 1/4 and 1/2), five encoders fine-tuned on RTE by the short judge, the table, JSON and
@@ -23,6 +24,7 @@ import pytest
 from experiments import compute_efficiency
 from tests.conftest import shared_path
 from tests.helpers import bert_dir
+from tools import flops as flops_tool
 
 STUDY = [sys.executable, "-m", "experiments.compute_efficiency"]
 
@@ -30,15 +32,34 @@ FRACTIONS = ("1/8", "1")
 ENCODERS = [f"{arm}@{f}" for arm in ("electra", "mlm") for f in FRACTIONS] + ["random"]
 
 
+RTE_DEV_ROWS = 32  # each fine-tuning run's evaluation: the whole dev set, cut here
+
+
+def first_lines(path, count: int) -> str:
+  with open(path, encoding="utf-8") as f:
+    return "".join(next(f) for _ in range(count))
+
+
 def shared_mirror(tmp_path, corpus_lines: int):
-  """A --shared-data folder: the real data linked, the corpus cut to its first lines."""
+  """A --shared-data folder: the real data linked, the corpus cut to its first lines and
+  RTE's dev set to its first RTE_DEV_ROWS rows."""
   mirror = tmp_path / "shared"
   (mirror / "corpus").mkdir(parents=True)
-  for name in ("glue", "conll2000", "squad"):
+  for name in ("conll2000", "squad"):
     os.symlink(shared_path(name), mirror / name)
-  with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:
-    lines = [next(f) for _ in range(corpus_lines)]
-  (mirror / "corpus" / "english_corpus.txt").write_text("".join(lines), encoding="utf-8")
+  rte = mirror / "glue" / "RTE"
+  rte.mkdir(parents=True)
+  for folder in os.listdir(shared_path("glue")):
+    if folder != "RTE":
+      os.symlink(shared_path("glue", folder), mirror / "glue" / folder)
+  for name in os.listdir(shared_path("glue", "RTE")):
+    if name != "dev.tsv":
+      os.symlink(shared_path("glue", "RTE", name), rte / name)
+  (rte / "dev.tsv").write_text(first_lines(shared_path("glue", "RTE", "dev.tsv"),
+                                           1 + RTE_DEV_ROWS), encoding="utf-8")
+  (mirror / "corpus" / "english_corpus.txt").write_text(
+      first_lines(shared_path("corpus", "english_corpus.txt"), corpus_lines),
+      encoding="utf-8")
   return mirror
 
 
@@ -63,7 +84,7 @@ def numbers(value):
 
 
 @pytest.mark.slow
-def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
+def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path, capsys):
   mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "study"
   first = run_study(mirror, work)
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -89,11 +110,10 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path):
   # the arm's own settings.
   for arm, spec in results["arms"].items():
     hparams = json.loads((work / "plan.json").read_text())["plan"]["arms"][arm]["hparams"]
-    counted = subprocess.run(
-        [sys.executable, "-m", "tools.flops", "--model-name", spec["model_name"],
-         "--data-dir", str(work), "--hparams", json.dumps(hparams), "--json"],
-        capture_output=True, text=True, check=True)
-    assert spec["train_flops_per_step"] == json.loads(counted.stdout)[
+    capsys.readouterr()
+    assert flops_tool.main(["--model-name", spec["model_name"], "--data-dir", str(work),
+                            "--hparams", json.dumps(hparams), "--json"]) == 0
+    assert spec["train_flops_per_step"] == json.loads(capsys.readouterr().out)[
         "train_flops_per_step"], arm
   # --mlm-hparams reach the masked-LM arm's run only.
   arms = json.loads((work / "plan.json").read_text())["plan"]["arms"]

@@ -366,3 +366,28 @@ def test_the_other_forms_through_the_registry(finetuned, tmp_path, capsys):
   for name, variable, shape in mapping:
     np.testing.assert_array_equal(tf.train.load_variable(prefix, name),
                                   np.reshape(variable.numpy(), shape))
+
+
+def test_only_the_variants_asked_for_are_written(finetuned, tmp_path):
+  """A writer's variants (its FORMS) chosen: only their files, and no calibration read
+  when no calibrated variant is asked for."""
+  _, trial = finetuned["glue/sst2"]
+  out = tmp_path / "some"
+  files = registry.export(trial, str(out), ["litert", "onnx"], log=lambda _: None,
+                          variants={"litert": ["float32"], "onnx": ["dynamic_int8"]})
+  assert sorted(os.path.basename(f) for f in files) == [
+      "model_dynamic_int8.onnx", "model_float32.tflite"]
+  assert sorted(n for n in os.listdir(out) if n.startswith("model_")) == [
+      "model_dynamic_int8.onnx", "model_float32.tflite"]
+  assert json.loads((out / "deploy.json").read_text())["calibration_examples"] == 0
+  for variants, message in (
+      ({"litert": ["int4"]}, "variants of litert: int4; expected some of float32, "
+       "dynamic_int8, full_int8"),
+      ({"onnx": ["float32"]}, "variants of onnx, which is not among the forms exported "
+       "(litert, original)"),
+      ({"original": ["x"]}, "variants of original: x; expected some of none (it has one)")):
+    with pytest.raises(ValueError) as refused:
+      registry.export(trial, str(tmp_path / "refused"), ["litert", "original"],
+                      variants=variants)
+    assert str(refused.value) == message
+  assert not (tmp_path / "refused").exists()

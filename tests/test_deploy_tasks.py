@@ -18,8 +18,8 @@ import tf_keras
 from export import registry, source
 from finetune import config as finetune_config
 from finetune import serving, trainer
-from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
-                                   predict_questions, refusal, run_reader)
+from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, predict_questions,
+                                   refusal, run_reader, shared_squad_model)
 from tests.helpers import chunk_data
 from tools import export_lite
 
@@ -77,9 +77,8 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path):
 
 
 @pytest.mark.parametrize("task,folder", [("squad/v1.1", "squadv1"), ("squad/v2.0", "squad")])
-def test_qa_exports_answer_as_predict(tmp_path, capsys, task, folder):
-  tf_keras.utils.set_random_seed(0)
-  config, articles = fine_tune_squad(tmp_path, task, folder, {})
+def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, folder):
+  config, articles = shared_squad_model(tmp_path_factory, task, folder)
   trial, output = f"{config.model_dir}_1", tmp_path / "export"
   assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
                            "all", "--calibration-examples", "16"]) == 0

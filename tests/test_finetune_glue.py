@@ -86,7 +86,8 @@ ALL_GLUE = ["glue/cola", "glue/sst2", "glue/mrpc", "glue/stsb", "glue/qqp", "glu
 def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
   data = glue_data_dir(tmp_path)
   overrides = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
-               "num_train_epochs": 2.0, "write_test_outputs": True, "log_every_steps": 20}
+               "num_train_epochs": 2.0, "write_test_outputs": True, "log_every_steps": 20,
+               "export_serving": False}  # test_serving's (a multi-task export included)
   config = finetune_config.load_config("tiny", ALL_GLUE, str(data), overrides)
   logs = []
   report = trainer.run(config, log=logs.append)
@@ -133,7 +134,7 @@ def test_custom_task_through_the_script(tmp_path):
       [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task",
        str(tmp_path / "task.json"), "--data-dir", str(data), "--hparams",
        json.dumps({"debug": True, "train_batch_size": 8, "max_seq_length": 16,
-                   "num_train_epochs": 1})],
+                   "num_train_epochs": 1, "export_serving": False})],
       capture_output=True, text=True)
   assert run.returncode == 0, run.stderr[-2000:]
   assert "no pre-trained checkpoint" not in run.stderr  # debug: random by design
@@ -228,7 +229,7 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
         ["--task", task, "--model-name", "tiny", "--data-dir", str(data),
          "--init-checkpoint", init, "--hparams", json.dumps(
              {"train_batch_size": 8, "max_seq_length": 16, "num_train_epochs": 1,
-              **hparams})])
+              "export_serving": False, **hparams})])
     return code, capsys.readouterr()
 
   code, out = run()

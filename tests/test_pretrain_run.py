@@ -66,7 +66,8 @@ def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
   without them the heads are the original's (random kernel, zero biases)."""
   for asked in (False, True):
     pretrainer = trainer.Pretrainer(config_for(
-        data_dir, f"prior_{asked}", disc_prior_init=asked, generator_unigram_init=asked))
+        data_dir, f"prior_{asked}", disc_prior_init=asked, generator_unigram_init=asked,
+        **TINY_MODEL))
     pretrainer._initialize()  # pylint: disable=protected-access
     electra = pretrainer.model.electra
     kernel = electra.discriminator_head.dense_1.kernel.numpy()
@@ -84,7 +85,7 @@ def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
 
 def test_disc_lr_multiplier_scales_the_discriminators_variables(data_dir):
   pretrainer = trainer.Pretrainer(config_for(data_dir, "disc_lr", disc_lr_multiplier=0.1,
-                                             num_train_steps=2))
+                                             num_train_steps=2, **TINY_MODEL))
   multiplier = pretrainer._lr_multiplier()  # pylint: disable=protected-access
   electra = pretrainer.model.electra
   disc = electra.discriminator.transformer_layers[0].trainable_variables + \
@@ -99,11 +100,13 @@ def test_disc_lr_multiplier_scales_the_discriminators_variables(data_dir):
   pretrainer.train()
   settings = pretrainer.optimizer.variable_settings
   assert settings(disc[0])[0] == 0.1 and settings(generator_own[0])[0] == 1.0
-  assert trainer.Pretrainer(config_for(data_dir, "one_rate"))._lr_multiplier() is None  # pylint: disable=protected-access
+  assert trainer.Pretrainer(config_for(data_dir, "one_rate", **TINY_MODEL)
+                           )._lr_multiplier() is None  # pylint: disable=protected-access
   # disc_warmup_steps: the discriminator's multiplier becomes a schedule of the step
   # (its values: tests/test_optimization.py); the generator's stays 1.
   own = trainer.Pretrainer(config_for(data_dir, "disc_warmup", disc_lr_multiplier=0.1,
-                                      disc_warmup_steps=40, num_train_steps=100))
+                                      disc_warmup_steps=40, num_train_steps=100,
+                                      **TINY_MODEL))
   multiplier = own._lr_multiplier()  # pylint: disable=protected-access
   schedule = multiplier(own.model.electra.discriminator_head.trainable_variables[0])
   warmup = own.config.num_warmup_steps

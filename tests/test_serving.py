@@ -22,7 +22,7 @@ from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
-                                   predict_questions)
+                                   predict_questions, shared_squad_model)
 from tests.helpers import ADVERSARIAL, chunk_data, code_point_lines, head_of
 
 
@@ -135,12 +135,10 @@ def test_tagging_export(tmp_path):
   assert set(out["serving_default"]["tag"]) <= set(tagging_data.CHUNK_TAGS) | {""}
 
 
-def qa_export_and_predict(tmp_path, task, folder, overrides):
-  """Fine-tunes a tiny model on 12 SQuAD questions; the exported SavedModel's outputs
-  (clean subprocess) and --predict's records on the same questions, and how many
-  windows each question takes."""
-  config, articles = fine_tune_squad(tmp_path, task, folder, overrides)
-  data = tmp_path / "data"
+def qa_export_and_predict(tmp_path, config, articles):
+  """For a tiny model fine-tuned on 12 SQuAD questions (fine_tune_squad's), the exported
+  SavedModel's outputs (clean subprocess) and --predict's records on the same
+  questions, and how many windows each question takes."""
   questions = [(q["question"], p["context"]) for p in articles[2]["paragraphs"][:3]
                for q in p["qas"][:2]]
   questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
@@ -153,7 +151,7 @@ def qa_export_and_predict(tmp_path, task, folder, overrides):
   got = call_in_clean_process(tmp_path, {"path": exported, "serving_default": {
       "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
   windows = qa_features.featurize(
-      Tokenizer(load_vocab(str(data / "vocab.txt"))), list(qa_data.read_questions(
+      Tokenizer(load_vocab(config.vocab_file)), list(qa_data.read_questions(
           str(path))), config.max_seq_length, config.section("qa").max_query_length,
           config.section("qa").doc_stride)
   return (got["serving_default"], want, np.bincount(windows.example_index),
@@ -168,9 +166,9 @@ def assert_same_answers(got, want):
                              atol=1e-5)
 
 
-def test_squad_export_answers_as_predict(tmp_path):
-  got, want, windows, contexts = qa_export_and_predict(tmp_path, "squad/v1.1",
-                                                       "squadv1", {})
+def test_squad_export_answers_as_predict(tmp_path, tmp_path_factory):
+  got, want, windows, contexts = qa_export_and_predict(
+      tmp_path, *shared_squad_model(tmp_path_factory, "squad/v1.1", "squadv1"))
   assert windows.max() >= 5 and windows.min() == 1  # long paragraphs and short contexts
   assert_same_answers(got, want)
   assert "no_answer_score" not in got
@@ -181,8 +179,10 @@ def test_squad_export_answers_as_predict(tmp_path):
 
 @pytest.mark.parametrize("head", [{}, {"joint_prediction": False,
                                        "answerable_classifier": False}])
-def test_squad_v2_export_gives_the_no_answer_score(tmp_path, head):
-  got, want, _, _ = qa_export_and_predict(tmp_path, "squad/v2.0", "squad", head)
+def test_squad_v2_export_gives_the_no_answer_score(tmp_path, tmp_path_factory, head):
+  model = fine_tune_squad(tmp_path, "squad/v2.0", "squad", head) if head else (
+      shared_squad_model(tmp_path_factory, "squad/v2.0", "squad"))
+  got, want, _, _ = qa_export_and_predict(tmp_path, *model)
   assert_same_answers(got, want)
   np.testing.assert_allclose(got["no_answer_score"],
                              [w["no_answer_score"] for w in want], atol=1e-5)
