@@ -20,6 +20,13 @@ fused layer drops exactly the units the unfused one drops; only float rounding d
 (XLA's erfc, softmax and LayerNorm arithmetic), within float32 tolerance
 (tests/test_fused.py).
 
+Under mixed_bfloat16 the islands compute in the unfused layer's dtypes: products, bias
+adds, mask, softmax, dropout (bfloat16 draws) and the attention's residual sum in
+bfloat16; the GELU (tf-models makes its activation float32 under that policy), the
+feed-forward's residual sum and both LayerNorms (float32 layers) in float32; the
+layer's output float32. Inside an island XLA may keep float32 between two bfloat16 ops
+where TensorFlow rounds each op's output, so the two differ within bfloat16 rounding.
+
 Measured and left out (2026-11-27, 2-core Intel Xeon with AVX-512, one thread, batch
 32 x 128, loaded machine): the query, key and value products as one, their kernels side
 by side (oneDNN took 21 ms for the 256 -> 768 product against 8 for the three
@@ -40,7 +47,7 @@ from model.internals import (attention_built, attention_scale, block_layers,
 
 SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
-# What tf_keras' masked softmax adds to masked-off float32 scores
+# What tf_keras' masked softmax adds to masked-off float32 and bfloat16 scores
 # (layers/activation/softmax.py _large_compatible_negative).
 MASK_ADDER = -1e9
 
@@ -115,9 +122,11 @@ def _softmax_backward(d_dropped, probs, keep, rate):
 @_compiled
 def _residual_norm_forward(x, bias, uniform, residual, gamma, beta, rate, epsilon):
   """LayerNorm(residual + dropout(x + bias)) -> output, normalized input, 1/std,
-  kept units."""
+  kept units. In the dtypes of the unfused layer: the dropped-out branch is added in
+  the residual's dtype, and the LayerNorm computes in its variables' (float32)."""
   keep = None if uniform is None else uniform >= rate
-  summed = _drop(x + bias, keep, rate) + residual
+  summed = tf.cast(tf.cast(_drop(x + bias, keep, rate), residual.dtype) + residual,
+                   gamma.dtype)
   centered = summed - tf.reduce_mean(summed, -1, keepdims=True)
   inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), -1, keepdims=True)
                           + epsilon)
@@ -126,22 +135,28 @@ def _residual_norm_forward(x, bias, uniform, residual, gamma, beta, rate, epsilo
 
 
 @_compiled
-def _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate):
+def _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate, x_dtype: str,
+                            residual_dtype: str):
   d_normed = d_out * gamma
   d_summed = inv_std * (d_normed - tf.reduce_mean(d_normed, -1, keepdims=True)
                         - normed * tf.reduce_mean(d_normed * normed, -1, keepdims=True))
-  d_x = _drop(d_summed, keep, rate)
-  return (d_x, _sum_rows(d_x), d_summed, _sum_rows(d_out * normed), _sum_rows(d_out))
+  d_residual = tf.cast(d_summed, residual_dtype)
+  d_x = _drop(tf.cast(d_residual, x_dtype), keep, rate)
+  return (d_x, _sum_rows(d_x), d_residual, _sum_rows(d_out * normed), _sum_rows(d_out))
 
 
 @_compiled
-def _bias_gelu_forward(x, bias):
-  return gelu_value(x + bias)
+def _bias_gelu_forward(x, bias, gelu_dtype: str):
+  """GELU(x + bias): the bias added in x's dtype, the GELU computed in `gelu_dtype` (as
+  the unfused layer's activation), its output back in x's dtype (as the next product
+  reads it)."""
+  return tf.cast(gelu_value(tf.cast(x + bias, gelu_dtype)), x.dtype)
 
 
 @_compiled
-def _bias_gelu_backward(d_out, x, bias):
-  d_x = d_out * gelu_derivative(x + bias)
+def _bias_gelu_backward(d_out, x, bias, gelu_dtype: str):
+  d_inner = tf.cast(d_out, gelu_dtype) * gelu_derivative(tf.cast(x + bias, gelu_dtype))
+  d_x = tf.cast(d_inner, x.dtype)
   return d_x, _sum_rows(d_x)
 
 
@@ -189,29 +204,32 @@ def residual_norm(x, bias, uniform, residual, gamma, beta, rate: float, epsilon:
         x, bias, uniform, residual, gamma, beta, rate, epsilon)
 
     def grad(d_out):
-      return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate)
+      return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate,
+                                     x.dtype.name, residual.dtype.name)
     return out, grad
   return island(*_tensors(x, bias, residual, gamma, beta))
 
 
-def bias_gelu(x, bias):
+def bias_gelu(x, bias, gelu_dtype: str):
   @tf.custom_gradient
   def island(x, bias):
-    return _bias_gelu_forward(x, bias), lambda d: _bias_gelu_backward(d, x, bias)
+    return (_bias_gelu_forward(x, bias, gelu_dtype),
+            lambda d: _bias_gelu_backward(d, x, bias, gelu_dtype))
   return island(*_tensors(x, bias))
 
 
 # ---- the layer --------------------------------------------------------------------
 
-def dropout_uniform(dropout: tf_keras.layers.Dropout, shape):
+def dropout_uniform(dropout: tf_keras.layers.Dropout, shape, dtype):
   """The uniform numbers `dropout` (Keras, checkpointed generator) would draw for an
-  input of `shape`, advancing its generator as it would; None without dropout.
+  input of `shape` and `dtype` (Keras draws in its input's dtype: bfloat16 under
+  mixed_bfloat16), advancing its generator as it would; None without dropout.
 
   (model/internals.py's draw_uniform: Generator.uniform's numbers in one pass.)
   """
   if not dropout.rate:
     return None
-  return draw_uniform(dropout_generator(dropout), shape)
+  return draw_uniform(dropout_generator(dropout), shape, dtype)
 
 
 class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
@@ -221,9 +239,9 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
   and the elementwise work between them in the compiled islands above.
 
   `exact_gelu` says the inner activation is the exact erf GELU (the islands compute
-  it). Calls the islands do not cover (inference, other activations, pre-LN, mixed
-  precision, Keras' legacy dropout without a generator) run tfm's own call; so does
-  every call with `fused` False (use_fused).
+  it). Calls the islands do not cover (inference, other activations, pre-LN, float16,
+  Keras' legacy dropout without a generator) run tfm's own call; so does every call
+  with `fused` False (use_fused).
   """
 
   fused = True
@@ -240,7 +258,7 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
             and inputs[1] is not None and output_range is None):
       return False
     if (not plain_post_layer_norm(self) or not self.exact_gelu
-            or self.compute_dtype != "float32"):
+            or self.compute_dtype not in ("float32", "bfloat16")):
       return False
     if not (attention_built(self)
             and all(layer.built for layer in self.submodules
@@ -262,22 +280,27 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
         *projections, layers.query.bias, layers.key.bias, layers.value.bias,
         attention_scale(self))
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+    dtype = x.dtype  # the compute dtype: Keras casts the layer's inputs to it
     probs_dropout = layers.probs_dropout
     probs = masked_softmax_dropout(
-        scores, tf.cast(mask, scores.dtype),
-        dropout_uniform(probs_dropout, tf.shape(scores)), probs_dropout.rate)
+        scores, tf.cast(mask, dtype),
+        dropout_uniform(probs_dropout, tf.shape(scores), dtype), probs_dropout.rate)
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, W]
     attention_dropout, output_dropout = layers.attention_dropout, layers.output_dropout
     attended = residual_norm(
         tf.einsum("abcd,cde->abe", context, layers.attention_output.kernel),
-        layers.attention_output.bias, dropout_uniform(attention_dropout, tf.shape(x)), x,
+        layers.attention_output.bias,
+        dropout_uniform(attention_dropout, tf.shape(x), dtype), x,
         layers.attention_norm.gamma, layers.attention_norm.beta, attention_dropout.rate,
         epsilon)
-    inner = bias_gelu(tf.einsum("abc,cd->abd", attended, layers.intermediate.kernel),
-                      layers.intermediate.bias)
+    # The LayerNorm's output is float32; the product reads it as its own layer would.
+    inner = bias_gelu(
+        tf.einsum("abc,cd->abd", tf.cast(attended, dtype), layers.intermediate.kernel),
+        layers.intermediate.bias, layers.intermediate_activation.compute_dtype)
     return residual_norm(
         tf.einsum("abc,cd->abd", inner, layers.output.kernel),
-        layers.output.bias, dropout_uniform(output_dropout, tf.shape(x)), attended,
+        layers.output.bias, dropout_uniform(output_dropout, tf.shape(x), dtype),
+        attended,
         layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon)
 
 

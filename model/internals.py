@@ -3,12 +3,12 @@ one place: an upgrade of either (both pinned in requirements.txt) that renames t
 fixed here. Everything else reaches them through these functions.
 
 - tf-models' TransformerEncoderBlock keeps its sublayers as _attention_layer,
-  _attention_layer_norm, _intermediate_dense, _output_dense, _output_layer_norm,
-  _attention_dropout and _output_dropout, and Keras' MultiHeadAttention its projections
-  as _query_dense, _key_dense, _value_dense and _output_dense (its softmax's dropout as
-  _dropout_layer): block_layers; its settings (_norm_first, _use_bias, _key_dim,
-  _norm_epsilon, ...): plain_post_layer_norm, attention_built, attention_scale,
-  norm_epsilon.
+  _attention_layer_norm, _intermediate_dense, _intermediate_activation_layer,
+  _output_dense, _output_layer_norm, _attention_dropout and _output_dropout, and Keras'
+  MultiHeadAttention its projections as _query_dense, _key_dense, _value_dense and
+  _output_dense (its softmax's dropout as _dropout_layer): block_layers; its settings
+  (_norm_first, _use_bias, _key_dim, _norm_epsilon, ...): plain_post_layer_norm,
+  attention_built, attention_scale, norm_epsilon.
 - Keras' Dropout draws from a _random_generator whose tf.random.Generator (_generator)
   exists after _maybe_init, and whose _uniform is the generator's unscaled draw:
   dropout_generator, draw_uniform.
@@ -34,6 +34,9 @@ class BlockLayers:
   attention_output: tf_keras.layers.Layer  # [heads, head_size, width]
   attention_norm: tf_keras.layers.LayerNormalization
   intermediate: tf_keras.layers.Layer
+  # The inner activation as a layer: its dtype is what the GELU computes in (tf-models
+  # makes it float32 under mixed_bfloat16).
+  intermediate_activation: tf_keras.layers.Activation
   output: tf_keras.layers.Layer
   output_norm: tf_keras.layers.LayerNormalization
   probs_dropout: tf_keras.layers.Dropout  # on the attention probabilities
@@ -49,6 +52,7 @@ def block_layers(block) -> BlockLayers:
       attention=attention, query=attention._query_dense, key=attention._key_dense,
       value=attention._value_dense, attention_output=attention._output_dense,
       attention_norm=block._attention_layer_norm, intermediate=block._intermediate_dense,
+      intermediate_activation=block._intermediate_activation_layer,
       output=block._output_dense, output_norm=block._output_layer_norm,
       probs_dropout=attention._dropout_layer, attention_dropout=block._attention_dropout,
       output_dropout=block._output_dropout)
