@@ -256,3 +256,50 @@ def test_mirrored_strategy_sums_then_clips_then_updates():
   result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], env=env,
                           capture_output=True, text=True, timeout=300)
   assert "MIRRORED_OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_steps_equal_the_formula_in_float32():
+  """The compiled update computes the rule's float32 operations, in the order of a NumPy
+  float32 transcription of it (the formula as written before it was compiled): equal
+  within float rounding, for decayed and excluded variables and layer-wise rates."""
+  rng = np.random.default_rng(1)
+  params = {"layer_3/dense/kernel": rng.normal(size=(96, 130)).astype(np.float32),
+            "layer_3/dense/bias": rng.normal(size=(130,)).astype(np.float32),
+            "embeddings": rng.normal(size=(500, 16)).astype(np.float32)}
+  multipliers = {"layer_3/dense/kernel": 0.8 ** 3, "layer_3/dense/bias": 0.8 ** 3}
+  variables = {k: tf.Variable(v, name=k) for k, v in params.items()}
+  optimizer = optimization.create_optimizer(
+      0.01, num_train_steps=10, num_warmup_steps=2, weight_decay_rate=0.01,
+      lr_multiplier=lambda var: multipliers.get(var.name[:-2], 1.0))
+  # Global norms below 1: nothing is clipped, so the clipping's own rounding stays out.
+  grads = [{k: (0.002 * rng.normal(size=v.shape)).astype(np.float32)
+            for k, v in params.items()} for _ in range(5)]
+  assert all(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in step.values())) < 1
+             for step in grads)
+
+  @tf.function
+  def step(step_grads):
+    optimizer.apply_gradients([(tf.convert_to_tensor(step_grads[k]), var)
+                               for k, var in variables.items()])
+
+  f32 = np.float32
+  m = {k: np.zeros_like(v) for k, v in params.items()}
+  v = {k: np.zeros_like(p) for k, p in params.items()}
+  for index, step_grads in enumerate(grads):
+    rate = f32(optimizer.learning_rate_at(index).numpy())
+    step(step_grads)
+    for name, g in step_grads.items():
+      m[name] = f32(0.9) * m[name] + f32(1.0 - 0.9) * g
+      v[name] = f32(0.999) * v[name] + f32(1.0 - 0.999) * np.square(g)
+      update = m[name] / (np.sqrt(v[name]) + f32(1e-6))
+      if optimization.uses_weight_decay(variables[name]):
+        update = update + f32(0.01) * params[name]
+      params[name] = params[name] - rate * f32(multipliers.get(name, 1.0)) * update
+  for name, var in variables.items():
+    for got, want in ((var, params[name]), (optimizer.get_slot(var, "adam_m"), m[name]),
+                      (optimizer.get_slot(var, "adam_v"), v[name])):
+      # Units in the last place of the array's largest value: where b1 m and
+      # (1 - b1) g nearly cancel, one rounding more or less (a fused multiply-add)
+      # is many units of the small result, never more than of its operands.
+      np.testing.assert_allclose(got.numpy(), want, rtol=0,
+                                 atol=4 * np.spacing(np.max(np.abs(want))))
