@@ -75,6 +75,20 @@ def islands_in(run) -> int:
               if op.type in ("StatefulPartitionedCall", "PartitionedCall")])
 
 
+def output_gradients_and_islands(layer, x, mask, weights):
+  """The layer's training output on (x, mask), the gradients of sum(output * weights)
+  (the input's, then every variable's), and how many islands the step's trace holds."""
+  @tf.function(autograph=False)
+  def run():
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      out = layer([x, mask], training=True)
+      loss = tf.reduce_sum(out * weights)
+    return out, tape.gradient(loss, [x] + layer.trainable_variables)
+  out, grads = run()
+  return out, grads, islands_in(run)
+
+
 def test_fused_layer_runs_its_islands_and_drops_the_same_units():
   """With a large dropout rate and a causal mask, unfused and fused outputs and
   gradients (the input's and every variable's) agree element for element: a fused path
@@ -85,19 +99,8 @@ def test_fused_layer_runs_its_islands_and_drops_the_same_units():
   layer([x, mask])
   weights = tf.random.stateless_normal(x.shape, [3, 4])  # a loss that weighs each unit
 
-  def output_gradients_and_islands():
-    @tf.function(autograph=False)
-    def run():
-      with tf.GradientTape() as tape:
-        tape.watch(x)
-        out = layer([x, mask], training=True)
-        loss = tf.reduce_sum(out * weights)
-      return out, tape.gradient(loss, [x] + layer.trainable_variables)
-    out, grads = run()
-    return out.numpy(), [g.numpy() for g in grads], islands_in(run)
-
   ((out, grads, islands), _), ((out_u, grads_u, islands_u), _) = fused_and_unfused(
-      layer, output_gradients_and_islands)
+      layer, lambda: output_gradients_and_islands(layer, x, mask, weights))
   assert islands >= 5 and islands_u == 0
   np.testing.assert_allclose(out, out_u, rtol=1e-5, atol=1e-5)
   assert len(grads) == 17  # the input and the 16 variables
@@ -134,19 +137,9 @@ def test_under_mixed_bfloat16_the_fused_layer_equals_the_unfused_one():
   assert layer.compute_dtype == "bfloat16"
   weights = tf.random.stateless_normal(x.shape, [3, 4])
 
-  def output_gradients_and_islands():
-    @tf.function(autograph=False)
-    def run():
-      with tf.GradientTape() as tape:
-        tape.watch(x)
-        out = layer([x, mask], training=True)
-        loss = tf.reduce_sum(out * weights)
-      return out, tape.gradient(loss, [x] + layer.trainable_variables)
-    out, grads = run()
-    return out, grads, islands_in(run)
-
   ((out, grads, islands), after), ((out_u, grads_u, islands_u), after_u) = (
-      fused_and_unfused(layer, output_gradients_and_islands))
+      fused_and_unfused(layer, lambda: output_gradients_and_islands(layer, x, mask,
+                                                                    weights)))
   assert islands >= 5 and islands_u == 0
   # As the unfused layer: a float32 output (its last LayerNorm's), float32 gradients.
   assert out.dtype == out_u.dtype == tf.float32
