@@ -17,6 +17,10 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # the cores; more threads per process only contend.
 export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1}
 export TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS:-1}
+# Likewise NumPy's and SciPy's OpenBLAS (the tests' reference computations): its threads
+# spin while they wait for work, which took a quarter of the CPU time of four test files.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Two processes: most of the suite's time is spent starting Python and TensorFlow and in
 # single-threaded Python, which two cores do side by side. worksteal: each takes half the
 # tests in file order (a module's fixtures are built once) and an idle one takes over

@@ -2,6 +2,7 @@
 folder of its own."""
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -18,6 +19,17 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 from util import startup  # pylint: disable=unused-import,wrong-import-position  # before TensorFlow
+
+# Python's cyclic collector walks every live object on each full pass, and TensorFlow, its
+# graphs and the tests' models keep a few hundred thousand alive: collecting less often,
+# with what the imports left frozen out of the passes (below), took 13% off the CPU time of
+# in-process tests (four test files: 82 -> 71 CPU-seconds).
+gc.set_threshold(50_000, 20, 20)
+
+
+def pytest_collection_finish(session):  # pylint: disable=unused-argument
+  gc.collect()
+  gc.freeze()
 
 
 @pytest.fixture(autouse=True)
