@@ -89,7 +89,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
     for split in ("train", "dev"):
       head_of(shared_path("glue", folder, f"{split}.tsv"),
               data / "finetuning_data" / folder / f"{split}.tsv", 33)
-  write_tiny_pretrained_model(data)
+  write_tiny_pretrained_model(data, layers=1)
   # Short sequences: the pair truncation is exercised on most rows.
   config = finetune_config.load_config(
       "tiny", ["glue/mrpc", "glue/stsb", "glue/sst2"], str(data),
