@@ -40,10 +40,12 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
   for form in forms:
     name = file_name(form)
     path = os.path.join(folder, name)
-    export_folder.write_file(path, to_litert(
+    calibrated = form in CALIBRATED_FORMS
+    export_folder.write_file(path, job.litert_float32 if form == "float32" else to_litert(
         job.function, job.finetuned.model.variables, form,
-        job.calibration if form in CALIBRATED_FORMS else None,
-        job.head_scope if job.deployable.float_head else ""))
+        job.calibration if calibrated else None,
+        job.head_scope if job.deployable.float_head else "",
+        job.litert_float32 if calibrated else None))
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
   return written
@@ -77,11 +79,12 @@ _OUTLIER_NODES = re.compile(r"layer_\d+/(add(_1)?$|output/)")
 
 def to_litert(function, variables, form: str,
               calibration: Optional[Dict[str, np.ndarray]] = None,
-              float_scope: str = "") -> bytes:
+              float_scope: str = "", reference: Optional[bytes] = None) -> bytes:
   """A LiteRT flatbuffer of `function` (its builtin ops only) in one of FORMS or
   mixed_int8; the calibrated forms calibrate on `calibration`'s rows and keep float32,
   besides _FLOAT_NODES (and mixed_int8's _OUTLIER_NODES), the ops under the name scope
-  `float_scope` and the function's outputs (when given)."""
+  `float_scope` and the function's outputs (when given), named from `reference`, the
+  function's float32 flatbuffer (converted here when not given)."""
   def converter():
     made = tf.lite.TFLiteConverter.from_concrete_functions(
         [function.get_concrete_function()], _Holder(variables))
@@ -92,7 +95,8 @@ def to_litert(function, variables, form: str,
     if form not in CALIBRATED_FORMS:
       return converter().convert()
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
-    reference = Interpreter(model_content=to_litert(function, variables, "float32"))
+    reference = Interpreter(
+        model_content=reference or to_litert(function, variables, "float32"))
     kept = {t["name"] for t in reference.get_tensor_details()
             if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]
             or form == "mixed_int8" and _OUTLIER_NODES.search(t["name"])}

@@ -40,7 +40,8 @@ def register(writer):
 
 class Job:
   """One model to export and the options of its forms; what several writers need is
-  made once (the model as a function of token ids, the calibration inputs)."""
+  made once (the model as a function of token ids, the calibration inputs, its LiteRT
+  float32 flatbuffer)."""
 
   def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
                data_dir: str = "", seed: int = 0):
@@ -74,6 +75,12 @@ class Job:
   def head_scope(self) -> str:
     """The name scope of the model's task head (its ops' names hold it)."""
     return self.finetuned.model.heads[self.finetuned.runner.head_name].name
+
+  @functools.cached_property
+  def litert_float32(self) -> bytes:
+    """The function as a LiteRT float32 flatbuffer: that form's file, and the
+    calibrated forms' reference (their float32 nodes are named from it)."""
+    return litert.to_litert(self.function, self.finetuned.model.variables, "float32")
 
   @functools.cached_property
   def calibration(self) -> Dict[str, np.ndarray]:

@@ -4,9 +4,11 @@ folder of its own."""
 import contextlib
 import gc
 import os
+import shutil
 import subprocess
 import sys
 
+import filelock
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,16 +61,35 @@ def shared_path(*parts: str) -> str:
   return path
 
 
-def write_tiny_pretrained_model(data):
-  """<data>/vocab.txt (BERT's) and a tiny random model named "tiny", exported where
-  run_pretraining.py exports (<data>/models/tiny/export/), for fine-tuning tests."""
+def shared_folder(tmp_path_factory, name, make):
+  """The folder <name>, filled once per test session by make(folder) for every test that
+  only reads it, whichever pytest-xdist worker asks first (the workers' temp folders
+  share a parent; a file lock makes the others wait for it)."""
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent
+  home = root / name
+  done = root / f"{name}.done"
+  with filelock.FileLock(f"{home}.lock"):
+    if not done.exists():
+      shutil.rmtree(home, ignore_errors=True)  # a run killed while making it
+      home.mkdir()
+      make(home)
+      done.write_text("")
+  return home
+
+
+def write_tiny_pretrained_model(data, layers=2):
+  """<data>/vocab.txt (BERT's) and a tiny random model named "tiny" of `layers`
+  transformer layers, exported where run_pretraining.py exports
+  (<data>/models/tiny/export/), for fine-tuning tests."""
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
   from model.weights.original import save_original  # pylint: disable=g-import-not-at-top
   with open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb") as f:
     (data / "vocab.txt").write_bytes(f.read())
   config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
-                                      num_hidden_layers=2, embedding_size=16,
+                                      num_hidden_layers=layers, embedding_size=16,
                                       max_position_embeddings=128))
   save_original(ElectraPair(config).build_variables(),
                 str(data / "models" / "tiny" / "export" / "model.ckpt"))

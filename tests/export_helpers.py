@@ -1,23 +1,22 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
-test_deploy_tasks.py): running an export in a process without the project, the tiny
-SQuAD fine-tuning (and its models shared by the tests that only read them) and
---predict's records of a questions file, tools.export_lite's
+test_deploy_tasks.py, test_bench_inference.py): running an export in a process without
+the project, the tiny SQuAD and chunking fine-tunings (and their models shared by the
+tests that only read them), --predict's records of a questions file, tools.export_lite's
 one-line refusals."""
 
+import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 
-import filelock
 import tf_keras
 
 from finetune import config as finetune_config
 from finetune import predict, trainer
-from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, squad_subset, write_json
+from tests.conftest import shared_folder, shared_path, write_tiny_pretrained_model
+from tests.helpers import as_v2, chunk_data, squad_subset, write_json
 from tools import export_lite
 
 # Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
@@ -26,26 +25,29 @@ ODD_CONTEXT = ("Born (1895-1943). U.S.-based  na\u00efve-Caf\u00e9's \u2603 aa-a
                "\u0130stanbul \ud55c\uad6d\uc5b4 x\u200by \u200b \ufb01ne \u03a3\u0391\u03a3. "
                "Hello, world! It's 3.14 -- well... \u201cquoted\u201d; \u00e7a-va?")
 
-# Loads the SavedModel with nothing of the project importable, calls each signature on
+# Loads each SavedModel with nothing of the project importable, calls its signatures on
 # the strings given as JSON on stdin, prints the outputs as JSON.
 LOADER = """
 import json, os, sys
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
 assert not any(os.path.isdir(os.path.join(p or ".", "finetune")) for p in sys.path), sys.path
-calls = json.load(sys.stdin)
-loaded = tf.saved_model.load(calls.pop("path"))
-out = {}
-for name, inputs in calls.items():
-  result = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
-  out[name] = {k: v.numpy().tolist() if v.dtype != tf.string else
-               [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
+out = []
+for calls in json.load(sys.stdin):
+  loaded = tf.saved_model.load(calls.pop("path"))
+  out.append({})
+  for name, inputs in calls.items():
+    result = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+    out[-1][name] = {k: v.numpy().tolist() if v.dtype != tf.string else
+                     [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
 print(json.dumps(out))
 """
 
 
-def call_in_clean_process(tmp_path, calls):
-  """The outputs of SavedModel signatures called in a process without the project."""
+def call_in_clean_process(tmp_path, *calls):
+  """The outputs of SavedModel signatures called in one process without the project:
+  per call ({"path": the SavedModel, signature name: its inputs, ...}) a dict of each
+  signature's outputs."""
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   result = subprocess.run([sys.executable, "-I", "-c", LOADER], input=json.dumps(calls),
                           cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -112,37 +114,59 @@ def squad_config(tmp_path, task, overrides):
 
 
 def fine_tune_squad(tmp_path, task, folder, overrides):
-  """(config, SQuAD dev articles) of a tiny model fine-tuned on 12 questions of the
-  first article (<tmp_path>/data)."""
+  """(config, SQuAD dev articles) of a tiny one-layer model fine-tuned on 12 questions
+  of the first article (<tmp_path>/data); its dev split (read when do_eval) is 6 questions of
+  the third (SQuAD 2.0: and 2 without an answer)."""
   articles = squad_articles()
   data = tmp_path / "data"
-  train = squad_subset(articles[:1], 4, 3)
-  write_json(data / "finetuning_data" / folder / "train.json",
-        as_v2(train) if task == "squad/v2.0" else train)
-  write_tiny_pretrained_model(data)
+  train, dev = squad_subset(articles[:1], 4, 3), squad_subset(articles[2:3], 2, 3)
+  for name, document in (("train", train), ("dev", dev)):
+    write_json(data / "finetuning_data" / folder / f"{name}.json",
+               as_v2(document) if task == "squad/v2.0" else document)
+  write_tiny_pretrained_model(data, layers=1)
   config = squad_config(tmp_path, task, overrides)
   trainer.run(config, log=lambda _: None)
   return config, articles
 
 
-def shared_squad_model(tmp_path_factory, task, folder):
-  """fine_tune_squad's model of `task` with the default head, seeded: (config, articles).
-  Trained once per test session for every test that only reads it, whichever
-  pytest-xdist worker asks first (the workers' temp folders share a parent; a file lock
-  makes the others wait for it)."""
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent
-  home = root / f"shared_squad_model_{folder}"
-  done = home / "trained"
-  with filelock.FileLock(f"{home}.lock"):
-    if not done.exists():
-      shutil.rmtree(home, ignore_errors=True)  # a run killed while training it
-      tf_keras.utils.set_random_seed(0)
-      config, articles = fine_tune_squad(home, task, folder, {})
-      done.write_text("")
-      return config, articles
-  return squad_config(home, task, {}), squad_articles()
+# transformers' QA head: starts and ends scored apart, no answerability classifier; the
+# run scores its dev split. A threshold no null score passes: answers are the decoded
+# texts, not "no answer" (which this tiny model's null scores would give every question).
+TRANSFORMERS_QA_HEAD = {"joint_prediction": False, "answerable_classifier": False,
+                        "do_eval": True, "qa_na_threshold": 1000.0}
+
+
+def shared_squad_model(tmp_path_factory, task, folder, overrides=None):
+  """fine_tune_squad's model of `task` (with the default head, or `overrides`), seeded:
+  (config, articles). Trained once per test session (conftest.shared_folder)."""
+  overrides = overrides or {}
+  key = hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
+
+  def train(home):
+    tf_keras.utils.set_random_seed(0)
+    fine_tune_squad(home, task, folder, overrides)
+  home = shared_folder(tmp_path_factory, f"squad_model_{folder}_{key}", train)
+  return squad_config(home, task, overrides), squad_articles()
+
+
+# max_seq_length 24 cuts the longer sentences: their last words are tagged O.
+CHUNK = {"train_batch_size": 16, "max_seq_length": 24, "num_train_epochs": 2.0,
+         "learning_rate": 1e-3}
+
+
+def shared_chunk_model(tmp_path_factory):
+  """The config of a tiny one-layer model fine-tuned on the first 64 CoNLL-2000 training
+  sentences (2 epochs), its dev split the first 24 test sentences (scored by the run),
+  seeded. Trained once per test session (conftest.shared_folder)."""
+  def train(home):
+    tf_keras.utils.set_random_seed(0)
+    chunk_data(home, 64, 24, layers=1)
+    trainer.run(chunk_config(home), log=lambda _: None)
+  return chunk_config(shared_folder(tmp_path_factory, "chunk_model", train))
+
+
+def chunk_config(home):
+  return finetune_config.load_config("tiny", ["chunk"], str(home / "data"), CHUNK)
 
 
 def predict_questions(tmp_path, config, questions):

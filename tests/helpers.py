@@ -248,14 +248,14 @@ def first_sentences(src, dst, count):
     f.write("\n\n".join(blocks) + "\n")
 
 
-def chunk_data(tmp_path, train: int, test: int):
+def chunk_data(tmp_path, train: int, test: int, layers: int = 2):
   """<tmp_path>/data with the first CoNLL-2000 sentences of each split and a tiny
-  pre-trained model."""
+  pre-trained model (of `layers` layers)."""
   data = tmp_path / "data"
   for split, count in (("train", train), ("test", test)):
     first_sentences(shared_path("conll2000", f"{split}.txt"),
                     data / "finetuning_data" / "chunk" / f"{split}.txt", count)
-  write_tiny_pretrained_model(data)
+  write_tiny_pretrained_model(data, layers)
   return data
 
 

@@ -12,15 +12,12 @@ import sys
 import types
 
 import pytest
-import tf_keras
 
 from bench import bench_inference
 from export import huggingface
-from finetune import config as finetune_config
-from finetune import trainer
-from tests.conftest import ROOT, shared_path
-from tests.export_helpers import fine_tune_squad
-from tests.helpers import as_v2, chunk_data, squad_subset, write_json
+from tests.conftest import ROOT
+from tests.export_helpers import (TRANSFORMERS_QA_HEAD, shared_chunk_model,
+                                   shared_squad_model)
 
 
 def bench(*flags: str) -> subprocess.CompletedProcess:
@@ -168,32 +165,18 @@ def check_float_forms(rows, table, run_scores):
   assert all(f"| {form} | " in table for form in rows)
 
 
-def test_a_tagging_model_in_its_float_forms(tmp_path):
-  tf_keras.utils.set_random_seed(0)
-  data = chunk_data(tmp_path, 32, 12)
-  config = finetune_config.load_config(
-      "tiny", ["chunk"], str(data), {"train_batch_size": 16, "max_seq_length": 24,
-                                     "num_train_epochs": 1.0, "learning_rate": 1e-3})
-  trainer.run(config, log=lambda _: None)
+def test_a_tagging_model_in_its_float_forms(tmp_path, tmp_path_factory):
+  config = shared_chunk_model(tmp_path_factory)
   rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
   # (chunk's dev split is CoNLL-2000's test set, as the run scores it.)
   assert set(rows["SavedModel"]["dev"]) == {"f1"}
   check_float_forms(rows, out, {"f1": run_scores(config)["f1"]})
 
 
-def test_a_squad_2_model_in_its_float_forms(tmp_path):
-  tf_keras.utils.set_random_seed(0)
-  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  # 8 dev questions, 2 of them without an answer.
-  write_json(tmp_path / "data" / "finetuning_data" / "squad" / "dev.json",
-             as_v2(squad_subset(articles[2:3], 2, 3)))
-  # transformers' QA head: starts and ends scored apart, no answerability classifier.
-  # A threshold no null score passes: the answers compared are the decoded texts, not
-  # "no answer" (which this tiny model's null scores would give every question).
-  config, _ = fine_tune_squad(tmp_path, "squad/v2.0", "squad", {
-      "joint_prediction": False, "answerable_classifier": False, "do_eval": True,
-      "qa_na_threshold": 1000.0})
+def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
+  # 8 dev questions, 2 of them without an answer; transformers' QA head.
+  config, _ = shared_squad_model(tmp_path_factory, "squad/v2.0", "squad",
+                                 TRANSFORMERS_QA_HEAD)
   scores = run_scores(config)
   rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
   assert set(scores) == set(rows["SavedModel"]["dev"]) == {
@@ -219,3 +202,18 @@ def test_a_qa_head_transformers_has_no_class_of_is_refused():
       "answerable_classifier false")
   # SQuAD 1.1 never reads the classifier: its model is taken.
   assert huggingface._refusal(finetuned(False, True, False)) == ""
+
+
+def test_the_forms_processes_load_no_framework_they_do_not_measure():
+  """bench.child imports this module in each form's process: its peak RSS and start
+  must be the form's own, without TensorFlow, torch or the dev metrics' scipy and
+  sklearn (which only the parent, scoring, loads)."""
+  code = ("import json, sys\nfrom bench import bench_inference, child\n"
+          "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+  run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                       text=True, check=False)
+  assert run.returncode == 0, run.stderr[-2000:]
+  loaded = set(json.loads(run.stdout.splitlines()[-1]))
+  assert "numpy" in loaded  # what is read is the module list
+  assert not loaded & {"tensorflow", "tf_keras", "torch", "transformers", "scipy",
+                       "sklearn"}

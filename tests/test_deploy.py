@@ -31,13 +31,14 @@ DEV_ROWS = 48
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory):
-  """{task: (FinetuningConfig, its trial dir)} of a tiny random model fine-tuned on the
-  first rows of SST-2 (single sentences) and STS-B (pairs, regression)."""
+  """{task: (FinetuningConfig, its trial dir)} of a tiny random one-layer model
+  fine-tuned on the first rows of SST-2 (single sentences) and STS-B (pairs,
+  regression)."""
   data = tmp_path_factory.mktemp("deploy")
   # Fixed weights: the int8 checks compare labels near a random model's 0.5 boundary,
   # so a different draw each run could pass one run and fail the next.
   tf_keras.utils.set_random_seed(0)
-  write_tiny_pretrained_model(data)
+  write_tiny_pretrained_model(data, layers=1)
   out = {}
   for task, folder in FOLDERS.items():
     for split, rows in (("train", 97), ("dev", DEV_ROWS + 1)):
@@ -275,15 +276,22 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
   assert os.listdir(tmp_path) == []
 
 
-def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, tmp_path, capsys):
+def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, tmp_path, capsys,
+                                                             monkeypatch):
   """litert_mixed_int8: full int8 with each layer's FFN output dense and residual sums
   float32 (the other dense layers int8); in a process without TensorFlow it keeps the
-  float model's labels, and padding stays masked."""
+  float model's labels, and padding stays masked. The float32 model, the calibrated
+  forms' reference, is converted once for both writers."""
   _, trial = finetuned["glue/sst2"]
   out = tmp_path / "mixed"
+  converted, to_litert = [], litert.to_litert
+  monkeypatch.setattr(litert, "to_litert",
+                      lambda *args, **kwargs: converted.append(args[2]) or to_litert(
+                          *args, **kwargs))
   assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
                            "litert,litert_mixed_int8", "--calibration-examples", "32"]) == 0
   assert "model_mixed_int8.tflite" in capsys.readouterr().out
+  assert converted == ["float32", "dynamic_int8", "full_int8", "mixed_int8"]
   layers = source.load_finetuned(trial).sizes.num_hidden_layers
   dense = {}
   for name in ("model_full_int8.tflite", "model_mixed_int8.tflite"):

@@ -13,14 +13,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-import tf_keras
 
 from export import registry, source
-from finetune import config as finetune_config
-from finetune import serving, trainer
+from finetune import serving
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, predict_questions,
-                                   refusal, run_reader, shared_squad_model)
-from tests.helpers import chunk_data
+                                   refusal, run_reader, shared_chunk_model,
+                                   shared_squad_model)
 from tools import export_lite
 
 
@@ -36,27 +34,22 @@ def reference_outputs(trial, inputs):
   return {k: v.numpy() for k, v in job.function(*args).items()}
 
 
-def test_tagging_exports_run_alone_and_give_the_tags(tmp_path):
-  tf_keras.utils.set_random_seed(0)
-  data = chunk_data(tmp_path, 64, 24)
-  # max_seq_length 24 cuts the longer sentences: their last words are tagged O.
-  config = finetune_config.load_config(
-      "tiny", ["chunk"], str(data), {"train_batch_size": 16, "max_seq_length": 24,
-                                     "num_train_epochs": 2.0, "learning_rate": 1e-3,
-                                     "do_eval": False})
-  trainer.run(config, log=lambda _: None)
+def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory):
+  config = shared_chunk_model(tmp_path_factory)
   trial, output = f"{config.model_dir}_1", tmp_path / "export"
   assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
                            "all", "--calibration-examples", "32"]) == 0
-  with open(data / "finetuning_data" / "chunk" / "test.txt", encoding="utf-8") as f:
+  with open(os.path.join(config.data_dir, "finetuning_data", "chunk", "test.txt"),
+            encoding="utf-8") as f:
     sentences = [" ".join(line.split()[0] for line in block.splitlines())
                  for block in f.read().strip().split("\n\n")]
   names = model_names(output)
   assert len(names) == 5
   got = {name: run_reader(output, name, [sentences]) for name in names}
   want_logits = reference_outputs(trial, got[names[0]]["inputs"])["logits"]
-  saved = call_in_clean_process(tmp_path, {"path": os.path.join(trial, serving.SAVED_MODEL),
-                                           "serving_default": {"text": sentences}})
+  [saved] = call_in_clean_process(
+      tmp_path, {"path": os.path.join(trial, serving.SAVED_MODEL),
+                 "serving_default": {"text": sentences}})
   tags = np.array(saved["serving_default"]["tag"]).reshape(len(sentences), -1)
   want = [[t for t in row if t] for row in tags.tolist()]
   kept = np.count_nonzero(got[names[0]]["inputs"]["word_positions"], -1)

@@ -112,7 +112,7 @@ def test_finetuned_sentence_classifier(tmp_path, inputs, capsys, task, folder_na
   for split in ("train", "dev"):
     head_of(shared_path("glue", folder_name, f"{split}.tsv"),
             data / "finetuning_data" / folder_name / f"{split}.tsv", 33)
-  write_tiny_pretrained_model(data)
+  write_tiny_pretrained_model(data, layers=1)
   config = finetune_config.load_config("tiny", [task], str(data), SENTENCE)
   trainer.run(config, log=lambda _: None)
   finetuner = trainer.Finetuner(config, log=lambda _: None)

@@ -21,9 +21,10 @@ from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, fine_tune_squad,
-                                   predict_questions, shared_squad_model)
-from tests.helpers import ADVERSARIAL, chunk_data, code_point_lines, head_of
+from tests.export_helpers import (ODD_CONTEXT, TRANSFORMERS_QA_HEAD,
+                                   call_in_clean_process, predict_questions,
+                                   shared_chunk_model, shared_squad_model)
+from tests.helpers import ADVERSARIAL, code_point_lines, head_of
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -73,11 +74,13 @@ def test_graph_answer_alignment_is_get_final_text(lower_case):
   assert sum(span == (0, len(text)) for span, text in zip(want, orig_texts)) > 100
 
 
-def keras_outputs(config, index, split):
+def keras_outputs(config, split, count=1):
+  """(the split, the restored Keras model's outputs on it) of each of the run's first
+  `count` tasks."""
   finetuner = trainer.Finetuner(config, log=lambda _: None)
   model = finetuner.build_model()
   finetuner.restore(model, 1)
-  return finetuner.outputs(model, index, split)
+  return [finetuner.outputs(model, index, split) for index in range(count)]
 
 
 def test_sentence_pair_single_and_regression_export(tmp_path):
@@ -86,7 +89,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
     for split in ("train", "dev"):
       head_of(shared_path("glue", folder, f"{split}.tsv"),
               data / "finetuning_data" / folder / f"{split}.tsv", 33)
-  write_tiny_pretrained_model(data)
+  write_tiny_pretrained_model(data, layers=1)
   # Short sequences: the pair truncation is exercised on most rows.
   config = finetune_config.load_config(
       "tiny", ["glue/mrpc", "glue/stsb", "glue/sst2"], str(data),
@@ -96,14 +99,13 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
   path = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
   assert os.path.isdir(path) and not [
       name for name in os.listdir(f"{config.model_dir}_1") if name.startswith(".")]
-  mrpc, mrpc_logits = keras_outputs(config, 0, "dev")
-  stsb, stsb_scores = keras_outputs(config, 1, "dev")
-  sst2, sst2_logits = keras_outputs(config, 2, "dev")
+  (mrpc, mrpc_logits), (stsb, stsb_scores), (sst2, sst2_logits) = keras_outputs(
+      config, "dev", 3)
   pairs = lambda split: {"text_a": [e.text_a for e in split.examples],
                          "text_b": [e.text_b for e in split.examples]}
-  out = call_in_clean_process(tmp_path, {"path": path, "serving_default": pairs(mrpc),
-                                         "glue_stsb": pairs(stsb), "glue_sst2": {
-                                             "text_a": [e.text_a for e in sst2.examples]}})
+  [out] = call_in_clean_process(tmp_path, {
+      "path": path, "serving_default": pairs(mrpc), "glue_stsb": pairs(stsb),
+      "glue_sst2": {"text_a": [e.text_a for e in sst2.examples]}})
   probabilities = tf.nn.softmax(mrpc_logits).numpy()
   assert len(out["serving_default"]["probabilities"]) == len(mrpc.examples) == 32
   np.testing.assert_allclose(out["serving_default"]["probabilities"], probabilities,
@@ -114,48 +116,31 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
                              tf.nn.softmax(sst2_logits).numpy(), atol=1e-5)
 
 
-def test_tagging_export(tmp_path):
-  data = chunk_data(tmp_path, 32, 20)
-  # max_seq_length 24 cuts the longer sentences: their last words are tagged O.
-  config = finetune_config.load_config(
-      "tiny", ["chunk"], str(data), {"train_batch_size": 16, "eval_batch_size": 20,
-                                     "max_seq_length": 24, "num_train_epochs": 1.0})
-  trainer.run(config, log=lambda _: None)
-  split, logits = keras_outputs(config, 0, "test")
+def test_tagging_export(tmp_path, tmp_path_factory):
+  config = shared_chunk_model(tmp_path_factory)
+  [(split, logits)] = keras_outputs(config, "test")
   want = tagging_features.predicted_tags(split.examples,
                                         split.features["word_label_mask"], logits)
   assert any(len(tags) > split.features["word_label_mask"][i].sum()
              for i, tags in enumerate(want))  # some sentence is cut
   text = {"text": ["  ".join(e.words) for e in split.examples]}
   path = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
-  out = call_in_clean_process(tmp_path, {"path": path, "serving_default": text})
+  [out] = call_in_clean_process(tmp_path, {"path": path, "serving_default": text})
   width = max(map(len, want))
   assert out["serving_default"]["tag"] == [t for tags in want
                                            for t in tags + [""] * (width - len(tags))]
   assert set(out["serving_default"]["tag"]) <= set(tagging_data.CHUNK_TAGS) | {""}
 
 
-def qa_export_and_predict(tmp_path, config, articles):
-  """For a tiny model fine-tuned on 12 SQuAD questions (fine_tune_squad's), the exported
-  SavedModel's outputs (clean subprocess) and --predict's records on the same
-  questions, and how many windows each question takes."""
+def qa_questions(articles):
   questions = [(q["question"], p["context"]) for p in articles[2]["paragraphs"][:3]
                for q in p["qas"][:2]]
-  questions += [("Who was born in (1895-1943)?", ODD_CONTEXT),
-                # Separators of split_words (tab, U+202F, line breaks); a question cut.
-                (" ".join(["why"] * 30), "\tTabs\tand\u202fnarrow  spaces,\r\nline one "
-                 "of two; a short context."),
-                ("What\x1cis\u3000it?", "It is 42.")]
-  path, want = predict_questions(tmp_path, config, questions)
-  exported = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
-  got = call_in_clean_process(tmp_path, {"path": exported, "serving_default": {
-      "question": [q for q, _ in questions], "context": [c for _, c in questions]}})
-  windows = qa_features.featurize(
-      Tokenizer(load_vocab(config.vocab_file)), list(qa_data.read_questions(
-          str(path))), config.max_seq_length, config.section("qa").max_query_length,
-          config.section("qa").doc_stride)
-  return (got["serving_default"], want, np.bincount(windows.example_index),
-          [c for _, c in questions])
+  return questions + [("Who was born in (1895-1943)?", ODD_CONTEXT),
+                      # Separators of split_words (tab, U+202F, line breaks); a question
+                      # cut.
+                      (" ".join(["why"] * 30), "\tTabs\tand\u202fnarrow  spaces,\r\nline "
+                       "one of two; a short context."),
+                      ("What\x1cis\u3000it?", "It is 42.")]
 
 
 def assert_same_answers(got, want):
@@ -166,24 +151,39 @@ def assert_same_answers(got, want):
                              atol=1e-5)
 
 
-def test_squad_export_answers_as_predict(tmp_path, tmp_path_factory):
-  got, want, windows, contexts = qa_export_and_predict(
-      tmp_path, *shared_squad_model(tmp_path_factory, "squad/v1.1", "squadv1"))
+def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
+  """Tiny models fine-tuned on 12 SQuAD questions (fine_tune_squad's) of SQuAD 1.1 and
+  of SQuAD 2.0 (its default head and transformers'): each exported SavedModel, called in
+  one clean subprocess, answers the same questions as --predict, SQuAD 2.0's with its
+  no-answer score."""
+  models = {"squad/v1.1": shared_squad_model(tmp_path_factory, "squad/v1.1", "squadv1"),
+            "squad/v2.0": shared_squad_model(tmp_path_factory, "squad/v2.0", "squad"),
+            "squad/v2.0, transformers' head": shared_squad_model(
+                tmp_path_factory, "squad/v2.0", "squad", TRANSFORMERS_QA_HEAD)}
+  questions = qa_questions(models["squad/v1.1"][1])
+  contexts = [c for _, c in questions]
+  want = {}
+  for name, (config, _) in models.items():
+    path, want[name] = predict_questions(tmp_path, config, questions)
+  windows = np.bincount(qa_features.featurize(
+      Tokenizer(load_vocab(config.vocab_file)), list(qa_data.read_questions(str(path))),
+      config.max_seq_length, config.section("qa").max_query_length,
+      config.section("qa").doc_stride).example_index)
   assert windows.max() >= 5 and windows.min() == 1  # long paragraphs and short contexts
-  assert_same_answers(got, want)
-  assert "no_answer_score" not in got
+  outputs = call_in_clean_process(tmp_path, *[
+      {"path": os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL),
+       "serving_default": {"question": [q for q, _ in questions], "context": contexts}}
+      for config, _ in models.values()])
+  got = {name: out["serving_default"] for name, out in zip(models, outputs)}
+  for name in models:
+    assert_same_answers(got[name], want[name])
+  assert "no_answer_score" not in got["squad/v1.1"]
   # Some answer starts or ends inside a word (get_final_text trimmed it).
   assert any(0 < w["start"] and not c[w["start"] - 1].isspace() or
-             w["end"] < len(c) and not c[w["end"]].isspace() for w, c in zip(want, contexts))
-
-
-@pytest.mark.parametrize("head", [{}, {"joint_prediction": False,
-                                       "answerable_classifier": False}])
-def test_squad_v2_export_gives_the_no_answer_score(tmp_path, tmp_path_factory, head):
-  model = fine_tune_squad(tmp_path, "squad/v2.0", "squad", head) if head else (
-      shared_squad_model(tmp_path_factory, "squad/v2.0", "squad"))
-  got, want, _, _ = qa_export_and_predict(tmp_path, *model)
-  assert_same_answers(got, want)
-  np.testing.assert_allclose(got["no_answer_score"],
-                             [w["no_answer_score"] for w in want], atol=1e-5)
-  assert got["no_answer"] == [w["no_answer"] for w in want]
+             w["end"] < len(c) and not c[w["end"]].isspace()
+             for w, c in zip(want["squad/v1.1"], contexts))
+  for name in ("squad/v2.0", "squad/v2.0, transformers' head"):
+    np.testing.assert_allclose(got[name]["no_answer_score"],
+                               [w["no_answer_score"] for w in want[name]], atol=1e-5,
+                               err_msg=name)
+    assert got[name]["no_answer"] == [w["no_answer"] for w in want[name]], name
