@@ -214,7 +214,7 @@ def first_step(rows, metric: str, threshold: float = THRESHOLD):
   return next((r["global_step"] for r in rows if r[metric] >= threshold), None)
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--work-dir", required=True)
   parser.add_argument("--arm", action="append", required=True,
@@ -226,7 +226,7 @@ def main():
   parser.add_argument("--num-words", type=int, default=600)
   parser.add_argument("--num-documents", type=int, default=2000)
   parser.add_argument("--max-seq-length", type=int, default=128)
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
 
   data_dir = os.path.abspath(args.work_dir)
   if not os.path.exists(os.path.join(data_dir, "vocab.txt")):

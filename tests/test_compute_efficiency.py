@@ -1,21 +1,23 @@
 """experiments.compute_efficiency end to end on a tiny budget, its judges and fine-tuning data.
 
-The driver runs as a subprocess (`python -m experiments.compute_efficiency` from the root) on
-a shared-data mirror whose corpus is cut to a few thousand lines and RTE's dev set to 32
-rows (the rest is linked):
-both pre-training arms at equal FLOPs (each arm's per step equal to tools.flops' count,
-the original's), their exports at 1/8 and all of the run (--fractions; the default adds
-1/4 and 1/2), five encoders fine-tuned on RTE by the short judge, the table, JSON and
-plot; a second run skips every unit. The original judge runs on given encoders (random weights and a
-Hugging Face BERT directory) with a rate grid; its schedule is checked against the
-original's recipe (its epochs per task, both orders for MRPC and STS-B), and its
-choice of rate by dev median.
+The driver runs on a shared-data mirror whose corpus is cut to a few thousand lines and
+RTE's dev set to 32 rows (the rest is linked): both pre-training arms at equal FLOPs (each
+arm's per step equal to tools.flops' count, the original's), their exports at 1/8 and all
+of the run (--fractions; the default adds 1/4 and 1/2), five encoders fine-tuned on RTE by
+the short judge, the table, JSON and plot; a second run, as a subprocess (`python -m
+experiments.compute_efficiency` from the root), skips every unit. The other runs call its
+main() here: its units are processes of their own either way, and a process of the driver
+would only load TensorFlow again. The original judge runs on given encoders (random
+weights and a Hugging Face BERT directory) with a rate grid; its schedule is checked
+against the original's recipe (its epochs per task, both orders for MRPC and STS-B), and
+its choice of rate by dev median.
 """
 
 import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -63,16 +65,31 @@ def shared_mirror(tmp_path, corpus_lines: int):
   return mirror
 
 
-def run_study(mirror, work, *extra):
-  command = [
-      *STUDY, "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
+def study_flags(mirror, work):
+  return [
+      "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
       "--vocab-size", "2000", "--budget-steps", "8", "--max-train-examples", "64",
       "--trials", "1", "--tasks", "glue/rte", "--judge", "short",
       "--fractions", ",".join(FRACTIONS),
       "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
       "--mlm-hparams", '{"learning_rate": 3e-4}',
-      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}', *extra]
-  return subprocess.run(command, capture_output=True, text=True, timeout=600)
+      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}']
+
+
+def run_in_process(capsys, *flags):
+  """compute_efficiency.main(flags) in this process: (exit code, stdout, stderr). The
+  driver's own work needs no process of its own (its units still run in theirs), and
+  TensorFlow, which it imports to plan, is loaded here already."""
+  capsys.readouterr()
+  sigterm = signal.getsignal(signal.SIGTERM)  # main() makes SIGTERM stop as Ctrl-C does
+  try:
+    code = compute_efficiency.main(list(flags))
+  except SystemExit as e:  # a refusal: fail()'s exit
+    code = e.code
+  finally:
+    signal.signal(signal.SIGTERM, sigterm)
+  out, err = capsys.readouterr()
+  return code, out, err
 
 
 def numbers(value):
@@ -86,8 +103,8 @@ def numbers(value):
 @pytest.mark.slow
 def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path, capsys):
   mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "study"
-  first = run_study(mirror, work)
-  assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+  code, out, err = run_in_process(capsys, *study_flags(mirror, work))
+  assert code == 0, out[-3000:] + err[-3000:]
   for name in ("results.md", "results.json", "scores_vs_flops.png", "timings.json"):
     assert (work / name).stat().st_size > 0, name
 
@@ -132,26 +149,30 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path, capsys):
       "electra/embeddings/word_embeddings")
   assert (read(exports / "step_1") != read(exports)).any()
 
-  # A finished study only re-prints its results: every unit is skipped, none runs.
-  second = run_study(mirror, work)
+  # A finished study only re-prints its results: every unit is skipped, none runs. As
+  # `python -m`, the script's run as a process in the suite.
+  second = subprocess.run([*STUDY, *study_flags(mirror, work)], capture_output=True,
+                          text=True, timeout=600)
   assert second.returncode == 0, second.stderr[-3000:]
   timings = json.loads((work / "timings.json").read_text())
   assert len(timings) == 1 + 2 + len(ENCODERS)  # data, two arms, one task per encoder
   assert {t["status"] for t in timings.values()} == {"skipped"}
   assert "GLUE avg" in second.stdout
-  # Other points judged are other settings of the study: refused, not mixed in.
-  at = second.args.index("--fractions") + 1
-  third = subprocess.run([*second.args[:at], "1/2,1", *second.args[at + 1:]],
-                         capture_output=True, text=True, timeout=60)
-  assert third.returncode == 2 and "other settings (fractions)" in third.stderr, third.stderr
+  # Other points judged are other settings of the study: refused, not mixed in. This and
+  # --table start no unit: in-process.
+  flags = study_flags(mirror, work)
+  at = flags.index("--fractions") + 1
+  code, _, err = run_in_process(capsys, *flags[:at], "1/2,1", *flags[at + 1:])
+  assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+  assert "other settings (fractions)" in err
 
-  table_only = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir",
-                               str(work)], capture_output=True, text=True,
-                              timeout=60)
-  assert table_only.returncode == 0 and table_only.stdout.strip() == "\n".join(table)
+  code, out, _ = run_in_process(capsys, "--table", "--judge", "short", "--work-dir",
+                                str(work))
+  assert code == 0 and out.strip() == "\n".join(table)
 
 
-def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_path):
+def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_path,
+                                                                           capsys):
   work = tmp_path / "study"
   work.mkdir()
   (work / "plan.json").write_text(json.dumps({"settings": {"trials": 5}, "plan": {},
@@ -160,13 +181,13 @@ def test_other_settings_in_the_same_work_dir_and_bad_flags_fail_in_one_line(tmp_
          ["--model-size", "nope"], ["--shared-data", str(tmp_path)], ["--jobs", "x"],
          ["--fractions", "1/3"],
          ["--shared-data", shared_path()]]
+  # In-process: refusals start no unit (test_the_judges_bad_flags_fail_in_one_line runs
+  # them as processes).
   for flags in bad:
-    result = subprocess.run([*STUDY, "--work-dir", str(work), *flags],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2, flags
-    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, \
-        (flags, result.stderr)
-  assert "other settings" in result.stderr
+    code, _, err = run_in_process(capsys, "--work-dir", str(work), *flags)
+    assert code == 2, flags
+    assert err.startswith("error: ") and err.count("\n") == 1, (flags, err)
+  assert "other settings" in err
 
 
 @pytest.mark.parametrize("text", ["", "0", "1/3", "9/8", "1/2,2/4", "x", "1/0"])
@@ -256,17 +277,15 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   mirror, work = shared_mirror(tmp_path, 3000), tmp_path / "judged"
   bert = tmp_path / "bert"
   bert_dir(bert)
-  capsys.readouterr()
-  command = [*STUDY, "--work-dir", str(work), "--shared-data", str(mirror),
-             "--model-size", "debug", "--vocab-size", "2000", "--max-train-examples", "64",
-             "--trials", "2", "--lr-grid", "3e-4,1e-3", "--tasks", "glue/rte",
-             "--encoders", f"random,bert={bert}",
-             "--finetune-hparams", '{"num_train_epochs": 1}']
-  run = subprocess.run(command, capture_output=True, text=True, timeout=900)
-  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  code, out, err = run_in_process(
+      capsys, "--work-dir", str(work), "--shared-data", str(mirror), "--model-size",
+      "debug", "--vocab-size", "2000", "--max-train-examples", "64", "--trials", "2",
+      "--lr-grid", "3e-4,1e-3", "--tasks", "glue/rte", "--encoders", f"random,bert={bert}",
+      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 32}')
+  assert code == 0, out[-3000:] + err[-3000:]
   assert ("the original judge: (glue/rte 2) steps x 2 seeds x 2 rates = 8 fine-tuning "
-          "steps per encoder; 16 for the 2 encoders") in run.stdout
-  assert "pretrain" not in run.stdout  # given encoders: no pre-training
+          "steps per encoder; 16 for the 2 encoders") in out
+  assert "pretrain" not in out  # given encoders: no pre-training
   home = work / "judge_original"
   results = json.loads((home / "results.json").read_text())
   for encoder in ("random", "bert"):
@@ -287,13 +306,11 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   assert not list(home.glob("models/*/finetuning_models/*_model_1"))
   # The judges' results never mix: the short judge has none here.
   assert not (work / "results").exists()
-  short = subprocess.run([*STUDY, "--table", "--judge", "short", "--work-dir", str(work)],
-                         capture_output=True, text=True, timeout=60)
-  assert short.returncode == 2 and short.stderr == (
-      f"error: {work}: no results of the short judge here yet\n")
-  again = subprocess.run([*STUDY, "--table", "--work-dir", str(work)],
-                         capture_output=True, text=True, timeout=60)
-  assert again.returncode == 0 and again.stdout.strip() == table.strip()
+  code, _, err = run_in_process(capsys, "--table", "--judge", "short", "--work-dir",
+                                str(work))
+  assert code == 2 and err == f"error: {work}: no results of the short judge here yet\n"
+  code, out, _ = run_in_process(capsys, "--table", "--work-dir", str(work))
+  assert code == 0 and out.strip() == table.strip()
 
 
 @pytest.mark.parametrize("flags", [["--judge", "short", "--lr-grid", "1e-4"],

@@ -1,6 +1,7 @@
 """experiments.learnability_probe end to end: its corpus, records by the real build, the
 tiny model pre-trained by run_pretraining.py from the mimetic start, every checkpoint
-evaluated; the generator learns the successor map (masked-LM accuracy >= 0.9)."""
+evaluated (the driver's main() in-process, the build and the pre-training in processes
+of their own); the generator learns the successor map (masked-LM accuracy >= 0.9)."""
 
 import json
 import subprocess
@@ -41,15 +42,21 @@ def test_corpus_is_a_successor_map(tmp_path):
 
 
 @pytest.mark.slow
-def test_mimetic_start_learns_the_successor_map(tmp_path):
-  result = subprocess.run(
-      [sys.executable, "-m", "experiments.learnability_probe", "--work-dir", str(tmp_path),
+def test_mimetic_start_learns_the_successor_map(tmp_path, capsys):
+  # The script as a process once (its flags); the probe itself runs here: the build and
+  # the pre-training are processes of their own either way, and a process of the driver
+  # would only load TensorFlow again to evaluate.
+  usage = subprocess.run([sys.executable, "-m", "experiments.learnability_probe", "--help"],
+                         capture_output=True, text=True, check=False)
+  assert usage.returncode == 0 and "--eval-every" in usage.stdout, usage.stderr[-3000:]
+  capsys.readouterr()
+  learnability_probe.main(
+      ["--work-dir", str(tmp_path),
        "--arm", 'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
        "--steps", str(PROBE_STEPS), "--eval-every", str(PROBE_STEPS), "--eval-batches", "2",
-       "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"],
-      capture_output=True, text=True, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  line = next(l for l in result.stdout.splitlines() if l.startswith("RESULT mimetic "))
+       "--num-words", "100", "--num-documents", "60", "--max-seq-length", "32"])
+  out = capsys.readouterr().out
+  line = next(l for l in out.splitlines() if l.startswith("RESULT mimetic "))
   summary = json.loads(line.split(" ", 2)[2])
   steps = [s for s, _, _ in summary["curve"]]
   assert steps == [PROBE_STEPS]  # the kept checkpoint evaluated

@@ -27,11 +27,21 @@ SMALL = dict(vocab=30522, emb=128, hidden=256, layers=12, inner=1024, gen_hidden
              gen_layers=12, gen_inner=256)
 
 
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+  """SMALL's checkpoint (folder, prefix, weights): seconds to write, read by two tests."""
+  folder = tmp_path_factory.mktemp("small")
+  return (folder, *make_checkpoint(folder, SMALL))
+
+
 @pytest.mark.parametrize("sizes", [TINY, SMALL], ids=["tiny", "small"])
-def test_keras_matches_numpy_reference(tmp_path, sizes):
-  prefix, weights = make_checkpoint(tmp_path, sizes)
+def test_keras_matches_numpy_reference(tmp_path, sizes, request):
+  if sizes is SMALL:
+    folder, _, weights = request.getfixturevalue("small_checkpoint")
+  else:
+    folder, (_, weights) = tmp_path, make_checkpoint(tmp_path, sizes)
   inputs = padded_batch(sizes["vocab"])
-  got = reference_outputs.compute(str(tmp_path), inputs)  # sizes inferred from shapes
+  got = reference_outputs.compute(str(folder), inputs)  # sizes inferred from shapes
   want = numpy_electra.forward(weights, **inputs,
                                disc_heads=max(1, sizes["hidden"] // 64),
                                gen_heads=max(1, sizes["gen_hidden"] // 64))
@@ -53,8 +63,8 @@ def test_untied_generator_embeddings_match_numpy(tmp_path):
     np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-5, err_msg=name)
 
 
-def test_inferred_config_follows_the_original_rules(tmp_path):
-  prefix, _ = make_checkpoint(tmp_path, SMALL)
+def test_inferred_config_follows_the_original_rules(small_checkpoint):
+  _, prefix, _ = small_checkpoint
   config = open_weights(prefix).model_config()
   assert (config.vocab_size, config.embedding_size, config.hidden_size) == (30522, 128, 256)
   assert (config.num_hidden_layers, config.num_attention_heads) == (12, 4)
@@ -63,7 +73,7 @@ def test_inferred_config_follows_the_original_rules(tmp_path):
   assert gen.intermediate_size == 256 and gen.embedding_size == 128
 
 
-def test_reference_outputs_command(tmp_path):
+def test_reference_outputs_command(tmp_path, capsys):
   prefix, weights = make_checkpoint(tmp_path, TINY)
   inputs = padded_batch(TINY["vocab"])
   np.savez(tmp_path / "in.npz", **inputs)
@@ -84,14 +94,16 @@ def test_reference_outputs_command(tmp_path):
   for name, value in want.items():
     np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-5, err_msg=name)
 
-  config["hidden_size"] = 64  # a config that does not fit the checkpoint
+  # A config that does not fit the checkpoint: in-process (the command's refusal, not
+  # the process's start-up, which the run above shows).
+  config["hidden_size"] = 64
   (tmp_path / "config.json").write_text(json.dumps(config))
-  run = subprocess.run(
-      [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
-       "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
-       "--output", str(tmp_path / "bad.npz")], capture_output=True, text=True)
-  assert run.returncode == 2
-  assert "wrong shape" in run.stderr and "Traceback" not in run.stderr
+  capsys.readouterr()
+  assert reference_outputs.main(
+      ["--checkpoint", prefix, "--config", str(tmp_path / "config.json"), "--inputs",
+       str(tmp_path / "in.npz"), "--output", str(tmp_path / "bad.npz")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and err.count("\n") == 1 and "wrong shape" in err
   assert not (tmp_path / "bad.npz").exists()
 
 
