@@ -132,14 +132,14 @@ def test_a_task_no_family_declares_is_an_error_not_tagging():
     tasks.runner_for(stray, None, None)
 
 
-def test_the_finetuning_config_loads_without_tensorflow():
+def test_the_finetuning_config_loads_without_tensorflow_or_the_metrics_libraries():
   code = ("import sys\nfrom finetune import config\n"
           "c = config.load_config('electra_small', ['squad', 'glue/mrpc'], 'data',"
           " {'beam_size': 5})\n"
           "print(c.section('qa').beam_size, c.section('sentence').double_unordered,"
           " c.tasks_label)\n"
           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-          "('tensorflow', 'tf_keras', 'keras')))\n")
+          "('tensorflow', 'tf_keras', 'keras', 'sklearn', 'scipy')))\n")
   run = subprocess.run([sys.executable, "-c", code], capture_output=True,
                        text=True, check=True)
   assert run.stdout.splitlines() == ["5 True squad_v2.0,glue_mrpc", "[]"]

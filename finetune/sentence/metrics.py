@@ -16,8 +16,19 @@ import warnings
 from typing import Dict, Sequence, Tuple
 
 import numpy as np
-import scipy.stats
-import sklearn.metrics
+
+
+def _sklearn_metrics():
+  """scikit-learn and SciPy are imported when a score is first computed: together they
+  take about a second of CPU to import, which every command reading the task registry
+  (finetune.config) would otherwise pay at start, --help and bad flags included."""
+  import sklearn.metrics  # pylint: disable=g-import-not-at-top
+  return sklearn.metrics
+
+
+def _scipy_stats():
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  return scipy.stats
 
 
 def _paired(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
@@ -31,15 +42,15 @@ def _paired(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def accuracy(labels, predictions) -> float:
-  return float(sklearn.metrics.accuracy_score(*_paired(labels, predictions)))
+  return float(_sklearn_metrics().accuracy_score(*_paired(labels, predictions)))
 
 
 def f1(labels, predictions, positive=1) -> float:
   """F1 of the positive class (binary tasks: MRPC, QQP)."""
   labels, predictions = _paired(labels, predictions)
   # As booleans: a class absent from both sides is no error, and any label set works.
-  return float(sklearn.metrics.f1_score(labels == positive, predictions == positive,
-                                        zero_division=0))
+  return float(_sklearn_metrics().f1_score(labels == positive, predictions == positive,
+                                           zero_division=0))
 
 
 def matthews_corrcoef(labels, predictions) -> float:
@@ -47,7 +58,7 @@ def matthews_corrcoef(labels, predictions) -> float:
   labels, predictions = _paired(labels, predictions)
   with warnings.catch_warnings():  # its note on a single class: the answer, 0, stands
     warnings.simplefilter("ignore", UserWarning)
-    return float(sklearn.metrics.matthews_corrcoef(labels, predictions))
+    return float(_sklearn_metrics().matthews_corrcoef(labels, predictions))
 
 
 def _correlation(statistic, labels, predictions) -> float:
@@ -59,12 +70,12 @@ def _correlation(statistic, labels, predictions) -> float:
 
 
 def pearson(labels, predictions) -> float:
-  return _correlation(scipy.stats.pearsonr, labels, predictions)
+  return _correlation(_scipy_stats().pearsonr, labels, predictions)
 
 
 def spearman(labels, predictions) -> float:
   """Pearson correlation of the ranks, ties sharing their mean rank."""
-  return _correlation(scipy.stats.spearmanr, labels, predictions)
+  return _correlation(_scipy_stats().spearmanr, labels, predictions)
 
 
 SENTENCE_METRICS = {
