@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.conftest import ROOT, run_lock_held_elsewhere
-from tests.helpers import make_data_dir, write_records
+from tests.helpers import make_data_dir, start_workers, wait_for_workers, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
@@ -424,27 +423,16 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
 def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
   """run_pretraining.py with distribution_strategy multi_worker, two processes."""
   data_dir, _ = data
-  ports = []
-  for _ in range(2):
-    with socket.socket() as s:
-      s.bind(("127.0.0.1", 0))
-      ports.append(s.getsockname()[1])
-  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
   model_dir = tmp_path / "two_workers"
   hparams = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8,
              "num_train_steps": 4, "save_checkpoints_steps": 4, "log_every_steps": 1,
              "distribution_strategy": "multi_worker", "model_dir": str(model_dir),
              **TINY_MODEL}
-  workers = [subprocess.Popen(
+  workers = start_workers(
       [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--model-name", "mw",
-       "--data-dir", data_dir, "--hparams",
-       json.dumps(hparams)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True, env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_CONFIG=json.dumps(
-          {"cluster": cluster, "task": {"type": "worker", "index": index}})))
-             for index in range(2)]
-  for worker in workers:
-    _, err = worker.communicate(timeout=300)
-    assert worker.returncode == 0, err[-3000:]
+       "--data-dir", data_dir, "--hparams", json.dumps(hparams)], str(tmp_path / "workers"),
+      env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1"))
+  wait_for_workers(workers, timeout=300)
   # The chief wrote the checkpoint, the log and the export; the other worker's scratch
   # copies are gone.
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
