@@ -14,21 +14,15 @@ Prints windowed mean losses of both, the wall times, and one JSON line of the fi
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 from bench import ROOT, SHARED_DATA
 from training.curves import LOG_NAME, read_log
+from training.runtime import loopback_cluster
 
 CORPUS = os.path.join(SHARED_DATA, "corpus", "english_corpus.txt")
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 def build_data(work_dir: str, corpus_mb: float) -> str:
@@ -49,7 +43,7 @@ def build_data(work_dir: str, corpus_mb: float) -> str:
 
 def pretrain(data_dir: str, model_dir: str, hparams: dict, workers: int) -> float:
   """Runs run_pretraining.py with `workers` processes; returns the wall seconds."""
-  cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(workers)]}
+  cluster = loopback_cluster(workers)
   threads = str(2 // workers)
   processes = []
   start = time.time()

@@ -5,10 +5,13 @@ other."""
 import json
 import os
 import shutil
+import subprocess
 import sys
+import time
 import unicodedata
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from data_prep import records
@@ -20,7 +23,7 @@ from pretrain.config import load_config
 from pretrain.model import SpecialTokens
 from tests import numpy_electra
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from training.runtime import use_checkpointed_dropout
+from training.runtime import loopback_cluster, use_checkpointed_dropout
 
 
 # Pre-training records: the shared corpus as TFRecords and a vocabulary of its tokens.
@@ -114,6 +117,55 @@ def make_batch(rng, batch=4, seq=16, min_length=6):
     segment_ids[row, middle + 1:length] = 1
   return {"input_ids": tf.constant(input_ids), "input_mask": tf.constant(input_mask),
           "segment_ids": tf.constant(segment_ids)}
+
+
+# Multi-worker runs: one process per worker of a loopback cluster.
+def start_workers(command, folder, count=2, env=None):
+  """Starts `command` (argv) once per worker of a loopback cluster, each with its
+  TF_CONFIG; output goes to <folder>/worker_<i>.out and .err (files, not pipes: a
+  worker never blocks on a full pipe while another is waited for)."""
+  cluster = loopback_cluster(count)
+  os.makedirs(folder, exist_ok=True)
+  workers = []
+  for index in range(count):
+    out, err = (open(os.path.join(folder, f"worker_{index}.{kind}"), "w+",
+                     encoding="utf-8") for kind in ("out", "err"))
+    worker_env = dict(env or os.environ, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    workers.append((subprocess.Popen(command, stdout=out, stderr=err, text=True,
+                                     env=worker_env), out, err))
+  return workers
+
+
+def wait_for_workers(workers, timeout):
+  """The workers' stdouts once all exit 0. A worker that exits otherwise fails the test
+  at once with its stderr (the others, waiting for it, are killed), as does the
+  timeout."""
+  deadline = time.monotonic() + timeout
+  try:
+    while True:
+      codes = [process.poll() for process, _, _ in workers]
+      for index, ((_, _, err), code) in enumerate(zip(workers, codes)):
+        if code not in (None, 0):
+          err.seek(0)
+          pytest.fail(f"worker {index} exited with {code}:\n{err.read()[-3000:]}")
+      if all(code == 0 for code in codes):
+        break
+      if time.monotonic() > deadline:
+        pytest.fail(f"workers still running after {timeout} s (exit codes {codes})")
+      time.sleep(0.2)
+    outputs = []
+    for _, out, _ in workers:
+      out.seek(0)
+      outputs.append(out.read())
+    return outputs
+  finally:
+    for process, out, err in workers:
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+      out.close()
+      err.close()
 
 
 # Checkpointed dropout: its generators' states and one transformer layer.

@@ -3,8 +3,6 @@ reload, a user's own task through the script, and sentence-pair featurization.""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,8 +19,7 @@ from model.weights.original import save_original
 from model import flops as model_flops
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from tests.conftest import (ROOT, run_lock_held_elsewhere, shared_path,
-                            write_tiny_pretrained_model)
+from tests.conftest import run_lock_held_elsewhere, shared_path, write_tiny_pretrained_model
 from tests.helpers import head_of, sentence, write_reviews_task
 from training.curves import LOG_NAME, read_log
 
@@ -124,33 +121,32 @@ def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
     assert again["summary"][key]["median"] == pytest.approx(value["median"], abs=1e-6)
 
 
-def test_custom_task_through_the_script(tmp_path):
+def test_custom_task_through_the_script(tmp_path, capsys):
+  # The command's main in this process (tests/test_predict.py and
+  # tests/test_write_failures.py run the script itself).
+  import run_finetuning  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   write_reviews_task(tmp_path, 48)
   os.makedirs(data)
   (data / "vocab.txt").write_bytes(
       open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
-  run = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task",
-       str(tmp_path / "task.json"), "--data-dir", str(data), "--hparams",
+  assert run_finetuning.main(
+      ["--task", str(tmp_path / "task.json"), "--data-dir", str(data), "--hparams",
        json.dumps({"debug": True, "train_batch_size": 8, "max_seq_length": 16,
-                   "num_train_epochs": 1, "export_serving": False})],
-      capture_output=True, text=True)
-  assert run.returncode == 0, run.stderr[-2000:]
-  assert "no pre-trained checkpoint" not in run.stderr  # debug: random by design
+                   "num_train_epochs": 1, "export_serving": False})]) == 0
+  assert "no pre-trained checkpoint" not in capsys.readouterr().err  # debug: random by design
   results = data / "models" / "electra_small" / "results" / "reviews_results.json"
   summary = json.loads(results.read_text())["summary"]
   assert list(summary) == ["reviews dev accuracy"]
 
-  bad = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", "glue/sst2",
+  assert run_finetuning.main(
+      ["--task", "glue/sst2",
        # TFDS cannot fetch the task into /proc, online or not.
-       "--data-dir",
-       str(data), "--hparams", '{"debug": true, "tfds_data_dir": "/proc/no_tfds"}'],
-      capture_output=True, text=True)
-  assert bad.returncode == 2 and "Traceback" not in bad.stderr
-  assert bad.stderr.strip().splitlines()[-1].startswith("error: ")
-  assert "SST-2" in bad.stderr  # names the expected layout
+       "--data-dir", str(data), "--hparams",
+       '{"debug": true, "tfds_data_dir": "/proc/no_tfds"}']) == 2
+  err = capsys.readouterr().err
+  assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: ")
+  assert "SST-2" in err  # names the expected layout
 
 
 def test_a_bad_dev_file_fails_before_training(tmp_path, capsys):

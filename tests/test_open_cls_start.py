@@ -35,11 +35,13 @@ UNIFORM = MASK / MASK.sum(1, keepdims=True)  # [B, S]: uniform over the real tok
 
 
 def debug_pair(scheme, **overrides):
-  """A debug-size pair (with an embedding projection), the same random values for every
-  scheme before the scheme sets its own."""
-  config = ModelConfig.from_size("debug", vocab_size=len(TOKENS), embedding_size=64,
-                                 max_position_embeddings=32, generator_hidden_size=0.5,
-                                 **overrides)
+  """A pair smaller than the debug preset (2 layers of 4 heads, with an embedding
+  projection), the same random values for every scheme before the scheme sets its
+  own."""
+  config = ModelConfig.from_size("debug", vocab_size=len(TOKENS), embedding_size=32,
+                                 hidden_size=64, num_hidden_layers=2,
+                                 intermediate_size=128, max_position_embeddings=32,
+                                 generator_hidden_size=0.5, **overrides)
   tf_keras.utils.set_random_seed(0)
   pair = ElectraPair(config).build_variables()
   apply_init_scheme(pair, scheme, seed=0, initializer_range=config.initializer_range,

@@ -1,6 +1,6 @@
 """End-to-end pre-training on records of the shared English corpus.
 
-The debug-size model trains ~100 steps and must clearly learn; eval writes every metric;
+A one-layer model trains 100 steps and must clearly learn; eval writes every metric;
 the export loads as the original format; the variants train; bad input fails with one
 line naming what is wrong. Model sizes are cut down where a check does not need more.
 """
@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.conftest import ROOT, run_lock_held_elsewhere
-from tests.helpers import make_data_dir, write_records
+from tests.helpers import make_data_dir, start_workers, wait_for_workers, write_records
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
@@ -123,7 +122,8 @@ def window_mean(log, key, steps):
 def test_debug_model_learns_then_eval_and_export(data):
   data_dir, vocab_size = data
   config = config_for(data_dir, "learn", num_train_steps=100, save_checkpoints_steps=50,
-                      do_eval=True, num_eval_steps=4, eval_batch_size=16)
+                      do_eval=True, num_eval_steps=4, eval_batch_size=16, **TINY_MODEL)
+  hidden = TINY_MODEL["model_hparam_overrides"]["hidden_size"]
   results = trainer.run(config)
   log = read_log(os.path.join(config.model_dir, LOG_NAME))
   assert sorted(log) == [1] + list(range(5, 101, 5))
@@ -159,10 +159,11 @@ def test_debug_model_learns_then_eval_and_export(data):
                 not n.startswith("model.ckpt-100.data")) == ["checkpoint", "config.json",
                                                              "vocab.txt"]
   names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-100")))
-  assert names["electra/embeddings/word_embeddings"] == [vocab_size, 144]
+  assert names["electra/embeddings/word_embeddings"] == [
+      vocab_size, TINY_MODEL["embedding_size"]]
   assert "generator_predictions/output_bias" in names and "global_step" in names
   pair = open_weights(export).load_pair()
-  assert pair.model_config.hidden_size == 144
+  assert pair.model_config.hidden_size == hidden
   assert os.path.getsize(os.path.join(config.model_dir, CURVES_NAME)) > 10000
   assert tf.io.gfile.glob(os.path.join(config.model_dir, "train", "events.*"))
 
@@ -172,7 +173,8 @@ def test_debug_model_learns_then_eval_and_export(data):
   # A new run from the exported checkpoint (init_checkpoint, no optimizer slots) holds
   # the same weights: evaluating it reproduces every metric.
   continued = config_for(data_dir, "continued", do_train=False, do_eval=True,
-                         num_eval_steps=4, eval_batch_size=16, init_checkpoint=export)
+                         num_eval_steps=4, eval_batch_size=16, init_checkpoint=export,
+                         **TINY_MODEL)
   again = trainer.run(continued)
   for name in MLM_METRICS + DISC_METRICS:
     assert again[name] == pytest.approx(results[name], abs=1e-6), name
@@ -424,27 +426,16 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
 def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
   """run_pretraining.py with distribution_strategy multi_worker, two processes."""
   data_dir, _ = data
-  ports = []
-  for _ in range(2):
-    with socket.socket() as s:
-      s.bind(("127.0.0.1", 0))
-      ports.append(s.getsockname()[1])
-  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
   model_dir = tmp_path / "two_workers"
   hparams = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8,
              "num_train_steps": 4, "save_checkpoints_steps": 4, "log_every_steps": 1,
              "distribution_strategy": "multi_worker", "model_dir": str(model_dir),
              **TINY_MODEL}
-  workers = [subprocess.Popen(
+  workers = start_workers(
       [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--model-name", "mw",
-       "--data-dir", data_dir, "--hparams",
-       json.dumps(hparams)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True, env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_CONFIG=json.dumps(
-          {"cluster": cluster, "task": {"type": "worker", "index": index}})))
-             for index in range(2)]
-  for worker in workers:
-    _, err = worker.communicate(timeout=300)
-    assert worker.returncode == 0, err[-3000:]
+       "--data-dir", data_dir, "--hparams", json.dumps(hparams)], str(tmp_path / "workers"),
+      env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1"))
+  wait_for_workers(workers, timeout=300)
   # The chief wrote the checkpoint, the log and the export; the other worker's scratch
   # copies are gone.
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
@@ -460,19 +451,41 @@ def script_args(data_dir, model_dir, **hparams):
        **hparams})]
 
 
-def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp_path,
+# The run the tests below resume, damage, evaluate or read: 4 steps, checkpoints at 2
+# and 4. Trained once; each test works on a copy of its own.
+FINISHED = {"num_train_steps": 4, "log_every_steps": 1, "num_warmup_steps": 1,
+            "learning_rate": 1e-3}
+
+
+@pytest.fixture(scope="module")
+def finished_run(data_dir, tmp_path_factory):
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path_factory.mktemp("finished") / "run"
+  assert run_pretraining.main(script_args(data_dir, model_dir, **FINISHED)) == 0
+  return model_dir
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+  """A copy of finished_run in the test's folder (its checkpoint list names its files
+  relative to its folder, as a moved run's does)."""
+  shutil.copytree(finished_run, tmp_path / "run")
+  return tmp_path / "run"
+
+
+def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, run_copy,
                                                                       capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
-  model_dir = tmp_path / "run"
+  model_dir = run_copy
   record = model_dir / run_record.RUN_CONFIG
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4)) == 0
   written = record.read_text()
-  capsys.readouterr()
+  def args(**changes):
+    return script_args(data_dir, model_dir, **{**FINISHED, **changes})
   # A field that fixes the trained weights: refused, the record as it was.
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=0.01)) == 2
+  assert run_pretraining.main(args(learning_rate=0.01)) == 2
   assert capsys.readouterr().err == (
-      f"error: {model_dir} holds a run with a different config (learning_rate: 0.0005 ->"
+      f"error: {model_dir} holds a run with a different config (learning_rate: 0.001 ->"
       " 0.01); use another model_dir, or set \"overwrite_model_dir\": true to delete "
       "that run, checkpoints included, and start over\n")
   assert record.read_text() == written
@@ -481,13 +494,13 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   larger = {**TINY_MODEL["model_hparam_overrides"], "hidden_size": 128}
   for problem, damage in (("is missing", record.unlink),
                           ("is empty", lambda: record.write_text("{}"))):
-    for changed, shown in (({"learning_rate": 0.01}, "learning_rate: 0.0005 -> 0.01"),
+    for changed, shown in (({"learning_rate": 0.01}, "learning_rate: 0.001 -> 0.01"),
                            ({"model_hparam_overrides": larger}, "hidden_size: 64 -> 128")):
       damage()
-      assert run_pretraining.main(script_args(data_dir, model_dir, **changed)) == 2
+      assert run_pretraining.main(args(**changed)) == 2
       captured = capsys.readouterr()
       assert captured.out.endswith(f"\nnote: {record}, the run's record, {problem}; "
-                                   "rebuilt it from the copy ckpt-2 carries\n")
+                                   "rebuilt it from the copy ckpt-4 carries\n")
       assert captured.err == (
           f"error: {model_dir} holds a run with a different config ({shown}); use "
           "another model_dir, or set \"overwrite_model_dir\": true to delete that run, "
@@ -496,29 +509,29 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
   # Continuing the run (more steps, other logging), its record lost: accepted, each
   # value kept with the step it held from; an input position cut short is read as none.
   record.unlink()
-  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-2.data-*"))
+  position = next((model_dir / "data_state" / "worker_0").glob("ckpt-4.data-*"))
   position.write_bytes(position.read_bytes()[:position.stat().st_size // 2])
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
-                                          num_train_steps=4, log_every_steps=1)) == 0
-  assert (f"note: no input position for {model_dir}/ckpt-2 ({model_dir}/data_state/"
-          "worker_0/ckpt-2: Read less bytes than requested); the data starts over\n"
+  assert run_pretraining.main(args(num_train_steps=6, log_every_steps=2)) == 0
+  assert (f"note: no input position for {model_dir}/ckpt-4 ({model_dir}/data_state/"
+          "worker_0/ckpt-4: Read less bytes than requested); the data starts over\n"
           "resuming from") in capsys.readouterr().out
   saved = json.loads(record.read_text())
   first, resumed = saved["history"]
-  assert first["from_step"] == 0 and first["num_train_steps"] == 2
-  assert first["log_every_steps"] == 10 and first["save_checkpoints_steps"] == 2
-  assert resumed == {"from_step": 2, "num_train_steps": 4, "log_every_steps": 1}
-  assert saved["config"]["num_train_steps"] == 4
-  assert saved["signature"]["learning_rate"] == 5e-4
+  assert first["from_step"] == 0 and first["num_train_steps"] == 4
+  assert first["log_every_steps"] == 1 and first["save_checkpoints_steps"] == 2
+  # (The copy is a run moved to another folder: the move is recorded too.)
+  assert resumed == {"from_step": 4, "num_train_steps": 6, "log_every_steps": 2,
+                     "model_dir": str(model_dir)}
+  assert saved["config"]["num_train_steps"] == 6
+  assert saved["signature"]["learning_rate"] == 1e-3
   # Checkpoints that carry no copy (saved before they did), the record lost: refused,
   # naming the file, never trained on under unknown settings.
-  tf.train.Checkpoint(step=tf.Variable(6, dtype=tf.int64)).write(str(model_dir / "ckpt-6"))
+  tf.train.Checkpoint(step=tf.Variable(8, dtype=tf.int64)).write(str(model_dir / "ckpt-8"))
   (model_dir / "checkpoint").unlink()
   record.unlink()
-  assert run_pretraining.main(script_args(data_dir, model_dir, learning_rate=5e-4,
-                                          num_train_steps=8)) == 2
+  assert run_pretraining.main(args(num_train_steps=10)) == 2
   assert capsys.readouterr().err == (
-      f"error: {record}: the run's record is missing, and its checkpoints (ckpt-6 and "
+      f"error: {record}: the run's record is missing, and its checkpoints (ckpt-8 and "
       "older) carry no copy of it (saved before checkpoints did), so the settings they "
       "were trained with are unknown: put the file back, or use another model_dir, or "
       "set \"overwrite_model_dir\": true to delete the run and start over\n")
@@ -526,13 +539,10 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, tmp
 
 
 def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
-    data, tmp_path, capsys):
+    data, run_copy, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
-  model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
-                                          num_warmup_steps=1, learning_rate=1e-3)) == 0
-  capsys.readouterr()
+  model_dir = run_copy
   # The optimizer, schedule, seed and eval sizes differ from the run's: it evaluates.
   evaluate = dict(do_train=False, do_eval=True, num_eval_steps=2, eval_batch_size=4)
   assert run_pretraining.main(script_args(data_dir, model_dir, **evaluate, seed=3)) == 0
@@ -561,22 +571,20 @@ def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
       "delete that run, checkpoints included, and start over\n")
 
 
-def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_path,
+def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, run_copy,
                                                                    capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
-  model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=4,
-                                          log_every_steps=1)) == 0
+  model_dir = run_copy
+  def args(**changes):
+    return script_args(data_dir, model_dir, **{**FINISHED, **changes})
 
   def truncate(step):
     data_file = model_dir / f"ckpt-{step}.data-00000-of-00001"
     data_file.write_bytes(data_file.read_bytes()[:data_file.stat().st_size // 2])
     return data_file
   newest = truncate(4)  # as a full disk or a copy cut short leaves it
-  capsys.readouterr()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=6,
-                                          log_every_steps=1)) == 0
+  assert run_pretraining.main(args(num_train_steps=6)) == 0
   out = capsys.readouterr().out
   assert (f"note: skipping checkpoint ckpt-4, which cannot be read ({newest}: Read less "
           f"bytes than requested)\nresuming from {model_dir}/ckpt-2 at step 2/6") in out
@@ -585,41 +593,38 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, tmp_pa
   with open(model_dir / LOG_NAME, encoding="utf-8") as f:
     assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4, 5, 6]
   # Fewer steps than the run has done: said, nothing trained.
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=5)) == 0
+  assert run_pretraining.main(args(num_train_steps=5)) == 0
   assert (f"note: the run in {model_dir} is already at step 6, past num_train_steps 5: "
           "nothing to train (raise num_train_steps to continue it)\n"
           f"resuming from {model_dir}/ckpt-6 at step 6/5") in capsys.readouterr().out
   # Nothing reads whole (ckpt-4 was written again): one line naming the newest's file.
   for step in (2, 4, 6):
     newest = truncate(step)
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=8)) == 2
+  assert run_pretraining.main(args(num_train_steps=8)) == 2
   assert capsys.readouterr().err == (
       f"error: {newest}: Read less bytes than requested; no checkpoint in {model_dir} "
       f"reads whole: delete {model_dir} to start the run over\n")
 
 
-def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, tmp_path,
+def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, run_copy,
                                                                         capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
-  model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=8,
-                                          log_every_steps=1)) == 0
-  capsys.readouterr()
+  model_dir = run_copy
+  def args(**changes):
+    return script_args(data_dir, model_dir, **{**FINISHED, **changes})
   (model_dir / "checkpoint").unlink()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=10,
-                                          log_every_steps=1)) == 0
+  assert run_pretraining.main(args(num_train_steps=10)) == 0
   assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
-          "found ckpt-2, ckpt-4, ckpt-6, ckpt-8 on disk\n"
-          f"resuming from {model_dir}/ckpt-8 at step 8/10") in capsys.readouterr().out
+          "found ckpt-2, ckpt-4 on disk\n"
+          f"resuming from {model_dir}/ckpt-4 at step 4/10") in capsys.readouterr().out
   # The state file lists them again: the manager keeps managing the old ones.
   assert tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths == [
       str(model_dir / f"ckpt-{step}") for step in (2, 4, 6, 8, 10)]
   # Also the newest's index gone: the newest whole one.
   (model_dir / "checkpoint").unlink()
   (model_dir / "ckpt-10.index").unlink()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=12,
-                                          log_every_steps=1)) == 0
+  assert run_pretraining.main(args(num_train_steps=12)) == 0
   out = capsys.readouterr().out
   assert (f"note: {model_dir}/checkpoint, the list of the run's checkpoints, is missing; "
           "found ckpt-2, ckpt-4, ..., ckpt-10 (5) on disk\n"
@@ -632,7 +637,7 @@ def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, t
   (model_dir / "checkpoint").unlink()
   for index in model_dir.glob("ckpt-*.index"):
     index.unlink()
-  assert run_pretraining.main(script_args(data_dir, model_dir, num_train_steps=14)) == 2
+  assert run_pretraining.main(args(num_train_steps=14)) == 2
   err = capsys.readouterr().err
   assert err.startswith(f"error: {model_dir}/ckpt-12.index: ") and err.endswith(
       f"; no checkpoint in {model_dir} reads whole: delete {model_dir} to start the run "
@@ -714,13 +719,12 @@ def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
   assert not model_dir.exists()
 
 
-def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tmp_path,
-                                                                       capsys):
+def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(
+    data, run_copy, tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   from tools import export_hf, reference_outputs  # pylint: disable=g-import-not-at-top
   data_dir, _ = data
-  model_dir = tmp_path / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir)) == 0
+  model_dir = run_copy
   # The model dir gives what its export/ (written from the live model) gives.
   rng = np.random.default_rng(0)
   ids = rng.integers(104, 1000, [2, 16]).astype(np.int32)
@@ -746,13 +750,13 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(data, tm
   assert run_pretraining.main(script_args(data_dir, tmp_path / "continued",
                                           init_checkpoint=str(model_dir),
                                           init_scheme="mimetic")) == 0
-  assert (f"initialized the generator and discriminator from {model_dir}/ckpt-2\n"
+  assert (f"initialized the generator and discriminator from {model_dir}/ckpt-4\n"
           "note: init_scheme mimetic does not apply: every weight comes from "
           "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
   record = json.loads((tmp_path / "continued" / run_record.RUN_CONFIG).read_text())
   # Named as every run record names a start (model/weights/start.py): its location.
-  assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-2"}
+  assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-4"}
   assert json.loads((model_dir / run_record.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}
 

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 
 import numpy as np
@@ -18,7 +17,8 @@ import tf_keras
 
 from training.curves import CURVES_NAME, LOG_NAME, read_log
 from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
-from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
+from training.runtime import (EPHEMERAL_PORTS, loopback_cluster, make_strategy,
+                              stateless_seed, use_checkpointed_dropout)
 
 
 def toy_dataset(batch_size=8):
@@ -138,26 +138,14 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync,
 """
 
 
-def free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
-  cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
-  workers = []
-  for index in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps(
-        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-    workers.append(subprocess.Popen(
-        [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+  # Imported here: each worker imports this file, and needs none of the helpers' imports.
+  from tests.helpers import start_workers, wait_for_workers  # pylint: disable=g-import-not-at-top
+  workers = start_workers([sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")],
+                          str(tmp_path / "workers"))
   reference, _ = train_toy(str(tmp_path / "one"), 3, dropout=0.0, noisy=False)
-  outputs = [w.communicate(timeout=120) for w in workers]
-  for worker, (out, err) in zip(workers, outputs):
-    assert worker.returncode == 0, err[-2000:]
-  results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+  outputs = wait_for_workers(workers, timeout=120)
+  results = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
   for result in results:
     assert result["replicas"] == 2
     for a, b in zip(reference, result["weights"]):
@@ -166,6 +154,19 @@ def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path / "multi")).endswith("ckpt-3")
   assert not os.listdir(tmp_path / "multi" / ".worker_tmp")
   assert sorted(log_losses(tmp_path / "multi")) == [1, 2, 3]
+
+
+def test_a_loopback_cluster_has_distinct_free_ports_outside_the_ephemeral_range():
+  with open(EPHEMERAL_PORTS, encoding="ascii") as f:
+    low, high = (int(n) for n in f.read().split())
+  for _ in range(20):  # each call starts at a random port
+    addresses = loopback_cluster(3)["worker"]
+    ports = [int(a.split(":")[1]) for a in addresses]
+    assert {a.split(":")[0] for a in addresses} == {"127.0.0.1"}
+    assert len(set(ports)) == 3 and all(1024 <= p < low or high < p < 65536 for p in ports)
+    for port in ports:  # free: each binds now
+      with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
 
 
 def test_unknown_strategy_suggests_the_closest():

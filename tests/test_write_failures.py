@@ -22,7 +22,10 @@ from util import files
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
 DEBUG_PRETRAINING = {"debug": True, "max_seq_length": 32, "train_batch_size": 4,
-                     "num_train_steps": 1, "save_checkpoints_steps": 1}
+                     "num_train_steps": 1, "save_checkpoints_steps": 1,
+                     "embedding_size": 16, "model_hparam_overrides": {
+                         "hidden_size": 32, "num_hidden_layers": 1,
+                         "num_attention_heads": 1, "intermediate_size": 64}}
 
 
 def _obey_file_permissions():
@@ -34,7 +37,7 @@ def _obey_file_permissions():
 
 
 def run(script, *args):
-  """`script` (a command of the checkout's, or "-m") with `args`, in the test's folder."""
+  """`script` (a command of the checkout's, "-m" or "-c") with `args`, in the test's folder."""
   # Level 3 silences TensorFlow's C++ start-up lines (e.g. CUDA probing), not ours.
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
   if script.endswith(".py"):
@@ -42,6 +45,47 @@ def run(script, *args):
   return subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
                         text=True, timeout=600,
                         preexec_fn=_obey_file_permissions if os.geteuid() == 0 else None)
+
+
+# Several cases of one command in one process, so TensorFlow starts once, not once a
+# case: each but the last through the command's main(argv), its exit status and stderr
+# (file descriptor 2) kept; the last as the script itself, run as __main__, so the
+# process's exit status and everything it writes until it ends are a real run's.
+DRIVER = """
+import importlib, json, os, runpy, sys, tempfile
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+command = importlib.import_module(os.path.splitext(os.path.basename(script))[0])
+results = []
+for argv in cases[:-1]:
+  with tempfile.TemporaryFile("w+") as err:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(err.fileno(), 2)
+    try:
+      code = command.main(argv)
+    except SystemExit as e:
+      code = e.code
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+    err.seek(0)
+    results.append([code, err.read()])
+print("earlier cases:", json.dumps(results), flush=True)
+sys.argv = [script] + cases[-1]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_cases(script, *cases):
+  """The results of a command of the checkout's run with each argv of `cases`, all in
+  one process (DRIVER), as CompletedProcess-es; the last is the process's own."""
+  last = run("-c", DRIVER, os.path.join(ROOT, script), json.dumps(cases))
+  line = next((l for l in last.stdout.splitlines() if l.startswith("earlier cases: ")),
+              None)
+  assert line, last.stderr[-3000:]
+  return [subprocess.CompletedProcess(argv, code, "", err) for argv, (code, err) in
+          zip(cases, json.loads(line[len("earlier cases: "):]))] + [last]
 
 
 def assert_one_line_error(result, path, reason):
@@ -71,19 +115,20 @@ def data_dir(tmp_path_factory):
 
 def test_run_pretraining(data_dir, tmp_path):
   locked = read_only_dir(tmp_path / "locked")
-  for model_dir, reason in ((locked, "Permission denied"),
-                            ("/proc/electra_test", "No such file or directory")):
-    result = run("run_pretraining.py", "--data-dir", data_dir, "--model-name", "w",
-                 "--hparams", json.dumps({**DEBUG_PRETRAINING, "model_dir": model_dir}))
-    assert_one_line_error(result, model_dir, reason)
-
-  # A save that fails after TensorFlow began writing its <prefix>_temp shards (here the
-  # data file's final name is taken by a directory; a full disk fails the same way).
-  model_dir = tmp_path / "half"
-  os.makedirs(model_dir / "ckpt-1.data-00000-of-00001" / "taken")
-  result = run("run_pretraining.py", "--data-dir", data_dir, "--model-name", "w",
-               "--hparams", json.dumps({**DEBUG_PRETRAINING, "model_dir": str(model_dir)}))
-  assert_one_line_error(result, str(model_dir / "ckpt-1_temp"), "Is a directory")
+  # The last: a save that fails after TensorFlow began writing its <prefix>_temp shards
+  # (here the data file's final name is taken by a directory; a full disk fails the
+  # same way).
+  half = tmp_path / "half"
+  os.makedirs(half / "ckpt-1.data-00000-of-00001" / "taken")
+  cases = ((locked, locked, "Permission denied"),
+           ("/proc/electra_test", "/proc/electra_test", "No such file or directory"),
+           (str(half), str(half / "ckpt-1_temp"), "Is a directory"))
+  results = run_cases("run_pretraining.py", *(
+      ["--data-dir", data_dir, "--model-name", "w", "--hparams",
+       json.dumps({**DEBUG_PRETRAINING, "model_dir": model_dir})]
+      for model_dir, _, _ in cases))
+  for result, (_, path, reason) in zip(results, cases):
+    assert_one_line_error(result, path, reason)
   assert not temp_dirs(str(tmp_path))
 
 
@@ -98,12 +143,13 @@ def test_run_finetuning(tmp_path):
   locked = read_only_dir(tmp_path / "locked")
   hparams = {"debug": True, "train_batch_size": 8, "max_seq_length": 16,
              "num_train_epochs": 1}
-  for name, value, path, reason in (
-      ("model_dir", f"{locked}/sst", f"{locked}/sst: ", "Permission denied"),
-      ("results_dir", "/proc/electra_test", "/proc/electra_test",
-       "No such file or directory")):
-    result = run("run_finetuning.py", "--task", "sst", "--data-dir", str(data),
-                 "--hparams", json.dumps({**hparams, name: value}))
+  cases = (("model_dir", f"{locked}/sst", f"{locked}/sst: ", "Permission denied"),
+           ("results_dir", "/proc/electra_test", "/proc/electra_test",
+            "No such file or directory"))
+  results = run_cases("run_finetuning.py", *(
+      ["--task", "sst", "--data-dir", str(data), "--hparams",
+       json.dumps({**hparams, name: value})] for name, value, _, _ in cases))
+  for result, (_, _, path, reason) in zip(results, cases):
     assert_one_line_error(result, path, reason)
   assert not temp_dirs(str(tmp_path))
 
