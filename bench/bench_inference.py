@@ -38,7 +38,7 @@ import numpy as np
 from bench import child
 from export import reader as export_reader
 from finetune.qa import squad_metrics
-from finetune.sentence import metrics as sentence_metrics
+from finetune.sentence import metrics
 from finetune.tagging import metrics as tagging_metrics
 from util import cli
 
@@ -192,7 +192,7 @@ def dev_metric(gold: dict, predictions: list) -> dict:
   """The task's dev metric of a form's predictions (`gold`: prepare's)."""
   family = gold["family"]
   if family == "sentence":
-    return sentence_metrics.score(gold["metrics"], np.array(gold["labels"]), np.array(predictions))
+    return metrics.score(gold["metrics"], np.array(gold["labels"]), np.array(predictions))
   if family == "tagging":
     return {"f1": 100.0 * tagging_metrics.chunk_f1(gold["tags"], predictions)["f1"]}
   answers = {qid: answer for qid, (answer, _) in zip(gold["ids"], predictions)}
