@@ -8,8 +8,8 @@ The model is of any family the exports take, read from its run record: a sentenc
 task's (classification or regression), a tagging task's (chunking) or a question
 answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving SavedModel (raw strings,
 tokenizer and, for QA, windowing and answer extraction in the graph), LiteRT float32 /
-dynamic int8 / full int8 and ONNX float32 / dynamic int8 (tools.export_lite's files, run
-through its reader), and the PyTorch peer on the same weights (tools.export_hf's
+dynamic int8 / full int8 / mixed int8 and ONNX float32 / dynamic int8 (tools.export_lite's
+files, run through its reader), and the PyTorch peer on the same weights (tools.export_hf's
 transformers directory: AutoModelForSequenceClassification, ForTokenClassification or
 ForQuestionAnswering) in float32 and with torch's dynamic int8 quantization of its
 encoder's Linear layers. Every form is timed from text to its answers: the reader's
@@ -44,13 +44,17 @@ from util import cli
 
 BATCH = 32
 FORMS = ("SavedModel", "LiteRT float32", "LiteRT dynamic int8", "LiteRT full int8",
-         "ONNX float32", "ONNX dynamic int8", "PyTorch float32", "PyTorch dynamic int8")
+         "LiteRT mixed int8", "ONNX float32", "ONNX dynamic int8", "PyTorch float32",
+         "PyTorch dynamic int8")
 FILES = {"LiteRT float32": "model_float32.tflite",
          "LiteRT dynamic int8": "model_dynamic_int8.tflite",
-         "LiteRT full int8": "model_full_int8.tflite", "ONNX float32": "model_float32.onnx",
+         "LiteRT full int8": "model_full_int8.tflite",
+         "LiteRT mixed int8": "model_mixed_int8.tflite", "ONNX float32": "model_float32.onnx",
          "ONNX dynamic int8": "model_dynamic_int8.onnx"}
-# The export writer (export/registry.py WRITERS) of each form but the SavedModel.
-WRITER = {"LiteRT": "litert", "ONNX": "onnx", "PyTorch": "huggingface"}
+# The export writer (export/registry.py WRITERS) of each form but the SavedModel: by the
+# form's first word, but a form that is a writer of its own.
+WRITER = {"LiteRT": "litert", "ONNX": "onnx", "PyTorch": "huggingface",
+          "LiteRT mixed int8": "litert_mixed_int8"}
 # transformers' class of each family's peer.
 PEER_CLASS = {"sentence": "AutoModelForSequenceClassification",
               "tagging": "AutoModelForTokenClassification",
@@ -58,7 +62,7 @@ PEER_CLASS = {"sentence": "AutoModelForSequenceClassification",
 
 
 def writer_of(form: str) -> str:
-  return WRITER.get(form.split()[0], "")
+  return WRITER.get(form) or WRITER.get(form.split()[0], "")
 
 
 def variant_of(form: str) -> str:
@@ -329,8 +333,11 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
   # Every form's process reads deploy.json (the family) and the peer the reader: the
   # bundle is written even when only the SavedModel or the peer is measured.
   deployment = deployment or {registry.DEPLOYMENT[0]: ["float32"]}
+  # A form that is a writer of its own (mixed int8) has one file, no variants.
+  single = [writer_of(f) for f in forms if f in FILES and writer_of(f) not in
+            registry.DEPLOYMENT and not refusals[writer_of(f)]]
   if not os.path.isdir(export):
-    registry.export(trial, export, list(deployment), log=lambda _: None,
+    registry.export(trial, export, [*deployment, *single], log=lambda _: None,
                     variants=deployment)
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)

@@ -217,3 +217,18 @@ def test_the_forms_processes_load_no_framework_they_do_not_measure():
   assert "numpy" in loaded  # what is read is the module list
   assert not loaded & {"tensorflow", "tf_keras", "torch", "transformers", "scipy",
                        "sklearn"}
+
+
+def test_each_file_form_is_the_file_its_writer_writes():
+  """A form's file (FILES) is the one its writer (export/registry.py WRITERS, chosen by
+  writer_of) writes: a variant of a writer's FORMS by that variant's name, a writer of
+  its own (LiteRT mixed int8) by its one form."""
+  from export import litert, registry  # pylint: disable=import-outside-toplevel
+  for form, name in bench_inference.FILES.items():
+    writer = registry.WRITERS[bench_inference.writer_of(form)]
+    if hasattr(writer, "FORMS"):
+      assert bench_inference.variant_of(form) in writer.FORMS, form
+      assert writer.file_name(bench_inference.variant_of(form)) == name, form
+    else:
+      assert (form, writer.NAME, litert.file_name(writer.FORM)) == (
+          "LiteRT mixed int8", "litert_mixed_int8", name)
