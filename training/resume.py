@@ -50,6 +50,8 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     return
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
+  if not run_files.kept_checkpoints(model_dir, lambda _: None):
+    return  # a run that failed before its first checkpoint trained nothing to keep
   new = json.loads(json.dumps(signature))
   old = renamed(dict(previous["signature"]))
   recorded = renamed(previous.get("config") or {})
