@@ -69,10 +69,12 @@ def finetuned(tmp_path_factory):
     captured = []
     patch.setattr("sys.stderr", _Recorder(captured))
     first = run_finetuning.main(flags + ["--init-checkpoint", str(cut)])
+  trial = data / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  left = sorted(os.listdir(trial))
   second = run_finetuning.main(flags + ["--init-checkpoint", str(export)])
   return {"root": root, "data": data, "task": task, "weights": weights,
           "flags": flags + ["--init-checkpoint", str(export)],
-          "first": (first, "".join(captured)), "second": second}
+          "first": (first, "".join(captured)), "left": left, "second": second}
 
 
 class _Recorder:
@@ -90,13 +92,14 @@ class _Recorder:
 
 
 def test_a_run_that_failed_before_training_does_not_bind_its_model_dir(finetuned):
-  """A cut init checkpoint is refused naming its data file; the model dir it left
-  holds a record but no checkpoint, so the same run from a whole checkpoint trains
-  instead of being refused as "a run with a different config"."""
+  """A cut init checkpoint is refused naming its data file, and the run leaves no record
+  in the model dir, so the same run from a whole checkpoint trains instead of being
+  refused as "a run with a different config"."""
   code, err = finetuned["first"]
   last = err.strip().splitlines()[-1]
   assert code == 2 and "Traceback" not in err, err
   assert last.startswith(f"error: {finetuned['weights']}: ") and "cut short" in last
+  assert "finetuning_config.json" not in finetuned["left"]
   assert finetuned["second"] == 0
   trial = finetuned["data"] / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
   record = json.loads((trial / "finetuning_config.json").read_text())
