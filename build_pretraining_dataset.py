@@ -42,7 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "<data-dir>/vocab.txt, learned from the corpus if absent)")
   parser.add_argument("--output-dir", help="where the TFRecords go (default: "
                       "<data-dir>/pretrain_tfrecords)")
-  parser.add_argument("--vocab-size", type=int, default=30522,
+  parser.add_argument("--vocab-size", type=int,
                       help="size of a learned vocabulary (default: 30522)")
   parser.add_argument("--max-seq-length", type=int, default=128,
                       help="tokens per example (default: 128)")
@@ -65,14 +65,24 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--static-masking", action="store_true",
                       help="also write masked_lm_positions/ids/weights, with input_ids "
                            "masked, for readers that expect pre-masked data")
-  parser.add_argument("--mask-prob", type=float, default=0.15,
+  parser.add_argument("--mask-prob", type=float,
                       help="masking probability of --static-masking (default: 0.15)")
   parser.add_argument("--overwrite", action="store_true",
                       help="replace the contents of a non-empty --output-dir")
   parser.add_argument("--no-progress", dest="progress", action="store_false",
                       help="no progress lines")
   parser.set_defaults(do_lower_case=True, strip_accents=True)
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  # A flag the other one makes unused is refused, not silently dropped.
+  if args.mask_prob is not None and not args.static_masking:
+    parser.error("--mask-prob is the masking probability of --static-masking; give both "
+                 "or neither")
+  if args.vocab_size is not None and args.vocab_file:
+    parser.error("--vocab-size is the size of a vocabulary learned from the corpus, "
+                 "unused with --vocab-file; give one of them")
+  args.mask_prob = 0.15 if args.mask_prob is None else args.mask_prob
+  args.vocab_size = 30522 if args.vocab_size is None else args.vocab_size
+  return args
 
 
 def main(argv=None) -> int:

@@ -44,14 +44,16 @@ def main(argv=None) -> int:
   parser.add_argument("--output", default="", metavar="OUT",
                       help="--predict's JSON lines go here (default: standard output)")
   args = parser.parse_args(argv)
+  if args.output and not args.predict:
+    parser.error("--output is where --predict writes; give --predict FILE too")
 
   def finetune() -> int:
     # TensorFlow loads after flag parsing, so --help and flag errors are instant (the
     # config and the task registry load without it).
     from finetune import trainer  # pylint: disable=g-import-not-at-top
     overrides = hparams.parse_hparams(args.hparams)
-    if args.init_checkpoint:
-      overrides["init_checkpoint"] = args.init_checkpoint
+    hparams.set_from_flag(overrides, "init_checkpoint", args.init_checkpoint,
+                          "--init-checkpoint")
     config = finetune_config.load_config(args.model_name, args.task.split(","),
                                          args.data_dir, overrides,
                                          elsewhere={"pre-training (run_pretraining.py)":

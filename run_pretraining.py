@@ -52,8 +52,8 @@ def main(argv=None) -> int:
     from pretrain import trainer  # pylint: disable=g-import-not-at-top
     from util import hparams  # pylint: disable=g-import-not-at-top
     overrides = hparams.parse_hparams(args.hparams)
-    if args.init_checkpoint:
-      overrides["init_checkpoint"] = args.init_checkpoint
+    hparams.set_from_flag(overrides, "init_checkpoint", args.init_checkpoint,
+                          "--init-checkpoint")
     config = pretrain_config.load_config(args.model_name, args.data_dir, overrides,
                                          elsewhere={"fine-tuning (run_finetuning.py)":
                                                     finetuning_config})

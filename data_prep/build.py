@@ -85,7 +85,7 @@ def check_output_dir(output_dir: str, overwrite: bool):
           "shards only: move those elsewhere, or choose another --output-dir")
   parent = os.path.dirname(os.path.abspath(output_dir))
   try:
-    os.makedirs(parent, exist_ok=True)
+    files_lib.make_folder(parent, output_dir)
   except OSError as e:
     raise BuildError(f"--output-dir: cannot create {parent}: {e.strerror}") from None
   if not os.access(parent, os.W_OK):

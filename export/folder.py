@@ -8,6 +8,8 @@ import shutil
 import tempfile
 from typing import Callable
 
+from util.files import make_folder
+
 # A file inside an export's temporary folder, locked (flock) while its process lives: a
 # folder whose lock can be taken is left by an export that was killed.
 IN_PROGRESS = ".export_in_progress"
@@ -17,7 +19,7 @@ def write_new(output: str, fill: Callable[[str, Callable[[str], None]], None], l
   """Calls fill(tmp, doing) to write the folder's files into tmp, telling doing(what)
   what it writes (for the message of a failed write), then renames tmp to `output`."""
   parent = os.path.dirname(os.path.abspath(output))
-  os.makedirs(parent, exist_ok=True)
+  make_folder(parent, output)
   remove_stale_exports(parent, log)
   tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
   umask = os.umask(0)

@@ -24,7 +24,7 @@ from model.weights import huggingface as hf
 from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
 from model.weights.run_files import FINETUNING_RECORD
-from util.files import atomic_write, check_output
+from util.files import atomic_write, check_output, make_folder
 
 NAME = "huggingface"
 READER = False
@@ -154,7 +154,7 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
   _check_vocab(vocab, sizes)
   check_output("--output", output, {"--checkpoint": folder, "--vocab": vocab},
                writes=[WEIGHTS, "vocab.txt", *_json_files(config, lower_case, sizes)])
-  os.makedirs(output, exist_ok=True)
+  make_folder(output, output)
   _write_files(output, weights, config, sizes, vocab, lower_case)
   return config["architectures"][0]
 

@@ -37,6 +37,15 @@ class Reader:
     self.family = importlib.import_module(self.info["reader"]).Reader(self.info, tokenizer)
 
   def inputs(self, *texts, **options) -> Dict[str, np.ndarray]:
+    # A str where a list belongs would read as one input per character.
+    for given in texts:
+      if isinstance(given, (str, bytes)):
+        raise ValueError(f"inputs takes a list per argument, one item per input; got a "
+                         f"{type(given).__name__}: put one text in a list")
+      for index, item in enumerate(given):
+        if item is None or isinstance(item, bytes):
+          raise ValueError(f"input {index}: {item!r:.40}; expected a str" +
+                           (" (decode it from UTF-8 first)" if item is not None else ""))
     return self.family.inputs(*texts, **options)
 
   def records(self, outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:

@@ -37,7 +37,8 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
   if saved:  # the sizes it was trained with, whatever init says now
     finetuner.model_config = ModelConfig(**saved["model"])
   if not os.path.isfile(path):
-    raise DataError(f"{path}: no such file to predict")
+    raise DataError(f"{path}: " + ("a directory; expected the file to predict"
+                                   if os.path.isdir(path) else "no such file to predict"))
   runner = finetuner.runners[0]
   examples = iter(runner.read_unlabeled(path))
   progress = Progress(f"predict {os.path.basename(path)}", None, "inputs")

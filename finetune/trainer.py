@@ -329,24 +329,25 @@ class Finetuner:
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
       vocab_fields = keep_vocab(model_dir, self.vocab_path)
-      resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
-                              finetuning={**config.to_dict(),
-                                          "vocab_file": os.path.abspath(self.vocab_path)},
-                              model=self.model_config.to_dict())
-      epochs = max(1, int(np.ceil(config.num_train_epochs)))
-      boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
-                           for e in range(epochs)})
-      dataset_fn = self.dataset_fn(train, num_steps, seed)
-      for epoch, end in enumerate(boundaries, 1):
-        loop.settings.num_train_steps = end
-        loop.run(dataset_fn, init_fn=(
-            lambda: model.load_pretrained(start.weights, config.init_adjustment))
-                 if start else None)
-        if config.do_eval:
-          scores = self.evaluate(model)
-          history.append({"epoch": epoch, "step": end, **{
-              f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
-          self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
+      with resume.kept_once_trained(model_dir, RUN_CONFIG):
+        resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
+                                finetuning={**config.to_dict(),
+                                            "vocab_file": os.path.abspath(self.vocab_path)},
+                                model=self.model_config.to_dict())
+        epochs = max(1, int(np.ceil(config.num_train_epochs)))
+        boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
+                             for e in range(epochs)})
+        dataset_fn = self.dataset_fn(train, num_steps, seed)
+        for epoch, end in enumerate(boundaries, 1):
+          loop.settings.num_train_steps = end
+          loop.run(dataset_fn, init_fn=(
+              lambda: model.load_pretrained(start.weights, config.init_adjustment))
+                   if start else None)
+          if config.do_eval:
+            scores = self.evaluate(model)
+            history.append({"epoch": epoch, "step": end, **{
+                f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
+            self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
       if config.export_serving and kept:
         exported = serving.export(model, self.runners, self.tokenizer.vocab,
                                   config.do_lower_case, config.max_seq_length, model_dir)

@@ -51,8 +51,8 @@ def _first_examples(path: str, count: int = 1) -> List[tf.train.Example]:
   try:
     records_read = [r.numpy() for r in tf.data.TFRecordDataset(path).take(count)]
   except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-    raise InputError(f"{path}: not a readable TFRecord file ({e.message.splitlines()[0]})"
-                     f"; rebuild it") from None
+    raise InputError(f"{path}: not a readable TFRecord file ({cli.op_error_text(e)}); "
+                     "rebuild it") from None
   if not records_read:
     raise InputError(f"{path}: holds no records; rebuild the data")
   try:

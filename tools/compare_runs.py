@@ -19,6 +19,7 @@ from util import startup  # pylint: disable=unused-import  # first: sets TensorF
 from model.weights import PRETRAINING_RECORD, read_run_record
 from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
 from util import cli
+from util.files import check_output
 
 SCALARS = ("mlm_loss", "masked_lm_accuracy", "disc_loss", "disc_accuracy")
 # --eval: the held-out metrics of every kept checkpoint (tools.eval_checkpoints).
@@ -56,6 +57,8 @@ def main():
       parser.error(f"{run!r}: expected NAME=MODEL_DIR")
 
   def draw() -> int:
+    runs = dict(run.partition("=")[::2] for run in args.runs)
+    check_output("--output", args.output, {f"run {name}": path for name, path in runs.items()})
     scalars = EVAL_SCALARS if args.eval else SCALARS
     panels = {k: {} for k in scalars}
     for run in args.runs:

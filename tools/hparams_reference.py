@@ -24,7 +24,8 @@ import typing
 from typing import Dict, List, Optional, Tuple
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
-from util import hparams  # pylint: disable=g-import-not-at-top
+from util import cli, hparams  # pylint: disable=g-import-not-at-top
+from util.files import atomic_write  # pylint: disable=g-import-not-at-top
 
 COMMAND = "python -m tools.hparams_reference --output docs/hparams.md"
 
@@ -300,13 +301,18 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--output", help="write here instead of standard output")
   args = parser.parse_args(argv)
-  page = reference()
-  if args.output:
-    with open(args.output, "w", encoding="utf-8") as f:
-      f.write(page)
-  else:
-    sys.stdout.write(page)
+  cli.check_given(parser, args, "output")
+
+  def write() -> int:
+    page = reference()
+    if args.output:
+      with atomic_write(args.output) as f:
+        f.write(page)
+    else:
+      sys.stdout.write(page)
+    return 0
+  return cli.run_command(write)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -16,17 +16,27 @@ walking back from its outputs without crossing its inputs.
 
 import argparse
 import collections
+import os
+import sys
 from typing import Dict, List, Tuple
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 import numpy as np
 
+from util import cli
+
 
 def delegated_ops(path: str) -> Tuple[List[str], List[bool], int]:
   """Each original op's "TYPE[dtypes]", whether XNNPACK took it, and the partitions."""
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
-  interpreter = Interpreter(model_path=path, num_threads=1)
+  if not os.path.isfile(path) or not os.path.getsize(path):
+    raise ValueError(f"{path}: " + ("an empty file" if os.path.isfile(path) else
+                                    "no such file") + "; expected a .tflite model")
+  try:
+    interpreter = Interpreter(model_path=path, num_threads=1)
+  except ValueError as e:  # LiteRT's words for a file that is not a model
+    raise ValueError(f"{path}: not a LiteRT model ({cli.first_line(e)})") from None
   interpreter.allocate_tensors()
   dtypes = {t["index"]: np.dtype(t["dtype"]).name for t in interpreter.get_tensor_details()}
   nodes = interpreter._get_ops_details()  # pylint: disable=protected-access  # no public list
@@ -64,9 +74,13 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("models", nargs="+", help=".tflite files")
   args = parser.parse_args(argv)
-  for path in args.models:
-    print(report(path))
+
+  def print_reports() -> int:
+    for path in args.models:
+      print(report(path))
+    return 0
+  return cli.run_command(print_reports)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

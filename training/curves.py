@@ -45,7 +45,8 @@ def _read_rows(path: str, key: str, tolerant: bool = False
           rows[int(row.pop(key))] = row
         except (ValueError, KeyError, TypeError, AttributeError) as e:
           if not tolerant:
-            raise
+            raise ValueError(f"{path}:{number}: not a row with {key!r} ({e}); expected one "
+                             "JSON object per line") from None
           print(f"note: {path}:{number}: not a row with {key!r} ({type(e).__name__}); "
                 "left out of the curves", flush=True)
   return dict(sorted(rows.items()))

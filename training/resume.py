@@ -6,6 +6,7 @@ is resumed (from which step each value held). A later run on the same dir resume
 when its signature is the same.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -115,6 +116,22 @@ def settings_history(model_dir: str, config_name: str, settings: Dict,
     else:
       history.append({"from_step": step, **changed})
   return history
+
+
+@contextlib.contextmanager
+def kept_once_trained(model_dir: str, config_name: str):
+  """For a run's block that writes its record and trains: when the block fails before
+  the model dir holds a checkpoint, a record written where there was none is removed,
+  so the corrected run is not refused as a run with a different config."""
+  path = os.path.join(model_dir, config_name)
+  fresh = not os.path.exists(path)
+  try:
+    yield
+  except BaseException:
+    if (fresh and os.path.exists(path)
+        and not run_files.kept_checkpoints(model_dir, lambda _: None)):
+      os.remove(path)
+    raise
 
 
 def write_run_config(model_dir: str, config_name: str, signature: Dict, **contents):

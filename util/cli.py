@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
-_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]( name: \S*)?\s*$")
+_OP_CONTEXT = re.compile(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]( name:\s*\S*)?\s*$")
 
 
 class Interrupted(Exception):

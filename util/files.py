@@ -14,6 +14,19 @@ from typing import Dict, Optional, Sequence
 import filelock
 
 
+def make_folder(folder: str, output: str):
+  """os.makedirs(folder) for writing `output`, refusing a file in the way by its name
+  (makedirs says only "File exists" or "Not a directory", naming neither)."""
+  try:
+    os.makedirs(folder, exist_ok=True)
+  except (FileExistsError, NotADirectoryError):
+    blocking = folder
+    while not os.path.exists(blocking):
+      blocking = os.path.dirname(blocking)
+    raise NotADirectoryError(errno.ENOTDIR, f"{blocking} is a file, not a folder",
+                             output) from None
+
+
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   """Yields a file object whose contents replace `path` only if the block succeeds."""
@@ -21,7 +34,7 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     raise IsADirectoryError(errno.EISDIR, "is a directory; expected a file to write",
                             path)
   folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
+  make_folder(folder, path)
   try:
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=folder)
@@ -50,7 +63,7 @@ def atomic_directory(path: str, temp_name: str = ""):
   `temp_name`: the temporary directory's name (default a new hidden ".<name>.*")."""
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
-  os.makedirs(parent, exist_ok=True)
+  make_folder(parent, path)
   if temp_name:
     tmp = os.path.join(parent, temp_name)
     os.makedirs(tmp)

@@ -283,8 +283,12 @@ def parse_hparams(text: str, flag: str = "--hparams") -> Dict[str, Any]:
     if not os.path.isfile(text):
       raise HParamsError(f"{flag}: {text!r} is neither a JSON object nor an existing "
                          "JSON file")
-    with open(text, encoding="utf-8") as f:
-      source, text = text, f.read()
+    try:
+      with open(text, encoding="utf-8") as f:
+        source, text = text, f.read()
+    except UnicodeDecodeError as e:
+      raise HParamsError(f"{flag}: {text}: not UTF-8 text (byte {e.start}); expected a "
+                         "JSON file") from None
   else:
     source = flag
   try:
@@ -296,6 +300,16 @@ def parse_hparams(text: str, flag: str = "--hparams") -> Dict[str, Any]:
     raise HParamsError(f"{source}: expected a JSON object of name: value pairs, got "
                        f"{type(value).__name__}")
   return value
+
+
+def set_from_flag(overrides: Dict[str, Any], name: str, value, flag: str):
+  """overrides[name] = a given flag's value, refusing --hparams's other value for it."""
+  if not value:
+    return
+  if name in overrides and overrides[name] != value:
+    raise HParamsError(f"{flag} {value!r} and --hparams' {name} {overrides[name]!r} "
+                       "disagree; give one of them")
+  overrides[name] = value
 
 
 def load_preset(*path_parts: str) -> Dict[str, Any]:

@@ -166,6 +166,8 @@ def load_json(path: str, what: str):
   except json.JSONDecodeError as e:
     raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON in the {what}: "
                     f"{e.msg}") from None
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: the {what} are not UTF-8 text (byte {e.start})") from None
 
 
 def expect_mapping(value, path: str, what: str, value_type) -> Dict:

@@ -20,7 +20,8 @@ def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
   if task.files_dir is not None:
     path = os.path.join(task.files_dir, layout.file_names[0])
     if not os.path.isfile(path):
-      raise DataError(f"{path}: the {split} file of task {task.name} does not exist")
+      raise DataError(f"{path}: the {split} file of task {task.name} " + (
+          "is a directory" if os.path.isdir(path) else "does not exist"))
     return path
   return find_split_file(data_dir, task.name, split, task.folders, layout.file_names,
                          "GLUE TSV layout")

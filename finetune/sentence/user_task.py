@@ -36,6 +36,9 @@ def load_custom_task(json_path: str) -> SentenceTask:
   except OSError as e:
     raise DataError(f"{json_path}: cannot read the task description ({e.strerror})") \
         from None
+  except UnicodeDecodeError as e:
+    raise DataError(f"{json_path}: not UTF-8 text (byte {e.start}); expected the task's "
+                    "JSON description") from None
 
   def problem(text):
     return DataError(f"{json_path}: {text}")

@@ -322,10 +322,12 @@ def model_config(path: str, part: str = "pair") -> ModelConfig:
                     generator_layers=theirs["num_hidden_layers"] /
                     values["num_hidden_layers"],
                     untied_generator_embeddings=theirs.get("embedding_size") != width)
+  where = f"{source}/config.json"
   try:
-    config = ModelConfig.from_dict(values, source=f"{source}/config.json")
-  except ValueError as e:
-    raise CheckpointError(f"{source}/config.json: {e}") from None
+    config = ModelConfig.from_dict(values, source=where)
+  except ValueError as e:  # named once: the field checks name it already
+    raise CheckpointError(str(e) if str(e).startswith(where) else f"{where}: {e}") \
+        from None
   if part == "pair":
     # The generator's other sizes follow from its width, as in the original.
     derived = config.generator_config()

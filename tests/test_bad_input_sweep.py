@@ -1,0 +1,326 @@
+"""Bad input met as a user meets it, grouped by command: each case gets one `error: ...`
+line naming the file, flag or field and what was expected (exit 2, no traceback), and
+leaves what it would have written over as it was. The cases a sweep of every command
+found wrong; the commands run in this process (main(argv)), their output read back."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import build_pretraining_dataset
+import run_finetuning
+import run_pretraining
+from export.reader import Reader
+from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.helpers import write_reviews_task
+from tools import compare_runs, hparams_reference, litert_ops, squad_eval
+from tools import export_lite
+from tools import tokenize as tokenize_tool
+
+FINETUNE_HPARAMS = json.dumps({"max_seq_length": 16, "train_batch_size": 8,
+                               "num_train_epochs": 1, "export_serving": False})
+
+
+def one_error(capsys, code) -> str:
+  """The one `error:` line of a refused command (exit 2, nothing else on stderr)."""
+  err = capsys.readouterr().err
+  assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (code, err)
+  return err.strip()
+
+
+def usage_error(capsys, main, argv) -> str:
+  """argparse's refusal of `argv` (exit 2, its usage, then `prog: error: ...`): its
+  `error: ...` part."""
+  with pytest.raises(SystemExit) as exit_info:
+    main(argv)
+  assert exit_info.value.code == 2
+  return capsys.readouterr().err.strip().splitlines()[-1].split(": ", 1)[1]
+
+
+def a_file(tmp_path):
+  """A file that an output path then tries to use as a folder."""
+  path = tmp_path / "notes.txt"
+  path.write_text("kept\n")
+  return path
+
+
+# run_finetuning.py
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+  """A data dir with a tiny pre-trained model, a user's task, the flags that fine-tuned
+  it, and the output of a first attempt from a cut checkpoint under the same model dir.
+  """
+  root = tmp_path_factory.mktemp("finetuned")
+  data = root / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data, layers=1)
+  task = write_reviews_task(root, 16)
+  export = data / "models" / "tiny" / "export"
+  cut = root / "cut"
+  shutil.copytree(export, cut)
+  weights = cut / "model.ckpt.data-00000-of-00001"
+  weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+  flags = ["--task", task, "--model-name", "tiny", "--data-dir", str(data), "--hparams",
+           FINETUNE_HPARAMS]
+  with pytest.MonkeyPatch.context() as patch:
+    captured = []
+    patch.setattr("sys.stderr", _Recorder(captured))
+    first = run_finetuning.main(flags + ["--init-checkpoint", str(cut)])
+  trial = data / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  left = sorted(os.listdir(trial))
+  second = run_finetuning.main(flags + ["--init-checkpoint", str(export)])
+  return {"root": root, "data": data, "task": task, "weights": weights,
+          "flags": flags + ["--init-checkpoint", str(export)],
+          "first": (first, "".join(captured)), "left": left, "second": second}
+
+
+class _Recorder:
+  """A stderr that keeps what is written (capsys is per test, not per module)."""
+
+  def __init__(self, chunks):
+    self.chunks = chunks
+
+  def write(self, text):
+    self.chunks.append(text)
+    return len(text)
+
+  def flush(self):
+    pass
+
+
+def test_a_run_that_failed_before_training_does_not_bind_its_model_dir(finetuned):
+  """A cut init checkpoint is refused naming its data file, and the run leaves no record
+  in the model dir, so the same run from a whole checkpoint trains instead of being
+  refused as "a run with a different config"."""
+  code, err = finetuned["first"]
+  last = err.strip().splitlines()[-1]
+  assert code == 2 and "Traceback" not in err, err
+  assert last.startswith(f"error: {finetuned['weights']}: ") and "cut short" in last
+  assert "finetuning_config.json" not in finetuned["left"]
+  assert finetuned["second"] == 0
+  trial = finetuned["data"] / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  record = json.loads((trial / "finetuning_config.json").read_text())
+  assert record["finetuning"]["init_checkpoint"].endswith("export")
+
+
+def test_predict_refuses_a_directory_and_an_output_under_a_file(finetuned, capsys,
+                                                                 tmp_path):
+  capsys.readouterr()
+  folder = tmp_path / "inputs"
+  folder.mkdir()
+  assert one_error(capsys, run_finetuning.main(finetuned["flags"] + [
+      "--predict", str(folder)])) == f"error: {folder}: a directory; expected the file " \
+                                      "to predict"
+  sentences = tmp_path / "in.csv"
+  sentences.write_text("review\na fine film\n")
+  blocking = a_file(tmp_path)
+  output = blocking / "out.jsonl"
+  assert one_error(capsys, run_finetuning.main(finetuned["flags"] + [
+      "--predict", str(sentences), "--output", str(output)])) == (
+          f"error: {output}: {blocking} is a file, not a folder")
+  assert blocking.read_text() == "kept\n"
+
+
+def test_a_task_file_that_is_a_directory_is_named_as_one(finetuned, capsys, tmp_path):
+  task = write_reviews_task(tmp_path, 4)
+  os.remove(tmp_path / "train.csv")
+  (tmp_path / "train.csv").mkdir()
+  code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
+                              str(finetuned["data"]), "--hparams", FINETUNE_HPARAMS])
+  assert one_error(capsys, code) == (
+      f"error: {tmp_path / 'train.csv'}: the train file of task reviews is a directory")
+
+
+def test_files_that_are_not_utf8_are_named(tmp_path, capsys):
+  hparams_file = tmp_path / "hparams.json"
+  hparams_file.write_bytes(b'{"learning_rate": 1e-4, "note": "caf\xe9"}')
+  task = tmp_path / "task.json"
+  task.write_bytes(b'{"name": "caf\xe9"}')
+  code = run_finetuning.main(["--task", "glue/sst2", "--hparams", str(hparams_file)])
+  assert one_error(capsys, code) == (
+      f"error: --hparams: {hparams_file}: not UTF-8 text "
+      f"(byte {hparams_file.read_bytes().index(0xe9)}); expected a JSON file")
+  code = run_finetuning.main(["--task", str(task), "--data-dir", str(tmp_path)])
+  assert one_error(capsys, code) == (
+      f"error: {task}: not UTF-8 text (byte {task.read_bytes().index(0xe9)}); expected "
+      "the task's JSON description")
+
+
+def test_conflicting_flags_are_refused(tmp_path, capsys):
+  for main, extra in ((run_finetuning.main, ["--task", "glue/sst2"]),
+                      (run_pretraining.main, ["--model-name", "x"])):
+    code = main(extra + ["--data-dir", str(tmp_path), "--init-checkpoint", "a/ckpt",
+                         "--hparams", '{"init_checkpoint": "b/ckpt"}'])
+    assert one_error(capsys, code) == (
+        "error: --init-checkpoint 'a/ckpt' and --hparams' init_checkpoint 'b/ckpt' "
+        "disagree; give one of them")
+  # Given twice alike is no conflict: the run goes on to find no data in tmp_path.
+  code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
+                               "--init-checkpoint", "a/ckpt", "--hparams",
+                               '{"init_checkpoint": "a/ckpt"}'])
+  assert "disagree" not in one_error(capsys, code)
+  assert usage_error(capsys, run_finetuning.main, [
+      "--task", "glue/sst2", "--output", str(tmp_path / "p.jsonl")]) == (
+          "error: --output is where --predict writes; give --predict FILE too")
+  assert not (tmp_path / "p.jsonl").exists()
+
+
+# run_pretraining.py
+def test_a_shard_that_is_not_a_tfrecord_is_named_without_tensorflow_internals(
+    tmp_path, capsys):
+  records = tmp_path / "pretrain_tfrecords"
+  records.mkdir()
+  shard = records / "pretrain_data.tfrecord-0-of-1"
+  shard.write_bytes(bytes(range(256)) * 20)
+  (tmp_path / "vocab.txt").write_text(
+      "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdef")) + "\n")
+  code = run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
+                               "--hparams", '{"debug": true, "max_seq_length": 32}'])
+  assert one_error(capsys, code) == (
+      f"error: {shard}: not a readable TFRecord file (corrupted record at 0 (Is this "
+      "even a TFRecord file?)); rebuild it")
+
+
+def test_a_hugging_face_config_field_is_named_once(tmp_path, capsys):
+  (tmp_path / "config.json").write_text(json.dumps(
+      {"model_type": "electra", "architectures": ["ElectraForPreTraining"],
+       "hidden_size": "x"}))
+  (tmp_path / "model.safetensors").write_bytes(b"")
+  (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
+  code = run_finetuning.main(["--task", "glue/sst2", "--data-dir", str(tmp_path),
+                              "--init-checkpoint", str(tmp_path)])
+  assert one_error(capsys, code) == (
+      f"error: {tmp_path / 'config.json'}: hidden_size \"x\": expected an integer >= 1")
+
+
+# build_pretraining_dataset.py
+def test_build_refuses_flags_the_other_flags_leave_unused(tmp_path, capsys):
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
+  main = build_pretraining_dataset.main
+  assert usage_error(capsys, main, ["--mask-prob", "0.3"]) == (
+      "error: --mask-prob is the masking probability of "
+      "--static-masking; give both or neither")
+  assert usage_error(capsys, main, ["--vocab-file", str(vocab), "--vocab-size", "900"]) \
+      == ("error: --vocab-size is the size of a vocabulary "
+          "learned from the corpus, unused with --vocab-file; give one of them")
+  assert os.listdir(tmp_path) == ["vocab.txt"]
+
+
+def test_build_names_the_file_in_the_way_of_its_output(tmp_path, capsys):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("One sentence here.\nAnother one.\n")
+  blocking = a_file(tmp_path)
+  code = build_pretraining_dataset.main([
+      "--corpus-dir", str(corpus), "--vocab-file",
+      shared_path("vocab", "bert_uncased_vocab.txt"), "--output-dir",
+      str(blocking / "out"), "--no-progress"])
+  assert one_error(capsys, code) == (
+      f"error: --output-dir: cannot create {blocking}: {blocking} is a file, not a folder")
+  assert blocking.read_text() == "kept\n"
+
+
+# tools
+def test_litert_ops_names_a_file_that_is_not_a_model(tmp_path, capsys):
+  empty, garbage = tmp_path / "empty.tflite", tmp_path / "garbage.tflite"
+  empty.write_bytes(b"")
+  garbage.write_bytes(b"not a flatbuffer" * 8)
+  for path, says in ((tmp_path / "none.tflite", "no such file; expected a .tflite model"),
+                     (tmp_path, "no such file; expected a .tflite model"),
+                     (empty, "an empty file; expected a .tflite model"),
+                     (garbage, "not a LiteRT model (")):
+    assert one_error(capsys, litert_ops.main([str(path)])).startswith(
+        f"error: {path}: {says}")
+
+
+def test_hparams_reference_output_that_cannot_be_written(tmp_path, capsys):
+  blocking = a_file(tmp_path)
+  assert one_error(capsys, hparams_reference.main(["--output", str(blocking / "h.md")])) \
+      == f"error: {blocking / 'h.md'}: {blocking} is a file, not a folder"
+  assert one_error(capsys, hparams_reference.main(["--output", str(tmp_path)])) == (
+      f"error: {tmp_path}: is a directory; expected a file to write")
+  assert hparams_reference.main(["--output", str(tmp_path / "h.md")]) == 0
+  assert (tmp_path / "h.md").read_text().startswith("#")
+
+
+def a_pretraining_run(folder, log_lines):
+  """A model dir as compare_runs reads it: the run's record and its training log."""
+  folder.mkdir()
+  (folder / "pretrain_config.json").write_text(json.dumps(
+      {"signature": {}, "config": {"train_batch_size": 4, "max_seq_length": 32}}))
+  (folder / "train_log.jsonl").write_text("".join(line + "\n" for line in log_lines))
+  return folder
+
+
+def test_compare_runs_spares_its_inputs_and_names_a_cut_log(tmp_path, capsys,
+                                                            monkeypatch):
+  rows = [json.dumps({"step": s, "mlm_loss": 7.0 - s / 10, "disc_loss": 0.7})
+          for s in (1, 2, 3)]
+  run = a_pretraining_run(tmp_path / "run", rows)
+  log = run / "train_log.jsonl"
+
+  def compare(*argv):
+    monkeypatch.setattr("sys.argv", ["compare_runs", *map(str, argv)])
+    return compare_runs.main()
+  assert one_error(capsys, compare(f"a={run}", "--output", log)) == (
+      f"error: --output {log} is an input of this command (run a: {run}); choose "
+      "another --output")
+  assert log.read_text() == "".join(r + "\n" for r in rows)
+  cut = a_pretraining_run(tmp_path / "cut", [rows[0], rows[1][:20]])
+  assert one_error(capsys, compare(f"a={cut}", "--output", tmp_path / "c.png")).startswith(
+      f"error: {cut / 'train_log.jsonl'}:2: not a row with 'step' (")
+  assert compare(f"a={run}", "--output", tmp_path / "c.png") == 0
+  assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_squad_eval_names_data_that_is_not_utf8(tmp_path, capsys):
+  data, predictions = tmp_path / "dev.json", tmp_path / "predictions.json"
+  data.write_bytes(b'{"version": "1.1", "data": [{"title": "caf\xe9"}]}')
+  predictions.write_text("{}")
+  assert one_error(capsys, squad_eval.main([str(data), str(predictions)])) == (
+      f"error: {data}: the SQuAD data are not UTF-8 text "
+      f"(byte {data.read_bytes().index(0xe9)})")
+
+
+def test_file_outputs_name_the_file_in_their_way(finetuned, tmp_path, capsys):
+  """tokenize (an atomic file) and export_lite (an atomic folder)."""
+  blocking = a_file(tmp_path)
+  text = tmp_path / "in.txt"
+  text.write_text("a fine film\n")
+  output = blocking / "out.jsonl"
+  assert one_error(capsys, tokenize_tool.main([
+      "--vocab-file", shared_path("vocab", "bert_uncased_vocab.txt"), "--input",
+      str(text), "--output", str(output)])) == (
+          f"error: {output}: {blocking} is a file, not a folder")
+  trial = finetuned["data"] / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  output = blocking / "export"
+  assert one_error(capsys, export_lite.main([
+      "--model-dir", str(trial), "--output", str(output), "--format", "original"])) == (
+          f"error: {output}: {blocking} is a file, not a folder")
+  assert blocking.read_text() == "kept\n"
+
+
+# The exported reader bundle (export/reader.py, in this process).
+def test_reader_refuses_a_text_where_a_list_belongs_and_texts_not_str(tmp_path):
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "fine", "film"]
+  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  (tmp_path / "deploy.json").write_text(json.dumps(
+      {"reader": "finetune.sentence.deployed", "lower_case": True, "task": "reviews",
+       "pair": False, "regression": False, "labels": ["bad", "good"],
+       "max_seq_length": 8}))
+  reader = Reader(str(tmp_path))
+  ids = reader.inputs(["a fine film"])["input_ids"]
+  assert ids.tolist() == [[2, 5, 6, 7, 3, 0, 0, 0]]
+  for bad, says in (("a fine film", "inputs takes a list per argument, one item per "
+                                    "input; got a str: put one text in a list"),
+                    ([b"caf\xe9"], "input 0: b'caf\\xe9'; expected a str (decode it "
+                                   "from UTF-8 first)"),
+                    (["a", None], "input 1: None; expected a str")):
+    with pytest.raises(ValueError) as refused:
+      reader.inputs(bad)
+    assert str(refused.value) == says
+  assert np.array_equal(reader.inputs([""])["input_ids"][0, :3], [2, 3, 0])
