@@ -30,13 +30,13 @@ An experiment run by hand (tests/test_compute_efficiency.py runs a tiny version)
      prior; in <work-dir> itself, as the study was first run.
 4. results.md / results.json (one column per encoder) and scores_vs_flops.png, in the
    judge's folder.
-Every unit (pre-training arm, encoder x task [x rate]) is skipped once its results exist,
-and
+Units run as processes, --jobs at a time: each pre-training arm, and per arm and task
+the fine-tuning of the arm's encoders at every rate (one process: TensorFlow starts once
+for all its runs). A unit, and each run in it, is skipped once its results exist, and
 Ctrl-C lets running ones save, so re-running the command resumes; timings.json keeps
 each unit's wall time. On this 2-core CPU, --jobs 2: pre-training ~1.4 s per
 --budget-steps step (2600 steps ~60 min), fine-tuning by the short judge ~60 min; the
-original judge prints its planned steps per encoder before it starts (a unit runs all
-seeds of one encoder, task and rate in one process: one compilation per shape).
+original judge prints its planned steps per encoder before it starts.
 """
 
 import argparse
@@ -310,32 +310,39 @@ def units_of(args, plan) -> list:
     outputs = [e["init_checkpoint"] for e in plan["encoders"].values() if e["arm"] == arm]
     units.append((f"pretrain {arm}", f"pretrain {arm}", command,
                   [os.path.join(o, "checkpoint") for o in outputs], []))
-  # Encoders that need no pre-training first: they fill idle cores. Then the longest
-  # pre-training first, both arms side by side, so that a study cut short still
-  # compares the arms at equal compute.
+  # Fine-tuning: a unit per arm and task, which runs the arm's encoders (its latest
+  # checkpoint first) at every rate of the judge in one process
+  # (experiments.finetuning_runs): a run is short, and a process of its own would load
+  # TensorFlow for each. Units that need no pre-training first: they fill idle cores.
+  # Then task by task, both arms side by side, so that a study cut short still compares
+  # the arms at equal compute.
   def latest_first(encoder):
     spec = plan["encoders"][encoder]
     arm = plan["arms"].get(spec["arm"])
     return (arm is not None, -spec["step"] / arm["num_train_steps"] if arm else 0)
-  for encoder in sorted(plan["encoders"], key=latest_first):
-    spec = plan["encoders"][encoder]
-    for task in args.tasks:
+  encoders = sorted(plan["encoders"], key=latest_first)
+  arms = dict.fromkeys(plan["encoders"][e]["arm"] for e in encoders)
+  judge = "finetune" if args.lr_grid is None else "judge"
+  for arm, task in sorted(((a, t) for t in args.tasks for a in arms),
+                          key=lambda unit: unit[0] in plan["arms"]):
+    runs = []
+    for encoder in (e for e in encoders if plan["encoders"][e]["arm"] == arm):
+      spec = plan["encoders"][encoder]
       for lr in args.lr_grid or [None]:
         hparams = {"model_size": args.model_size, "vocab_size": plan["vocab_size"],
                    "vocab_file": spec.get("vocab_file",
                                           os.path.join(args.work_dir, "vocab.txt")),
                    **task_hparams(args, task, lr),
                    "results_dir": results_dir(args.home, encoder, lr)}
-        command = [python, os.path.join(ROOT, "run_finetuning.py"), "--task", task,
-                   "--model-name", encoder_dir(encoder, lr), "--data-dir", args.home,
-                   "--hparams", json.dumps(hparams)]
+        argv = ["--task", task, "--model-name", encoder_dir(encoder, lr), "--data-dir",
+                args.home, "--hparams", json.dumps(hparams)]
         if spec["init_checkpoint"]:
-          command += ["--init-checkpoint", spec["init_checkpoint"]]
-        name = f"finetune {encoder} {task}" if lr is None else \
-            f"judge {encoder} {task} lr {lr:g}"
-        units.append((name, f"{name.split()[0]} {spec['arm']}", command,
-                      [results_file(args.home, encoder, task, lr)],
-                      [f"pretrain {spec['arm']}"] if spec["arm"] in plan["arms"] else []))
+          argv += ["--init-checkpoint", spec["init_checkpoint"]]
+        runs.append({"argv": argv, "results": results_file(args.home, encoder, task, lr)})
+    units.append((f"{judge} {arm} {task}", f"{judge} {arm}",
+                  [python, "-m", "experiments.finetuning_runs", json.dumps(runs)],
+                  [run["results"] for run in runs],
+                  [f"pretrain {arm}"] if arm in plan["arms"] else []))
   return units
 
 
@@ -352,7 +359,8 @@ def task_hparams(args, task: str, lr=None) -> dict:
                 "learning_rate": lr, "keep_all_models": False}
     trials = args.trials
   return {"num_trials": trials, **schedule,
-          "export_serving": False,  # the study wants scores, not servable models
+          # The study wants scores: no servable models, no curves' PNGs.
+          "export_serving": False, "write_curves": False,
           **args.finetune_hparams}
 
 
@@ -405,6 +413,9 @@ def run_units(units, jobs: int, work_dir: str, timings: Timings) -> list:
   done; a unit whose results exist is skipped. Returns the names of failed units.
   Ctrl-C (or SIGTERM) passes SIGINT on, so runs save before they stop."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  # `python -m experiments.finetuning_runs` from any folder.
+  env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in env.get("PYTHONPATH", "")
+                                                .split(os.pathsep) if p])
   # Several single-threaded jobs use a few cores better than one job using them all.
   threads = str(max(1, (os.cpu_count() or 1) // jobs))
   env.update(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS=threads)

@@ -9,12 +9,13 @@ right) neighbour: a model that attends to a neighbour and learns the map gets ma
 accuracy 1, one that does not stays at the copy level (~0.15 + 0.85 / num_words). The
 corpus and its vocabulary (the special tokens and the words) are made here, the records
 by build_pretraining_dataset.py. Each arm pre-trains the tiny recipe (the model of
-configs/pretraining/tiny.json, --hparams on top) with run_pretraining.py, keeps a
-checkpoint every --eval-every steps and evaluates each one (tools.eval_checkpoints:
-masked-LM accuracy and disc_auc on --eval-batches batches). The arm named "hf" is the
-peer: transformers' PyTorch ELECTRA at the same sizes on the same records. Reported per
-arm: the first evaluated step at which masked_lm_accuracy >= 0.9 and disc_auc >= 0.9.
-Re-running resumes (records, runs and evaluations that exist are kept).
+configs/pretraining/tiny.json, --hparams on top) with run_pretraining.py's main in this
+process, keeps a checkpoint every --eval-every steps and evaluates each one
+(tools.eval_checkpoints: masked-LM accuracy and disc_auc on --eval-batches batches).
+The arm named "hf" is the peer: transformers' PyTorch ELECTRA at the same sizes on the
+same records. Reported per arm: the first evaluated step at which masked_lm_accuracy >=
+0.9 and disc_auc >= 0.9. Re-running resumes (records, runs and evaluations that exist
+are kept).
 """
 
 import argparse
@@ -23,6 +24,7 @@ import os
 import subprocess
 import sys
 
+import run_pretraining
 from bench import ROOT
 from tools.eval_checkpoints import evaluate_checkpoints
 from training.curves import EVAL_CURVE_NAME
@@ -85,9 +87,13 @@ def build_records(folder: str, max_seq_length: int):
 
 
 def pretrain(data_dir: str, name: str, hparams: dict):
-  subprocess.run([sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-                  "--model-name", name, "--data-dir", data_dir,
-                  "--hparams", json.dumps(hparams)], check=True)
+  """run_pretraining.py's run in this process: TensorFlow, which the evaluation loads
+  here anyway, starts once for every arm. A refusal or Ctrl-C ends the probe with the
+  run's exit status (its one line says why)."""
+  code = run_pretraining.main(["--model-name", name, "--data-dir", data_dir,
+                               "--hparams", json.dumps(hparams)])
+  if code:
+    sys.exit(code)
 
 
 def read_records(data_dir: str, max_seq_length: int):

@@ -413,7 +413,7 @@ class Finetuner:
             self.model_config, config.max_seq_length, batch),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
-        record_name=RUN_CONFIG)
+        record_name=RUN_CONFIG, plot_curves=config.write_curves)
     return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):
@@ -503,5 +503,6 @@ def _run(config: FinetuningConfig, log) -> Dict[str, object]:
     for key, value in summary.items():
       f.write(f"{key}: median {value['median']:.2f} over {len(value['trials'])} "
               f"trial(s): {', '.join(f'{v:.2f}' for v in value['trials'])}\n")
-  report["plot"] = plot_history(trials, config.results_file("png"))
+  report["plot"] = plot_history(trials, config.results_file("png")) \
+      if config.write_curves else None
   return report

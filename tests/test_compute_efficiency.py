@@ -4,7 +4,8 @@ The driver runs on a shared-data mirror whose corpus is cut to a few thousand li
 RTE's dev set to 32 rows (the rest is linked): both pre-training arms at equal FLOPs (each
 arm's per step equal to tools.flops' count, the original's), their exports at 1/8 and all
 of the run (--fractions; the default adds 1/4 and 1/2), five encoders fine-tuned on RTE by
-the short judge, the table, JSON and plot; a second run, as a subprocess (`python -m
+the short judge (each arm's in one process, experiments.finetuning_runs), the table, JSON
+and plot; a second run, as a subprocess (`python -m
 experiments.compute_efficiency` from the root), skips every unit. The other runs call its
 main() here: its units are processes of their own either way, and a process of the driver
 would only load TensorFlow again. The original judge runs on given encoders (random
@@ -23,7 +24,7 @@ import sys
 
 import pytest
 
-from experiments import compute_efficiency
+from experiments import compute_efficiency, finetuning_runs
 from tests.conftest import shared_path
 from tests.helpers import bert_dir
 from tools import flops as flops_tool
@@ -65,15 +66,20 @@ def shared_mirror(tmp_path, corpus_lines: int):
   return mirror
 
 
+# The debug preset cut to one layer (pre-training's arms and the random encoder alike):
+# nothing the tests assert depends on the depth, and every model traces and runs less.
+ONE_LAYER = '"model_hparam_overrides": {"num_hidden_layers": 1}'
+
+
 def study_flags(mirror, work):
   return [
       "--work-dir", str(work), "--shared-data", str(mirror), "--model-size", "debug",
       "--vocab-size", "2000", "--budget-steps", "8", "--max-train-examples", "64",
       "--trials", "1", "--tasks", "glue/rte", "--judge", "short",
       "--fractions", ",".join(FRACTIONS),
-      "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2}',
+      "--pretrain-hparams", '{"train_batch_size": 8, "num_warmup_steps": 2, %s}' % ONE_LAYER,
       "--mlm-hparams", '{"learning_rate": 3e-4}',
-      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64}']
+      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 64, %s}' % ONE_LAYER]
 
 
 def run_in_process(capsys, *flags):
@@ -139,8 +145,15 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path, capsys):
   records = {arm: json.loads((work / "models" / f"{arm}_debug" / "pretrain_config.json"
                               ).read_text())["config"] for arm in ("electra", "mlm")}
   assert records["mlm"]["learning_rate"] == 3e-4 != records["electra"]["learning_rate"]
-  # Scores only: no fine-tuned model is exported for serving (export_serving false).
+  # Each arm's encoders were fine-tuned in one process: a unit (and its log) per arm.
+  assert sorted(p.name for p in (work / "logs").glob("finetune_*")) == [
+      f"finetune_{arm}_glue-rte.log" for arm in ("electra", "mlm", "random")]
+  # Scores only: no fine-tuned model is exported for serving (export_serving false),
+  # and no fine-tuning curves are drawn (write_curves false); pre-training's are.
   assert not list(work.glob("models/**/saved_model"))
+  assert not list(work.glob("results/**/*.png"))
+  assert sorted(p.parent.name for p in work.glob("models/**/*.png")) == [
+      "electra_debug", "mlm_debug"]
 
   # A kept training checkpoint exported on its own: the weights of step 1, not 8.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -155,7 +168,8 @@ def test_tiny_study_end_to_end_then_resumes_without_running(tmp_path, capsys):
                           text=True, timeout=600)
   assert second.returncode == 0, second.stderr[-3000:]
   timings = json.loads((work / "timings.json").read_text())
-  assert len(timings) == 1 + 2 + len(ENCODERS)  # data, two arms, one task per encoder
+  # Data, two arms, and per arm (random's too) one fine-tuning unit for the one task.
+  assert len(timings) == 1 + 2 + 3
   assert {t["status"] for t in timings.values()} == {"skipped"}
   assert "GLUE avg" in second.stdout
   # Other points judged are other settings of the study: refused, not mixed in. This and
@@ -281,7 +295,7 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
       capsys, "--work-dir", str(work), "--shared-data", str(mirror), "--model-size",
       "debug", "--vocab-size", "2000", "--max-train-examples", "64", "--trials", "2",
       "--lr-grid", "3e-4,1e-3", "--tasks", "glue/rte", "--encoders", f"random,bert={bert}",
-      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 32}')
+      "--finetune-hparams", '{"num_train_epochs": 1, "max_seq_length": 32, %s}' % ONE_LAYER)
   assert code == 0, out[-3000:] + err[-3000:]
   assert ("the original judge: (glue/rte 2) steps x 2 seeds x 2 rates = 8 fine-tuning "
           "steps per encoder; 16 for the 2 encoders") in out
@@ -300,9 +314,12 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   table = (home / "results.md").read_text()
   assert "| glue/rte | rate (best dev median) |" in table
   assert "| glue/rte | accuracy median by rate | 0.0003: " in table
-  # Every seed of one rate ran in one process; only scores were kept.
-  logs = sorted((work / "logs").glob("judge_*"))
-  assert len(logs) == 4
+  # Every seed at every rate of an arm's encoders ran in one process (given encoders
+  # are an arm of their own); only scores were kept.
+  logs = sorted(p.name for p in (work / "logs").glob("judge_*"))
+  assert logs == ["judge_given_glue-rte.log", "judge_random_glue-rte.log"]
+  log = (work / "logs" / logs[0]).read_text()
+  assert "run 1/2: run_finetuning.py" in log and "run 2/2: run_finetuning.py" in log
   assert not list(home.glob("models/*/finetuning_models/*_model_1"))
   # The judges' results never mix: the short judge has none here.
   assert not (work / "results").exists()
@@ -311,6 +328,20 @@ def test_the_original_judge_on_given_encoders(tmp_path, capsys):
   assert code == 2 and err == f"error: {work}: no results of the short judge here yet\n"
   code, out, _ = run_in_process(capsys, "--table", "--work-dir", str(work))
   assert code == 0 and out.strip() == table.strip()
+
+
+def test_a_unit_skips_runs_with_results_and_goes_on_past_a_failed_one(tmp_path, capsys):
+  done = tmp_path / "done.json"
+  done.write_text("{}")
+  bad = lambda task: {"argv": ["--task", task, "--data-dir", str(tmp_path)],
+                      "results": str(tmp_path / f"{task}.json")}
+  runs = [{**bad("nope1"), "results": str(done)}, bad("nope2"), bad("nope3")]
+  assert finetuning_runs.main([json.dumps(runs)]) == 1
+  out, err = capsys.readouterr()
+  assert out.startswith(f"run 1/3: skipped, {done} exists\nrun 2/3: run_finetuning.py")
+  assert "run 3/3: run_finetuning.py --task nope3" in out  # after run 2 failed
+  assert [line.split(":")[0] for line in err.splitlines()] == ["error", "error"], err
+  assert "nope2" in err.splitlines()[0] and "nope3" in err.splitlines()[1]
 
 
 @pytest.mark.parametrize("flags", [["--judge", "short", "--lr-grid", "1e-4"],

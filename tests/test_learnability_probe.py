@@ -1,7 +1,7 @@
 """experiments.learnability_probe end to end: its corpus, records by the real build, the
-tiny model pre-trained by run_pretraining.py from the mimetic start, every checkpoint
-evaluated (the driver's main() in-process, the build and the pre-training in processes
-of their own); the generator learns the successor map (masked-LM accuracy >= 0.9)."""
+tiny model pre-trained by run_pretraining.py's main from the mimetic start, every
+checkpoint evaluated (the driver's main() in-process, the build in a process of its
+own); the generator learns the successor map (masked-LM accuracy >= 0.9)."""
 
 import json
 import subprocess
@@ -43,9 +43,9 @@ def test_corpus_is_a_successor_map(tmp_path):
 
 @pytest.mark.slow
 def test_mimetic_start_learns_the_successor_map(tmp_path, capsys):
-  # The script as a process once (its flags); the probe itself runs here: the build and
-  # the pre-training are processes of their own either way, and a process of the driver
-  # would only load TensorFlow again to evaluate.
+  # The script as a process once (its flags); the probe itself runs here: the build is
+  # a process of its own either way, and a process of the driver would only load
+  # TensorFlow again to pre-train and evaluate.
   usage = subprocess.run([sys.executable, "-m", "experiments.learnability_probe", "--help"],
                          capture_output=True, text=True, check=False)
   assert usage.returncode == 0 and "--eval-every" in usage.stdout, usage.stderr[-3000:]

@@ -65,6 +65,8 @@ class LoopSettings:
   # The run's record in model_dir (the phase writes it), a copy of which every
   # checkpoint carries: a record lost later is rebuilt from it (run_files.read_record).
   record_name: str = ""
+  # False: no training-curves PNG at the end of run() (the log is written as ever).
+  plot_curves: bool = True
 
 
 class TrainLoop:
@@ -355,7 +357,7 @@ class TrainLoop:
       writer.flush()
       if not self.chief:  # its checkpoint copies were only needed for the collectives
         shutil.rmtree(manager.directory, ignore_errors=True)
-      if self.chief:
+      if self.chief and settings.plot_curves:
         plot_curves(os.path.join(settings.model_dir, LOG_NAME),
                     os.path.join(settings.model_dir, CURVES_NAME))
 
