@@ -1,22 +1,26 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
-test_deploy_tasks.py, test_bench_inference.py): running an export in a process without
-the project, the tiny SQuAD and chunking fine-tunings (and their models shared by the
-tests that only read them), --predict's records of a questions file, tools.export_lite's
-one-line refusals."""
+test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py): running an export in
+a process without the project, the tiny GLUE, SQuAD and chunking fine-tunings (and their
+models shared by the tests that only read them), --predict's records of a questions
+file, tools.export_lite's one-line refusals."""
 
+import atexit
 import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
+import pytest
 import tf_keras
 
 from finetune import config as finetune_config
 from finetune import predict, trainer
 from tests.conftest import shared_folder, shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, chunk_data, squad_subset, write_json
+from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
 from tools import export_lite
 
 # Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,
@@ -25,68 +29,121 @@ ODD_CONTEXT = ("Born (1895-1943). U.S.-based  na\u00efve-Caf\u00e9's \u2603 aa-a
                "\u0130stanbul \ud55c\uad6d\uc5b4 x\u200by \u200b \ufb01ne \u03a3\u0391\u03a3. "
                "Hello, world! It's 3.14 -- well... \u201cquoted\u201d; \u00e7a-va?")
 
-# Loads each SavedModel with nothing of the project importable, calls its signatures on
-# the strings given as JSON on stdin, prints the outputs as JSON.
+# Loads SavedModels with nothing of the project importable and calls their signatures:
+# per line on stdin, a JSON list of calls; per line on stdout, their outputs (or the
+# traceback of a call that failed). One process serves every call of a test process:
+# TensorFlow starts once, and a SavedModel several tests call is loaded once.
 LOADER = """
-import json, os, sys
+import json, os, sys, traceback
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
 assert not any(os.path.isdir(os.path.join(p or ".", "finetune")) for p in sys.path), sys.path
-out = []
-for calls in json.load(sys.stdin):
-  loaded = tf.saved_model.load(calls.pop("path"))
-  out.append({})
-  for name, inputs in calls.items():
-    result = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
-    out[-1][name] = {k: v.numpy().tolist() if v.dtype != tf.string else
-                     [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
-print(json.dumps(out))
+loaded = {}
+for line in sys.stdin:
+  out = []
+  try:
+    for calls in json.loads(line):
+      path = calls.pop("path")
+      if path not in loaded:
+        loaded[path] = tf.saved_model.load(path)
+      out.append({})
+      for name, inputs in calls.items():
+        result = loaded[path].signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+        out[-1][name] = {k: v.numpy().tolist() if v.dtype != tf.string else
+                         [x.decode() for x in v.numpy().ravel()] for k, v in result.items()}
+    reply = {"outputs": out}
+  except Exception:  # the test fails with it; the process serves the next
+    reply = {"error": traceback.format_exc()}
+  print(json.dumps(reply), flush=True)
 """
+_clean_loader = []  # [(the LOADER process, its stderr file)] once started
 
 
-def call_in_clean_process(tmp_path, *calls):
-  """The outputs of SavedModel signatures called in one process without the project:
-  per call ({"path": the SavedModel, signature name: its inputs, ...}) a dict of each
-  signature's outputs."""
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  result = subprocess.run([sys.executable, "-I", "-c", LOADER], input=json.dumps(calls),
-                          cwd=tmp_path, env=env, capture_output=True, text=True,
-                          check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
+def call_in_clean_process(*calls):
+  """The outputs of SavedModel signatures called in a process without the project: per
+  call ({"path": the SavedModel, signature name: its inputs, ...}) a dict of each
+  signature's outputs. The SavedModels must not change during the test session (each is
+  loaded once)."""
+  if not _clean_loader:
+    folder = tempfile.mkdtemp(prefix="clean_loader_")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # stderr to a file: a pipe nobody reads could fill and stop the process.
+    err = open(os.path.join(folder, "stderr"), "w+", encoding="utf-8")  # pylint: disable=consider-using-with
+    process = subprocess.Popen([sys.executable, "-I", "-c", LOADER], cwd=folder, env=env,  # pylint: disable=consider-using-with
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=err, text=True)
+    _clean_loader.append((process, err))
+    atexit.register(_stop_clean_loader, folder)
+  process, err = _clean_loader[0]
+  process.stdin.write(json.dumps(calls) + "\n")
+  process.stdin.flush()
+  line = process.stdout.readline()
+  while line and not line.startswith("{"):  # anything else a library printed
+    line = process.stdout.readline()
+  if not line:
+    err.seek(0)
+    pytest.fail(f"the clean loader exited with {process.wait()}:\n{err.read()[-2000:]}")
+  reply = json.loads(line)
+  assert "error" not in reply, reply["error"]
+  return reply["outputs"]
 
 
-# Runs one model file through the export folder's reader with nothing of the project or
-# TensorFlow importable; prints the reader's inputs of the arguments (a JSON list on
-# stdin), the model's outputs, the reader's records and which runtimes were imported.
+def _stop_clean_loader(folder):
+  process, err = _clean_loader.pop()
+  process.stdin.close()
+  try:
+    process.wait(timeout=30)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.wait()
+  process.stdout.close()
+  err.close()
+  shutil.rmtree(folder, ignore_errors=True)
+
+
+# Runs model files through the export folder's reader with nothing of the project or
+# TensorFlow importable; prints, per model file, the reader's inputs of the arguments (a
+# JSON list on stdin), the model's outputs, the reader's records and which runtimes were
+# imported.
 RUNNER = """
 import json, os, sys
-folder, name = sys.argv[1:]
+folder, names = sys.argv[1], sys.argv[2:]
 sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
 import reader
 args = json.load(sys.stdin)
 r = reader.Reader(folder)
 inputs = r.inputs(*args)
-outputs = reader.load_model(os.path.join(folder, name))(inputs)
-records = r.records(outputs)
+got = {}
+for name in names:
+  outputs = reader.load_model(os.path.join(folder, name))(inputs)
+  got[name] = {"inputs": {k: v.tolist() for k, v in inputs.items()},
+               "outputs": {k: v.tolist() for k, v in outputs.items()},
+               "records": r.records(outputs)}
 assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
-print(json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()},
-                  "outputs": {k: v.tolist() for k, v in outputs.items()},
-                  "records": records,
-                  "tokenizer": sys.modules["data_prep.tokenizer"].__file__,
-                  "runtimes": [m for m in ("ai_edge_litert", "onnxruntime")
-                               if m in sys.modules]}))
+for run in got.values():
+  run.update(tokenizer=sys.modules["data_prep.tokenizer"].__file__,
+             runtimes=[m for m in ("ai_edge_litert", "onnxruntime") if m in sys.modules])
+print(json.dumps(got))
 """
 
 
-def run_reader(folder, name, args):
-  """What RUNNER prints for model file `name` of the export `folder`."""
+def run_readers(folder, names, args):
+  """Per model file of `names` in the export `folder`, what RUNNER prints for it: one
+  process per runtime (the .tflite files together, the .onnx ones together), so each
+  file runs with its own runtime alone."""
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), name],
-                          input=json.dumps(args), cwd=folder, env=env,
-                          capture_output=True, text=True, check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  got = {}
+  for extension in (".tflite", ".onnx"):
+    group = [name for name in names if name.endswith(extension)]
+    if not group:
+      continue
+    result = subprocess.run([sys.executable, "-c", RUNNER, str(folder), *group],
+                            input=json.dumps(args), cwd=folder, env=env,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    got.update(json.loads(result.stdout.strip().splitlines()[-1]))
+  assert sorted(got) == sorted(names), names
+  return got
 
 
 def refusal(capsys, *argv):
@@ -147,6 +204,37 @@ def shared_squad_model(tmp_path_factory, task, folder, overrides=None):
     fine_tune_squad(home, task, folder, overrides)
   home = shared_folder(tmp_path_factory, f"squad_model_{folder}_{key}", train)
   return squad_config(home, task, overrides), squad_articles()
+
+
+GLUE_FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}
+GLUE_DEV_ROWS = 48
+
+
+def shared_glue_models(tmp_path_factory):
+  """{task: (FinetuningConfig, its trial dir)} of a tiny random one-layer model
+  fine-tuned (2 epochs) on the first 96 rows of SST-2 (single sentences) and of STS-B
+  (pairs, regression), their dev splits the first GLUE_DEV_ROWS rows, seeded. Trained
+  once per test session (conftest.shared_folder)."""
+  def train(data):
+    # Fixed weights: the int8 checks compare labels near a random model's 0.5 boundary,
+    # so a different draw each run could pass one run and fail the next.
+    tf_keras.utils.set_random_seed(0)
+    write_tiny_pretrained_model(data, layers=1)
+    for task, folder in GLUE_FOLDERS.items():
+      for split, rows in (("train", 97), ("dev", GLUE_DEV_ROWS + 1)):
+        head_of(shared_path("glue", folder, f"{split}.tsv"),
+                data / "finetuning_data" / folder / f"{split}.tsv", rows)
+      trainer.run(glue_config(data, task), log=lambda _: None)
+  data = shared_folder(tmp_path_factory, "glue_models", train)
+  configs = {task: glue_config(data, task) for task in GLUE_FOLDERS}
+  return {task: (config, f"{config.model_dir}_1") for task, config in configs.items()}
+
+
+def glue_config(data, task):
+  return finetune_config.load_config(
+      "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
+                                  "num_train_epochs": 2.0, "learning_rate": 1e-3,
+                                  "do_eval": False})
 
 
 # max_seq_length 24 cuts the longer sentences: their last words are tagged O.

@@ -3,6 +3,8 @@ onnxruntime, in a process without TensorFlow or the project), the float forms gi
 serving SavedModel's outputs, the int8 forms its labels, the shipped reader the
 project's ids; and each bad input is one line with nothing written."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -14,61 +16,66 @@ import numpy as np
 import onnx
 import pytest
 import tensorflow as tf
-import tf_keras
 
 from export import folder as export_folder, litert, registry, source
 from tools import litert_ops
-from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.export_helpers import refusal, run_reader
-from tests.helpers import head_of
+from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
+                                   shared_glue_models)
 from tools import export_hf, export_lite
 
-FOLDERS = {"glue/sst2": "SST-2", "glue/stsb": "STS-B"}
-DEV_ROWS = 48
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory):
-  """{task: (FinetuningConfig, its trial dir)} of a tiny random one-layer model
-  fine-tuned on the first rows of SST-2 (single sentences) and STS-B (pairs,
-  regression)."""
-  data = tmp_path_factory.mktemp("deploy")
-  # Fixed weights: the int8 checks compare labels near a random model's 0.5 boundary,
-  # so a different draw each run could pass one run and fail the next.
-  tf_keras.utils.set_random_seed(0)
-  write_tiny_pretrained_model(data, layers=1)
-  out = {}
-  for task, folder in FOLDERS.items():
-    for split, rows in (("train", 97), ("dev", DEV_ROWS + 1)):
-      head_of(shared_path("glue", folder, f"{split}.tsv"),
-              data / "finetuning_data" / folder / f"{split}.tsv", rows)
-    config = finetune_config.load_config(
-        "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
-                                    "num_train_epochs": 2.0, "learning_rate": 1e-3,
-                                    "do_eval": False})
-    trainer.run(config, log=lambda _: None)
-    out[task] = config, f"{config.model_dir}_1"
-  return out
+  """{task: (FinetuningConfig, its trial dir)}: export_helpers.shared_glue_models'
+  SST-2 (single sentences) and STS-B (pairs, regression) models."""
+  return shared_glue_models(tmp_path_factory)
 
 
-@pytest.mark.parametrize("task", list(FOLDERS))
-def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, capsys):
+MIXED = "model_mixed_int8.tflite"
+
+
+def export_all(trial, output, formats):
+  """tools.export_lite of `trial` in `formats` (64 calibration examples) to `output`:
+  (what it printed, the LiteRT conversions it made, in order)."""
+  converted, to_litert, printed = [], litert.to_litert, io.StringIO()
+  with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+    patch.setattr(litert, "to_litert", lambda *args, **kwargs: converted.append(
+        args[2]) or to_litert(*args, **kwargs))
+    assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
+                             formats, "--calibration-examples", "64"]) == 0
+  return printed.getvalue(), converted
+
+
+@pytest.fixture(scope="module")
+def sst2_export(finetuned, tmp_path_factory):
+  """(folder, export_all's printed lines and conversions) of the SST-2 model in every
+  deployment form and litert_mixed_int8, which two tests read."""
+  output = tmp_path_factory.mktemp("sst2") / "export"
+  return (output, *export_all(finetuned["glue/sst2"][1], output,
+                              "all,litert_mixed_int8"))
+
+
+@pytest.mark.parametrize("task", list(GLUE_FOLDERS))
+def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, request):
   config, trial = finetuned[task]
-  output = tmp_path / "export"
-  assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
-                           "all", "--calibration-examples", "64"]) == 0
-  assert f"wrote {output}" in capsys.readouterr().out
+  if task == "glue/sst2":
+    output, printed, _ = request.getfixturevalue("sst2_export")
+  else:
+    output = tmp_path / "export"
+    printed, _ = export_all(trial, output, "all")
+  assert f"wrote {output}" in printed
   finetuner = trainer.Finetuner(config, log=lambda _: None)
   dev = finetuner.split(0, "dev")
   texts = {"a": [e.text_a for e in dev.examples]}
   if task == "glue/stsb":
     texts["b"] = [e.text_b for e in dev.examples]
-  names = sorted(n for n in os.listdir(output) if n.startswith("model_"))
+  names = sorted(n for n in os.listdir(output) if n.startswith("model_") and n != MIXED)
   assert len(names) == 5
   args = [texts["a"], texts["b"]] if "b" in texts else [texts["a"]]
-  got = {name: run_reader(output, name, args) for name in names}
+  got = run_readers(output, names, args)
   for name, run in got.items():
     assert run["runtimes"] == ["ai_edge_litert" if name.endswith(".tflite")
                                else "onnxruntime"], name
@@ -276,43 +283,37 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
   assert os.listdir(tmp_path) == []
 
 
-def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, tmp_path, capsys,
-                                                             monkeypatch):
+def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_export):
   """litert_mixed_int8: full int8 with each layer's FFN output dense and residual sums
   float32 (the other dense layers int8); in a process without TensorFlow it keeps the
   float model's labels, and padding stays masked. The float32 model, the calibrated
   forms' reference, is converted once for both writers."""
   _, trial = finetuned["glue/sst2"]
-  out = tmp_path / "mixed"
-  converted, to_litert = [], litert.to_litert
-  monkeypatch.setattr(litert, "to_litert",
-                      lambda *args, **kwargs: converted.append(args[2]) or to_litert(
-                          *args, **kwargs))
-  assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
-                           "litert,litert_mixed_int8", "--calibration-examples", "32"]) == 0
-  assert "model_mixed_int8.tflite" in capsys.readouterr().out
+  out, printed, converted = sst2_export
+  assert MIXED in printed
   assert converted == ["float32", "dynamic_int8", "full_int8", "mixed_int8"]
   layers = source.load_finetuned(trial).sizes.num_hidden_layers
   dense = {}
-  for name in ("model_full_int8.tflite", "model_mixed_int8.tflite"):
+  for name in ("model_full_int8.tflite", MIXED):
     ops, _, _ = litert_ops.delegated_ops(str(out / name))
     dense[name] = [op for op in ops if op.startswith("FULLY_CONNECTED")]
   # Per layer: full int8's 6 dense layers (query, key, value, attention output,
   # intermediate, output) int8; mixed keeps the output one float32.
   assert dense["model_full_int8.tflite"].count("FULLY_CONNECTED[float32]") == 0
-  assert dense["model_mixed_int8.tflite"].count("FULLY_CONNECTED[float32]") == layers
-  assert len([op for op in dense["model_mixed_int8.tflite"] if "int8" in op]) >= 5 * layers
+  assert dense[MIXED].count("FULLY_CONNECTED[float32]") == layers
+  assert len([op for op in dense[MIXED] if "int8" in op]) >= 5 * layers
   texts = [[line.split("\t")[0] for line in open(shared_path(
-      "glue", "SST-2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:DEV_ROWS + 1]]]
-  want = np.array(run_reader(out, "model_float32.tflite", texts)["outputs"]["probabilities"])
-  run = run_reader(out, "model_mixed_int8.tflite", texts)
+      "glue", "SST-2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:GLUE_DEV_ROWS + 1]]]
+  runs = run_readers(out, ["model_float32.tflite", MIXED], texts)
+  want = np.array(runs["model_float32.tflite"]["outputs"]["probabilities"])
+  run = runs[MIXED]
   assert run["runtimes"] == ["ai_edge_litert"]
   got = np.array(run["outputs"]["probabilities"])
   assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.95
   padded = {k: np.array(v, np.int32) for k, v in run["inputs"].items()}
   other = dict(padded, input_ids=np.where(padded["input_mask"] == 0, 1000,
                                           padded["input_ids"]))
-  runner = Interpreter(model_path=str(out / "model_mixed_int8.tflite")).get_signature_runner()
+  runner = Interpreter(model_path=str(out / MIXED)).get_signature_runner()
   np.testing.assert_allclose(runner(**other)["probabilities"],
                              runner(**padded)["probabilities"], atol=1e-6)
 

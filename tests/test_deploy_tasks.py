@@ -17,7 +17,7 @@ import tensorflow as tf
 from export import registry, source
 from finetune import serving
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, predict_questions,
-                                   refusal, run_reader, shared_chunk_model,
+                                   refusal, run_readers, shared_chunk_model,
                                    shared_squad_model)
 from tools import export_lite
 
@@ -45,11 +45,10 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory)
                  for block in f.read().strip().split("\n\n")]
   names = model_names(output)
   assert len(names) == 5
-  got = {name: run_reader(output, name, [sentences]) for name in names}
+  got = run_readers(output, names, [sentences])
   want_logits = reference_outputs(trial, got[names[0]]["inputs"])["logits"]
-  [saved] = call_in_clean_process(
-      tmp_path, {"path": os.path.join(trial, serving.SAVED_MODEL),
-                 "serving_default": {"text": sentences}})
+  [saved] = call_in_clean_process({"path": os.path.join(trial, serving.SAVED_MODEL),
+                                   "serving_default": {"text": sentences}})
   tags = np.array(saved["serving_default"]["tag"]).reshape(len(sentences), -1)
   want = [[t for t in row if t] for row in tags.tolist()]
   kept = np.count_nonzero(got[names[0]]["inputs"]["word_positions"], -1)
@@ -83,7 +82,7 @@ def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, 
   names = model_names(output)
   assert len(names) == 5
   args = [[q for q, _ in questions], [c for _, c in questions]]
-  got = {name: run_reader(output, name, args) for name in names}
+  got = run_readers(output, names, args)
   inputs = got[names[0]]["inputs"]
   assert len(inputs["input_ids"]) >= len(questions) + 4  # long contexts: several windows
   reference = reference_outputs(trial, inputs)

@@ -11,13 +11,12 @@ import transformers
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.task import SentenceExample
 from model.weights.formats import open_weights
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import head_of
+from tests.export_helpers import shared_glue_models
 from tools import export_hf, reference_outputs
 
 SENTENCES = [("The film's plot is dull, but Café Noir is great!", "A long scene."),
@@ -101,20 +100,10 @@ def test_tokenizer_gives_our_ids(tmp_path, inputs, capsys):
     assert encoded["attention_mask"] == inputs["input_mask"][i].tolist()
 
 
-SENTENCE = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 40,
-            "num_train_epochs": 1.0, "learning_rate": 1e-3, "export_serving": False}
-
-
-@pytest.mark.parametrize("task,folder_name", [("glue/mrpc", "MRPC"),
-                                              ("glue/stsb", "STS-B")])
-def test_finetuned_sentence_classifier(tmp_path, inputs, capsys, task, folder_name):
-  data = tmp_path / "data"
-  for split in ("train", "dev"):
-    head_of(shared_path("glue", folder_name, f"{split}.tsv"),
-            data / "finetuning_data" / folder_name / f"{split}.tsv", 33)
-  write_tiny_pretrained_model(data, layers=1)
-  config = finetune_config.load_config("tiny", [task], str(data), SENTENCE)
-  trainer.run(config, log=lambda _: None)
+@pytest.mark.parametrize("task", ["glue/sst2", "glue/stsb"])
+def test_finetuned_sentence_classifier(tmp_path, tmp_path_factory, inputs, capsys, task):
+  """export_helpers.shared_glue_models' SST-2 classifier and STS-B regressor."""
+  config, _ = shared_glue_models(tmp_path_factory)[task]
   finetuner = trainer.Finetuner(config, log=lambda _: None)
   model = finetuner.build_model()
   finetuner.restore(model, 1)

@@ -103,7 +103,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
       config, "dev", 3)
   pairs = lambda split: {"text_a": [e.text_a for e in split.examples],
                          "text_b": [e.text_b for e in split.examples]}
-  [out] = call_in_clean_process(tmp_path, {
+  [out] = call_in_clean_process({
       "path": path, "serving_default": pairs(mrpc), "glue_stsb": pairs(stsb),
       "glue_sst2": {"text_a": [e.text_a for e in sst2.examples]}})
   probabilities = tf.nn.softmax(mrpc_logits).numpy()
@@ -116,7 +116,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
                              tf.nn.softmax(sst2_logits).numpy(), atol=1e-5)
 
 
-def test_tagging_export(tmp_path, tmp_path_factory):
+def test_tagging_export(tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   [(split, logits)] = keras_outputs(config, "test")
   want = tagging_features.predicted_tags(split.examples,
@@ -125,7 +125,7 @@ def test_tagging_export(tmp_path, tmp_path_factory):
              for i, tags in enumerate(want))  # some sentence is cut
   text = {"text": ["  ".join(e.words) for e in split.examples]}
   path = os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL)
-  [out] = call_in_clean_process(tmp_path, {"path": path, "serving_default": text})
+  [out] = call_in_clean_process({"path": path, "serving_default": text})
   width = max(map(len, want))
   assert out["serving_default"]["tag"] == [t for tags in want
                                            for t in tags + [""] * (width - len(tags))]
@@ -170,7 +170,7 @@ def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
       config.max_seq_length, config.section("qa").max_query_length,
       config.section("qa").doc_stride).example_index)
   assert windows.max() >= 5 and windows.min() == 1  # long paragraphs and short contexts
-  outputs = call_in_clean_process(tmp_path, *[
+  outputs = call_in_clean_process(*[
       {"path": os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL),
        "serving_default": {"question": [q for q, _ in questions], "context": contexts}}
       for config, _ in models.values()])
