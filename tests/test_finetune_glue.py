@@ -316,7 +316,9 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
       f"t{i},a film {i}" for i in range(5)))
   (tmp_path / "task.json").write_text(json.dumps({**spec, "test": "test.csv"}))
   config = finetune_config.load_config(
-      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 16,
+      # The resume test's batch and length: one compilation of the fused layers
+      # (model/fused.py) per shape serves both.
+      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
                                   "num_train_epochs": 1.0, "write_test_outputs": True,
                                   "export_serving": False, "do_eval": False})
   trainer.run(config, log=lambda _: None)
