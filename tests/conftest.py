@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import filelock
 import pytest
@@ -19,6 +20,17 @@ if ROOT not in sys.path:
 # path lets `python -m <module>` and `python -c` find the project from there.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+# XLA compiles the fused layers' islands (model/fused.py) anew for each shape in each
+# process, a few CPU-seconds per model size. Kept on disk for the session (TensorFlow
+# writes each atomically and checks it against its computation when loading it), each
+# is compiled once: the pytest-xdist workers and the commands tests start inherit the
+# folder with the environment, which TensorFlow reads as it loads.
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
+XLA_CACHE = None
+if XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
+  XLA_CACHE = tempfile.mkdtemp(prefix="electra-tests-xla-")
+  os.environ["TF_XLA_FLAGS"] = " ".join(
+      [os.environ.get("TF_XLA_FLAGS", ""), XLA_CACHE_FLAG + XLA_CACHE]).strip()
 
 from util import startup  # pylint: disable=unused-import,wrong-import-position  # before TensorFlow
 
@@ -29,6 +41,13 @@ def pytest_collection_modifyitems(items):
   can take over, instead of one worker finishing a long test alone at the end."""
   slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
   items.sort(key=lambda item: item.module not in slow_modules)
+
+
+def pytest_unconfigure(config):  # pylint: disable=unused-argument
+  """The process that made the XLA cache (pytest-xdist's controller, or the one
+  process) removes it once every worker is done."""
+  if XLA_CACHE:
+    shutil.rmtree(XLA_CACHE, ignore_errors=True)
 
 
 def pytest_collection_finish(session):  # pylint: disable=unused-argument

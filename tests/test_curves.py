@@ -82,3 +82,27 @@ def test_a_broken_eval_row_is_left_out_saying_where(tmp_path, capsys):
   assert capsys.readouterr().out == (
       f"note: {eval_path}:2: not a row with 'global_step' (JSONDecodeError); left out of "
       "the curves\n")
+
+
+def test_every_panels_labels_fit_its_cell(tmp_path):
+  """The fixed margins hold each panel's tick labels, offset, title and x label: no
+  panel's drawn extent leaves the figure or reaches into another's, whatever the
+  values' sizes and signs."""
+  steps = list(range(0, 1_000_001, 25_000))
+  rng = np.random.default_rng(0)
+  write_jsonl(tmp_path / curves.LOG_NAME, [
+      {"step": s, "learning_rate": 2e-3 * (1 - s / 2e6) + 1.234e-7,
+       "flops_per_s": 1.234e10 + 1e8 * rng.standard_normal(), "loss": 12345.678 - s / 100,
+       "a_rather_long_scalar_name": -0.000123 * (1 + rng.standard_normal()),
+       "disc_accuracy": 0.5 + 0.4 * s / 1e6} for s in steps])
+  fig = curves.draw_curves(str(tmp_path / curves.LOG_NAME))
+  fig.canvas.draw()
+  renderer = fig.canvas.get_renderer()
+  frame = fig.bbox
+  boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_title()]
+  assert len(boxes) == 5
+  for i, box in enumerate(boxes):
+    assert (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            and box.y1 <= frame.y1), (i, box, frame)
+    for other in boxes[i + 1:]:
+      assert not box.overlaps(other), (box, other)

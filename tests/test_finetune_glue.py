@@ -30,6 +30,9 @@ def write_tsv(path, rows):
     f.writelines("\t".join(map(str, r)) + "\n" for r in rows)
 
 
+ROWS = 30  # of each GLUE file cut short, and of each task's training file written here
+
+
 def glue_data_dir(tmp_path):
   """Shared GLUE tasks cut to their first rows; the rest written here in GLUE's format."""
   data = tmp_path / "data"
@@ -37,7 +40,7 @@ def glue_data_dir(tmp_path):
   for folder in ("CoLA", "SST-2", "MRPC", "STS-B", "RTE"):
     for split in ("train", "dev", "test"):
       head_of(shared_path("glue", folder, f"{split}.tsv"), root / folder / f"{split}.tsv",
-              61)
+              ROWS + 1)
   rng = np.random.default_rng(0)
   pairs = lambda n, labels: [(sentence(rng), sentence(rng), rng.choice(list(labels)))
                              for _ in range(n)]
@@ -46,7 +49,8 @@ def glue_data_dir(tmp_path):
   head = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p",
           "sentence1", "sentence2"]
   write_tsv(root / "MNLI" / "train.tsv", [head + ["label1", "gold_label"]] + [
-      [i, 1, 2, "fiction", *parse, a, b, l, l] for i, (a, b, l) in enumerate(pairs(60, mnli))])
+      [i, 1, 2, "fiction", *parse, a, b, l, l]
+      for i, (a, b, l) in enumerate(pairs(ROWS, mnli))])
   for kind in ("matched", "mismatched"):
     write_tsv(root / "MNLI" / f"dev_{kind}.tsv",
               [head + ["label1", "label2", "label3", "label4", "label5", "gold_label"]] +
@@ -58,7 +62,7 @@ def glue_data_dir(tmp_path):
             [[i, a, b] for i, (a, b, _) in enumerate(pairs(12, mnli))])
   write_tsv(root / "QQP" / "train.tsv",
             [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]] +
-            [[i, 2 * i, 2 * i + 1, a, b, l] for i, (a, b, l) in enumerate(pairs(60, "01"))])
+            [[i, 2 * i, 2 * i + 1, a, b, l] for i, (a, b, l) in enumerate(pairs(ROWS, "01"))])
   write_tsv(root / "QQP" / "dev.tsv",
             [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]] +
             [[i, 2 * i, 2 * i + 1, a, b, l] for i, (a, b, l) in enumerate(pairs(20, "01"))])
@@ -67,7 +71,7 @@ def glue_data_dir(tmp_path):
   for folder, labels, columns in (
       ("QNLI", ["entailment", "not_entailment"], ["index", "question", "sentence"]),
       ("WNLI", ["0", "1"], ["index", "sentence1", "sentence2"])):
-    for split, n in (("train", 60), ("dev", 20)):
+    for split, n in (("train", ROWS), ("dev", 20)):
       write_tsv(root / folder / f"{split}.tsv", [columns + ["label"]] +
                 [[i, a, b, l] for i, (a, b, l) in enumerate(pairs(n, labels))])
     write_tsv(root / folder / "test.tsv", [columns] +
@@ -106,9 +110,9 @@ def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
   # GLUE submission files: one row per test example, labels from each task's set.
   out = os.path.join(config.results_dir, "test_predictions",
                      f"{config.tasks_label}_trial1")
-  for name, rows, valid in (("CoLA.tsv", 60, {"0", "1"}), ("MNLI-m.tsv", 15, None),
+  for name, rows, valid in (("CoLA.tsv", ROWS, {"0", "1"}), ("MNLI-m.tsv", 15, None),
                             ("AX.tsv", 12, {"entailment", "neutral", "contradiction"}),
-                            ("STS-B.tsv", 60, None), ("QQP.tsv", 15, {"0", "1"})):
+                            ("STS-B.tsv", ROWS, None), ("QQP.tsv", 15, {"0", "1"})):
     lines = open(os.path.join(out, name)).read().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == rows + 1, name
     if valid:
@@ -271,7 +275,8 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
 
 
 def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
-  task = write_reviews_task(tmp_path, 48)
+  # Two steps a trial: float16 arithmetic is emulated on a CPU, many times slower.
+  task = write_reviews_task(tmp_path, 16)
   (tmp_path / "data").mkdir()
   write_tiny_pretrained_model(tmp_path / "data")
   overrides = { "train_batch_size": 8, "max_seq_length": 16,
@@ -311,7 +316,9 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
       f"t{i},a film {i}" for i in range(5)))
   (tmp_path / "task.json").write_text(json.dumps({**spec, "test": "test.csv"}))
   config = finetune_config.load_config(
-      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 16,
+      # The resume test's batch and length: one compilation of the fused layers
+      # (model/fused.py) per shape serves both.
+      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
                                   "num_train_epochs": 1.0, "write_test_outputs": True,
                                   "export_serving": False, "do_eval": False})
   trainer.run(config, log=lambda _: None)

@@ -31,14 +31,17 @@ def fused_and_unfused(model, run):
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
 def test_pretraining_loss_and_gradients_equal_fused_and_unfused(dropout):
   use_checkpointed_dropout(11)
-  config = tiny_config(model_hparam_overrides={
-      "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+  # One layer per tower: each fused block's input gradient still flows on, into the
+  # embeddings both towers share. A generator of the discriminator's size: the towers
+  # then share each island's compilation (one per shape), the most of this test's time.
+  config = tiny_config(generator_hidden_size=1.0, model_hparam_overrides={
+      "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
       "intermediate_size": 64, "max_position_embeddings": 128,
       "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
   model = PretrainingModel(config, SPECIAL).build_variables(16)
   batch = make_batch(np.random.default_rng(0))  # with padding: the mask matters
   blocks = [m for m in model.submodules if isinstance(m, fused.FusedTransformerEncoderBlock)]
-  assert len(blocks) == 4 and all(block.fused for block in blocks)
+  assert len(blocks) == 2 and all(block.fused for block in blocks)
 
   def loss_and_gradients():
     # A new trace for each setting: use_fused changes what the Python code builds.
@@ -54,7 +57,7 @@ def test_pretraining_loss_and_gradients_equal_fused_and_unfused(dropout):
   ((loss, grads), after), ((loss_u, grads_u), after_u) = fused_and_unfused(
       model, loss_and_gradients)
   assert loss == pytest.approx(loss_u, rel=1e-5)
-  assert len(grads) == len(model.trainable_variables) > 40
+  assert len(grads) == len(model.trainable_variables) > 2 * 16  # 16 per block
   for variable, g, g_u in zip(model.trainable_variables, grads, grads_u):
     # The key bias's true gradient is 0 (softmax ignores a per-row constant): both
     # paths give float rounding noise there, compared against the layer's scale.

@@ -89,22 +89,24 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
   unlabeled.write_text("".join("\t".join(r.split("\t")[:9]) + "\n" for r in rows))
   code, err, lines = predict(data, "glue/stsb", SENTENCE, unlabeled, output, capsys)
   assert code == 0, err
-  _, _, scores, direct = eval_outputs(config, "dev")
+  finetuner, _, scores, direct = eval_outputs(config, "dev")
   np.testing.assert_allclose([line["score"] for line in lines], scores, atol=1e-6)
   np.testing.assert_allclose(scores, direct, atol=1e-5)
   assert set(lines[0]) == {"index", "score"}
 
   # A header naming the sentence columns: read by name, whatever the other columns
-  # (the labelled dev file), or only those two, no index (lines are numbered).
+  # (the labelled dev file), or only those two, no index (lines are numbered). --predict
+  # reads every file through the runner's read_unlabeled (finetune/predict.py): the
+  # same examples as the test-layout file's give its scores, checked above.
   stsb_dev = data / "finetuning_data" / "STS-B" / "dev.tsv"
   named = tmp_path / "named.tsv"
   named.write_text("sentence1\tsentence2\n" + "".join(
       "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
+  read = lambda path: [(e.eid, e.text_a, e.text_b)
+                       for e in finetuner.runners[0].read_unlabeled(str(path))]
+  assert [eid for eid, _, _ in read(unlabeled)] == list(range(48))
   for path in (stsb_dev, named):
-    code, err, lines = predict(data, "glue/stsb", SENTENCE, path, output, capsys)
-    assert code == 0, err
-    assert [line["index"] for line in lines] == list(range(48))
-    np.testing.assert_allclose([line["score"] for line in lines], scores, atol=1e-6)
+    assert read(path) == read(unlabeled)
   # A header that names neither: the test layout's column count is expected.
   named.write_text("first\tsecond\n" + "".join(
       "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))

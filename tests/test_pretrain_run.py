@@ -352,27 +352,29 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
       f"{tmp_path}` first (or set pretrain_tfrecords)")
 
 
-def test_one_run_per_model_dir_and_a_killed_runs_lock_is_taken_over(data, tmp_path,
-                                                                   capsys):
+def test_one_run_per_model_dir_and_a_killed_runs_lock_is_taken_over(data, run_copy,
+                                                                   tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
-  data_dir, vocab_size = data
-  model_dir = tmp_path / "run"
-  args = ["--data-dir", data_dir, "--model-name", "x", "--hparams", json.dumps(
-      {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8, "num_train_steps": 2,
-       "vocab_size": vocab_size, "model_dir": str(model_dir), **TINY_MODEL})]
+  data_dir, _ = data
+  model_dir = run_copy
+  # The finished run's own settings: once the lock is taken, there is nothing to train
+  # (the lock is the point here, not a training step).
+  args = script_args(data_dir, model_dir, **FINISHED)
+  contents = {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
   with run_lock_held_elsewhere(model_dir) as holder:
     assert run_pretraining.main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {model_dir} is in use by another run (pid "
                           f"{holder.pid}: {sys.executable} -c ") and err.count("\n") == 1
     assert err.endswith("; wait for it to finish or stop it, or use another model_dir\n")
-    assert not model_dir.exists()  # refused before writing anything
+    # Refused before writing anything.
+    assert {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()} == contents
   # The holder was killed (no clean-up): the OS released its lock, the run proceeds.
   assert run_pretraining.main(args) == 0
   out = capsys.readouterr().out
   assert f"taking over the lock of {model_dir} from a run that ended without releasing " \
       f"it (pid {holder.pid}: " in out
-  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  assert f"resuming from {model_dir}/ckpt-4 at step 4/4" in out
   # Released at the end: no holder named, and the next run may take the lock at once.
   assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".run.lock"]
 
@@ -445,8 +447,10 @@ def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
 
 
 def script_args(data_dir, model_dir, **hparams):
+  # config_for's batch size: the fused layers' compiled islands (model/fused.py), one
+  # compilation per shape and several CPU-seconds each, then serve every run here.
   return ["--data-dir", data_dir, "--model-name", "x", "--hparams", json.dumps(
-      {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8, "num_train_steps": 2,
+      {"debug": True, "max_seq_length": SEQ, "train_batch_size": 16, "num_train_steps": 2,
        "save_checkpoints_steps": 2, "model_dir": str(model_dir), **TINY_MODEL,
        **hparams})]
 
@@ -544,7 +548,7 @@ def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
   data_dir, _ = data
   model_dir = run_copy
   # The optimizer, schedule, seed and eval sizes differ from the run's: it evaluates.
-  evaluate = dict(do_train=False, do_eval=True, num_eval_steps=2, eval_batch_size=4)
+  evaluate = dict(do_train=False, do_eval=True, num_eval_steps=2, eval_batch_size=16)
   assert run_pretraining.main(script_args(data_dir, model_dir, **evaluate, seed=3)) == 0
   out = capsys.readouterr().out
   assert "eval results" in out and "global_step = 4" in out

@@ -178,6 +178,7 @@ def write_keyword_task(folder, num_train: int) -> str:
   return str(folder / "task.json")
 
 
+@pytest.mark.slow  # the second encoder must learn the task
 def test_prior_line_fires_from_a_constant_encoder_and_not_from_one_that_learns(
     tmp_path, capsys):
   import run_finetuning  # pylint: disable=g-import-not-at-top

@@ -65,6 +65,13 @@ def drop_rows_after(path: str, step: int):
       f.writelines(kept)
 
 
+# One panel's cell in inches, and the room around its axes for the tick labels (up to
+# 8 characters at the left), the x label below, the title (and an axis' offset such as
+# 1e9) above.
+PANEL_WIDTH, PANEL_HEIGHT = 4.5, 3.0
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_BOTTOM, MARGIN_TOP = 0.8, 0.2, 0.55, 0.4
+
+
 def moving_average(values: List[float], window: int) -> List[float]:
   """Each value replaced by the mean of the `window` values centred on it (fewer at the
   ends): no lag, so a trend shows where it happens."""
@@ -114,7 +121,17 @@ def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   cols = min(columns, len(names))
   rows = math.ceil(len(names) / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
+  fig, axes = plt.subplots(rows, cols, figsize=(PANEL_WIDTH * cols, PANEL_HEIGHT * rows),
+                           squeeze=False)
+  # Fixed margins, not tight_layout: measuring the labels draws the figure once more,
+  # a third of the drawing's time (0.7 of 2.1 CPU-s for 18 panels).
+  width, height = PANEL_WIDTH * cols, PANEL_HEIGHT * rows
+  axes_width = PANEL_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+  axes_height = PANEL_HEIGHT - MARGIN_BOTTOM - MARGIN_TOP
+  fig.subplots_adjust(left=MARGIN_LEFT / width, right=1 - MARGIN_RIGHT / width,
+                      bottom=MARGIN_BOTTOM / height, top=1 - MARGIN_TOP / height,
+                      wspace=(MARGIN_LEFT + MARGIN_RIGHT) / axes_width,
+                      hspace=(MARGIN_BOTTOM + MARGIN_TOP) / axes_height)
   for ax, name in zip(axes.flat, sorted(names)):
     labelled = False
     for label, points in panels.get(name, {}).items():
@@ -142,7 +159,6 @@ def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 
       ax.legend(fontsize=7)
   for ax in list(axes.flat)[len(names):]:
     ax.axis("off")
-  fig.tight_layout()
   return fig
 
 
