@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -283,25 +284,61 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
   assert os.listdir(tmp_path) == []
 
 
+def ffn_output_weights(path) -> dict:
+  """{layer: (int8 weights, per-row scales)} of the FFN output dense layers of a LiteRT
+  file, read by the interpreter without a delegate (which would take the constants)."""
+  from ai_edge_litert.interpreter import OpResolverType  # pylint: disable=import-outside-toplevel
+  interpreter = Interpreter(model_path=str(path), experimental_op_resolver_type=
+                            OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+  interpreter.allocate_tensors()
+  tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+  found = {}
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access  # no public list
+    layer = re.search(r"layer_(\d+)/output/", tensors[op["outputs"][0]]["name"])
+    if op["op_name"] == "FULLY_CONNECTED" and layer:
+      weights = tensors[op["inputs"][1]]
+      found[int(layer.group(1))] = (interpreter.get_tensor(weights["index"]).astype(np.float64),
+                                    weights["quantization_parameters"]["scales"])
+  return found
+
+
 def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_export):
-  """litert_mixed_int8: full int8 with each layer's FFN output dense and residual sums
-  float32 (the other dense layers int8); in a process without TensorFlow it keeps the
-  float model's labels, and padding stays masked. The float32 model, the calibrated
-  forms' reference, is converted once for both writers."""
+  """litert_mixed_int8: full int8 with each layer's residual sums float32 and its FFN
+  output dense float32 in and out with int8 weights (the other dense layers int8 in
+  and out); in a process without TensorFlow it keeps the float model's labels, and
+  padding stays masked. The float32 model, the calibrated forms' reference, is
+  converted once for both writers."""
   _, trial = finetuned["glue/sst2"]
   out, printed, converted = sst2_export
   assert MIXED in printed
   assert converted == ["float32", "dynamic_int8", "full_int8", "mixed_int8"]
-  layers = source.load_finetuned(trial).sizes.num_hidden_layers
+  finetuned_model = source.load_finetuned(trial)
+  layers = finetuned_model.sizes.num_hidden_layers
   dense = {}
   for name in ("model_full_int8.tflite", MIXED):
-    ops, _, _ = litert_ops.delegated_ops(str(out / name))
-    dense[name] = [op for op in ops if op.startswith("FULLY_CONNECTED")]
+    ops, taken, _ = litert_ops.delegated_ops(str(out / name))
+    dense[name] = [(op, delegated) for op, delegated in zip(ops, taken)
+                   if op.startswith("FULLY_CONNECTED")]
   # Per layer: full int8's 6 dense layers (query, key, value, attention output,
-  # intermediate, output) int8; mixed keeps the output one float32.
-  assert dense["model_full_int8.tflite"].count("FULLY_CONNECTED[float32]") == 0
-  assert dense[MIXED].count("FULLY_CONNECTED[float32]") == layers
-  assert len([op for op in dense[MIXED] if "int8" in op]) >= 5 * layers
+  # intermediate, output) int8; mixed's output one reads float32 through int8 weights,
+  # in XNNPACK like the others.
+  assert not [op for op, _ in dense["model_full_int8.tflite"] if "float32" in op]
+  assert [op for op, _ in dense[MIXED]].count("FULLY_CONNECTED[float32/int8]") == layers
+  assert all(delegated for _, delegated in dense[MIXED])
+  assert len([op for op, _ in dense[MIXED] if "float32" not in op]) >= 5 * layers
+  # Those int8 weights, as the interpreter reads them, are the trained FFN output
+  # kernels rounded with one scale per output channel (its largest |weight| / 127).
+  kernels = {int(re.search(r"layer_(\d+)/", v.name).group(1)): v.numpy()
+             for v in finetuned_model.model.variables
+             if re.search(r"layer_\d+/output/kernel", v.name)}
+  weights = ffn_output_weights(out / MIXED)
+  assert sorted(weights) == sorted(kernels) == list(range(layers))
+  for layer, (quantized, scales) in weights.items():
+    kernel = kernels[layer].T  # LiteRT's dense weights are [outputs, inputs]
+    np.testing.assert_allclose(scales, np.abs(kernel).max(axis=1) / 127, rtol=1e-6)
+    assert np.abs(quantized).max() == 127
+    assert np.all(np.abs(quantized * scales[:, None] - kernel) <= scales[:, None] * 0.5001)
+  assert os.path.getsize(out / MIXED) < 1.05 * os.path.getsize(out / "model_full_int8.tflite")
   texts = [[line.split("\t")[0] for line in open(shared_path(
       "glue", "SST-2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:GLUE_DEV_ROWS + 1]]]
   runs = run_readers(out, ["model_float32.tflite", MIXED], texts)
