@@ -1,8 +1,8 @@
 """Inference of one fine-tuned model in every deployable form, side by side.
 
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
-      [--work-dir WORK] [--examples 200] [--threads 1,2] [--forms F1,F2]
-      [--isa native|avx2]
+      [--work-dir WORK] [--examples 200] [--dev-examples N] [--threads 1,2]
+      [--forms F1,F2] [--isa native|avx2]
 
 The model is of any family the exports take, read from its run record: a sentence
 task's (classification or regression), a tagging task's (chunking) or a question
@@ -18,7 +18,8 @@ reader, so every form is decoded by the same code). Per form, in a process of it
 (bench/child.py, whose peak RSS is the form's): load time, the dev split's predictions
 at batch 32 (the task's dev metric: the sentence task's own, chunk F1, or SQuAD's exact
 match and F1 with SQuAD 2.0's no-answer score; and the share of labels, tags or answer
-texts equal to the SavedModel's), examples/s at batch 32, and batch-1 latency p50/p99
+texts equal to the SavedModel's; over the first --dev-examples only when given, for a
+timing that need not score the whole split), examples/s at batch 32, and batch-1 latency p50/p99
 over the first --examples dev examples (a question with all its windows), one at a time;
 at each further --threads count, the latency only. A form the model's family or head
 cannot take (transformers has no joint QA head) is one line. Prints one JSON line per
@@ -32,6 +33,7 @@ import os
 import shutil
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -280,15 +282,15 @@ def reuse_or_clear(folder: str, identity: dict, forms=FORMS) -> None:
       shutil.rmtree(path)
 
 
-def _dev_set(loaded) -> tuple:
+def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:
   """(the split, the reader's input columns, what scores predictions) of the task's
-  first evaluation split, read from the run's data dir."""
+  first evaluation split, read from the run's data dir (its first `dev_examples`)."""
   from finetune import tasks as task_registry  # pylint: disable=import-outside-toplevel
   task, family = loaded.task, loaded.family.name
   if not task.eval_splits:
     raise ValueError(f"{loaded.folder}: {task.name} has no dev split to measure on")
   split = task.eval_splits[0]
-  dev = task_registry.read_examples(task, loaded.settings["data_dir"], split)
+  dev = task_registry.read_examples(task, loaded.settings["data_dir"], split)[:dev_examples]
   gold = {"family": family}
   if family == "sentence":
     pair = dev[0].text_b is not None
@@ -307,7 +309,8 @@ def _dev_set(loaded) -> tuple:
   return split, columns, gold
 
 
-def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
+def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
+            dev_examples: Optional[int] = None) -> dict:
   """Writes the exports `forms` need and the dev inputs once; returns the task, its
   family, what scores the dev predictions and why each writer the model's family or
   head cannot take refuses it. Run in a child of its own: a parent that loaded
@@ -322,7 +325,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
   if loaded.family.name not in PEER_CLASS:
     raise ValueError(f"{trial}: fine-tuned on {loaded.task.name}; the bench takes a "
                      f"model of the {', '.join(PEER_CLASS)} families")
-  split, columns, gold = _dev_set(loaded)
+  split, columns, gold = _dev_set(loaded, dev_examples)
   job = registry.Job(loaded)
   writers = sorted({writer_of(f) for f in forms} - {""})
   refusals = {name: registry.WRITERS[name].refusal(job) for name in writers}
@@ -350,7 +353,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS) -> dict:
 
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
-                onednn: str = "auto", forms=FORMS) -> list:
+                onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None) -> list:
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
   identity = model_identity(trial)
@@ -359,7 +362,8 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
   reuse_or_clear(folder, identity, forms)
   try:
     task = child.measure(prepare, {"trial": trial, "folder": folder,
-                                   "identity": identity, "forms": list(forms)})
+                                   "identity": identity, "forms": list(forms),
+                                   "dev_examples": dev_examples})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -460,6 +464,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="exports are written (once per model) and read here")
   parser.add_argument("--examples", "--sentences", dest="examples", type=int, default=200,
                       help="dev examples (sentences, questions) timed one at a time")
+  parser.add_argument("--dev-examples", type=int, default=None,
+                      help="score (and time at batch 32) only the first N dev examples "
+                      "(default: the whole split)")
   parser.add_argument("--threads", type=thread_counts, default=[1, 2],
                       help="comma-separated thread counts")
   parser.add_argument("--forms", type=form_names, default=list(FORMS),
@@ -467,7 +474,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "SavedModel always)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
-  cli.check_flags(parser, args, examples={"at_least": 1})
+  cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
   for trial in args.model_dir:
     if not os.path.isdir(trial):
       parser.error(f"--model-dir {trial}: no such directory; expected a fine-tuned "
@@ -484,7 +491,7 @@ def main(argv=None) -> int:
   def run() -> int:
     for trial in args.model_dir:
       rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
-                         args.onednn, args.forms)
+                         args.onednn, args.forms, args.dev_examples)
       print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n" + table(rows) + "\n",
             flush=True)
     return 0

@@ -1,6 +1,7 @@
 """bench.bench_inference: each bad flag one line at parse time, a model it cannot take
 refused in its child's own line with nothing left behind, its work folder keyed on the
-model (another model's or an incomplete export is rebuilt), and a tagging and a QA
+model (another model's or an incomplete export is rebuilt), --dev-examples cuts the
+split and its gold set alike, and a tagging and a QA
 model measured end to end in their float forms and the PyTorch peer: each float form's
 dev metric is the SavedModel's, which is the run's own evaluation, and its answers the
 SavedModel's; a QA head transformers has no class of is one line."""
@@ -32,6 +33,7 @@ def bench(*flags: str) -> subprocess.CompletedProcess:
     (["--threads", "1,0"], "argument --threads: '1,0': expected thread counts of at "
      "least 1, comma-separated, such as 1,2"),
     (["--sentences", "0"], "--examples 0: expected an integer >= 1"),
+    (["--dev-examples", "0"], "--dev-examples 0: expected an integer >= 1"),
     (["--forms", "LiteRT"], "argument --forms: 'LiteRT': expected form names, "
      "comma-separated, of: " + ", ".join(bench_inference.FORMS)),
     (["--work-dir", "{file}"], "--work-dir {file}: is a file; expected a folder for the "
@@ -182,6 +184,23 @@ def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
   assert set(scores) == set(rows["SavedModel"]["dev"]) == {
       "exact_match", "f1", "best_exact_match", "best_f1"}
   check_float_forms(rows, out, scores)
+
+
+def test_dev_examples_cut_the_split_and_what_scores_it(tmp_path_factory):
+  """--dev-examples N: the first N questions are read, predicted and scored; the others
+  are not in the gold set (where a question without an answer would score 0)."""
+  from export import source  # pylint: disable=import-outside-toplevel  # TensorFlow
+  config, _ = shared_squad_model(tmp_path_factory, "squad/v2.0", "squad",
+                                 TRANSFORMERS_QA_HEAD)
+  loaded = source.load_finetuned(f"{config.model_dir}_1")
+  split, columns, gold = bench_inference._dev_set(loaded)
+  assert len(gold["ids"]) > 3
+  cut_split, cut_columns, cut_gold = bench_inference._dev_set(loaded, 3)
+  assert cut_split == split
+  assert cut_columns == [column[:3] for column in columns]
+  assert cut_gold["ids"] == gold["ids"][:3]
+  assert [q["id"] for article in cut_gold["dataset"] for paragraph in article["paragraphs"]
+          for q in paragraph["qas"]] == gold["ids"][:3]
 
 
 def test_a_qa_head_transformers_has_no_class_of_is_refused():
