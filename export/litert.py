@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from export import folder as export_folder
+from util import stderr
 
 NAME = "litert"
 READER = True
@@ -92,29 +93,32 @@ def to_litert(function, variables, form: str,
       made.optimizations = [tf.lite.Optimize.DEFAULT]
     return made
   try:
-    if form not in CALIBRATED_FORMS:
-      return converter().convert()
-    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
-    reference = Interpreter(
-        model_content=reference or to_litert(function, variables, "float32"))
-    kept = {t["name"] for t in reference.get_tensor_details()
-            if _FLOAT_NODES.search(t["name"]) or float_scope and f"/{float_scope}/" in t["name"]
-            or form == "mixed_int8" and _OUTLIER_NODES.search(t["name"])}
-    if float_scope:  # (the outputs' tensors are named after the call, not the scope)
-      kept |= {t["name"] for t in reference.get_signature_runner().get_output_details()
-               .values()}
-    names = sorted(kept)
-    rows = len(next(iter(calibration.values())))
-    samples = lambda: ({k: v[i:i + 1] for k, v in calibration.items()} for i in range(rows))
-    quantized = converter()
-    quantized.representative_dataset = samples
-    quantized.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    # The debugger's converter is the converter's API for keeping named nodes float.
-    model = tf.lite.experimental.QuantizationDebugger(
-        converter=quantized, debug_dataset=samples,
-        debug_options=tf.lite.experimental.QuantizationDebugOptions(
-            denylisted_nodes=names)).get_nondebug_quantized_model()
-    return int8_outlier_dense_weights(model) if form == "mixed_int8" else model
+    with stderr.quiet_conversion():
+      if form not in CALIBRATED_FORMS:
+        return converter().convert()
+      from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+      reference = Interpreter(
+          model_content=reference or to_litert(function, variables, "float32"))
+      kept = {t["name"] for t in reference.get_tensor_details()
+              if _FLOAT_NODES.search(t["name"])
+              or float_scope and f"/{float_scope}/" in t["name"]
+              or form == "mixed_int8" and _OUTLIER_NODES.search(t["name"])}
+      if float_scope:  # (the outputs' tensors are named after the call, not the scope)
+        kept |= {t["name"] for t in reference.get_signature_runner().get_output_details()
+                 .values()}
+      names = sorted(kept)
+      rows = len(next(iter(calibration.values())))
+      samples = lambda: ({k: v[i:i + 1] for k, v in calibration.items()}
+                         for i in range(rows))
+      quantized = converter()
+      quantized.representative_dataset = samples
+      quantized.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+      # The debugger's converter is the converter's API for keeping named nodes float.
+      model = tf.lite.experimental.QuantizationDebugger(
+          converter=quantized, debug_dataset=samples,
+          debug_options=tf.lite.experimental.QuantizationDebugOptions(
+              denylisted_nodes=names)).get_nondebug_quantized_model()
+      return int8_outlier_dense_weights(model) if form == "mixed_int8" else model
   except Exception as e:  # pylint: disable=broad-except  # the converter's own class
     ops = sorted({error.operator.name for error in getattr(e, "errors", [])
                   if error.operator.name})

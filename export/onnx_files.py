@@ -9,6 +9,7 @@ from typing import List
 import numpy as np
 
 from export.litert import UnsupportedOpError
+from util import stderr
 
 NAME = "onnx"
 READER = True
@@ -52,9 +53,10 @@ def to_onnx(function, path: str):
     one = ctx.make_const(tf2onnx.utils.make_name("one"), np.array(1, np.float32))
     ctx.insert_new_node_on_output("Sub", node.output[0], tf2onnx.utils.make_name("erfc"),
                                   inputs=[one.output[0], node.output[0]])
-  proto, _ = tf2onnx.convert.from_function(
-      function, input_signature=function.input_signature, opset=ONNX_OPSET,
-      custom_op_handlers={"Erfc": (erfc, [])})
+  with stderr.quiet_conversion():
+    proto, _ = tf2onnx.convert.from_function(
+        function, input_signature=function.input_signature, opset=ONNX_OPSET,
+        custom_op_handlers={"Erfc": (erfc, [])})
   # tf2onnx leaves an op it cannot map in the graph, saying so only in its log.
   unknown = sorted({n.op_type for n in proto.graph.node
                     if not onnx.defs.has(n.op_type, n.domain)})

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import types
+import warnings
 
 from ai_edge_litert.interpreter import Interpreter
 import numpy as np
@@ -26,6 +27,7 @@ from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
                                    shared_glue_models)
 from tools import export_hf, export_lite
+from util import stderr as util_stderr
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +269,23 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
 from tools import export_lite
 sys.exit(export_lite.main(sys.argv[1:]))
 """
+
+
+def test_conversions_print_none_of_the_converters_notes(capfd):
+  """The LiteRT converter's notes on every conversion (options it ignores, the
+  calibrator's settings) and the QuantizationDebugger's deprecation warning stay out of
+  what an export prints."""
+  kernel = tf.Variable(np.eye(4, dtype=np.float32))
+  function = tf.function(lambda x: tf.matmul(x, kernel),
+                         input_signature=[tf.TensorSpec([1, 4], tf.float32, name="x")])
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for form in ("float32", "full_int8"):
+      litert.to_litert(function, [kernel], form, {"x": np.eye(4, dtype=np.float32)})
+  printed = capfd.readouterr().err.splitlines()
+  assert not [line for line in printed if any(
+      fragment in line for fragment in util_stderr.CONVERTER_LINES)], printed
+  assert not [w for w in caught if "tf.lite.Interpreter" in str(w.message)]
 
 
 def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(

@@ -9,6 +9,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import warnings
 from typing import Iterator
 
 # absl's note before a process's first log line: noise when that line is taken out.
@@ -19,6 +20,12 @@ NO_GPU_LINE = "failed call to cuInit"
 # Logged once per process at its first XLA compilation (model/fused.py's islands, in
 # the first training step).
 FIRST_COMPILE_LINE = "Compiled cluster using XLA!"
+# The LiteRT converter's and tf2onnx's notes on every conversion: options it ignores,
+# its MLIR pass, the calibrator's settings, grappler's GPU count and session (an
+# error still comes as its own line, and as the exception the export reports).
+CONVERTER_LINES = ("tf_tfl_flatbuffer_helpers.cc", "MLIR V1 optimization pass is not enabled",
+                   "fully_quantize: ", "Number of eligible GPUs", "single_machine.cc",
+                   ABSL_FIRST_LINE)
 
 
 @contextlib.contextmanager
@@ -40,3 +47,13 @@ def without_lines(*fragments: str) -> Iterator[None]:
       sys.stderr.write("".join(line for line in written.splitlines(keepends=True)
                                if not any(f in line for f in fragments)))
       sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def quiet_conversion() -> Iterator[None]:
+  """Without CONVERTER_LINES, and without the warning that the QuantizationDebugger's
+  own use of tf.lite.Interpreter raises (the project reads LiteRT files with
+  ai-edge-litert's)."""
+  with without_lines(*CONVERTER_LINES), warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"\s*Warning: tf\.lite\.Interpreter is deprecated")
+    yield
