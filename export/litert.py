@@ -72,9 +72,11 @@ _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$
                           r"|layer_norm/"
                           r"|self_attention/einsum(_1)?/Einsum\d*$")
 # Also kept float32 in mixed_int8: each layer's FFN output dense (its weights int8:
-# int8_outlier_dense_weights) and the two residual sums, where a real pre-trained encoder's outlier dimensions are (all-MiniLM-L6-v2:
-# |x| up to 221 where the typical dimension stays near 1; per-tensor int8 left the other
-# dimensions a step or two, and one SST-2 dev label in ten changed: docs/deploying.md).
+# int8_outlier_dense_weights) and the two residual sums, where a real pre-trained
+# encoder's outlier dimensions are (all-MiniLM-L6-v2: |x| up to 221 where the typical
+# dimension stays near 1; per-tensor int8 left the other dimensions a step or two, and
+# one SST-2 dev label in ten changed:
+# docs/studies/2026-11-27-int8-on-real-pretrained-weights.md).
 _OUTLIER_NODES = re.compile(r"layer_\d+/(add(_1)?$|output/)")
 
 
@@ -134,7 +136,7 @@ def int8_outlier_dense_weights(model: bytes) -> bytes:
   their outputs stay float32, where the outliers are, and LiteRT (XNNPACK's
   dynamically quantized kernel) quantizes each input row when it runs. The converter
   has no option for this on denylisted nodes, so the flatbuffer is edited. Measured on
-  the MiniLM STS-B model (docs/deploying.md): the file 32.1 -> 22.0 MiB, Pearson 78.70
+  the MiniLM STS-B model (bench/RESULTS.md): the file 32.1 -> 22.0 MiB, Pearson 78.70
   -> 78.53 against float's 79.16."""
   # pylint: disable=import-outside-toplevel  # TensorFlow's flatbuffer schema, export only
   from tensorflow.lite.python import schema_py_generated as schema

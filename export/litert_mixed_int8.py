@@ -3,7 +3,7 @@ calibrated as full int8 (the same seeded sample of the task's training split, th
 nodes float32) with each layer's residual sums float32 and its FFN output dense float32
 in and out with int8 weights, where such encoders' activation outliers are that
 per-tensor int8 activations clip (export/litert.py's _OUTLIER_NODES and
-int8_outlier_dense_weights; docs/deploying.md has the measurements). Full int8's size;
+int8_outlier_dense_weights; bench/RESULTS.md has the measurements). Full int8's size;
 integer-only in the other dense layers only."""
 
 from export import litert
