@@ -13,7 +13,7 @@ import sys
 import types
 import warnings
 
-from ai_edge_litert.interpreter import Interpreter
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 import numpy as np
 import onnx
 import pytest
@@ -306,7 +306,6 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
 def ffn_output_weights(path) -> dict:
   """{layer: (int8 weights, per-row scales)} of the FFN output dense layers of a LiteRT
   file, read by the interpreter without a delegate (which would take the constants)."""
-  from ai_edge_litert.interpreter import OpResolverType  # pylint: disable=import-outside-toplevel
   interpreter = Interpreter(model_path=str(path), experimental_op_resolver_type=
                             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
   interpreter.allocate_tensors()
