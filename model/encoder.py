@@ -12,7 +12,7 @@ from official.nlp.modeling import layers as tfm_layers
 
 from model import fused
 from model.config import ModelConfig
-from model.dropout import dropout_generators
+from model.dropout import KeyedDropout, dropout_generators
 from model.internals import block_layers
 
 ATTENTION_DIRECTIONS = ("bidirectional", "ltr", "rtl")
@@ -65,7 +65,7 @@ class ElectraEmbeddings(tf_keras.layers.Layer):
         config.type_vocab_size, self.embedding_width, initializer=initializer(config),
         use_one_hot=True, name="token_type_embeddings")
     self.layer_norm = layer_norm("layer_norm")
-    self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+    self.dropout = KeyedDropout(config.hidden_dropout_prob)  # model/dropout.py: why
 
   @property
   def embedding_table(self) -> tf.Variable:

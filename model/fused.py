@@ -14,14 +14,15 @@ that keeps what the unfused gradient keeps (or less):
   bias + dropout + residual + LayerNorm, after the attention and the FFN (one island)
   bias + GELU                                                            (one island)
 
-Dropout draws its uniform numbers outside the islands, from the same tf.random.Generator
-and with the same op as Keras' Dropout (XLA's own Philox gives other numbers), so the
-fused layer drops exactly the units the unfused one drops; only float rounding differs
-(XLA's erfc, softmax and LayerNorm arithmetic), within float32 tolerance
+The block's three dropout layers are model/dropout.py's KeyedDropout: each call draws a
+key from the layer's checkpointed generator, and the islands compute the mask from it in
+their own code (an integer hash, fused with the select), as the layer itself does, so
+the fused layer drops exactly the units the unfused one drops; only float rounding
+differs (XLA's erfc, softmax and LayerNorm arithmetic), within float32 tolerance
 (tests/test_fused.py).
 
 Under mixed_bfloat16 the islands compute in the unfused layer's dtypes: products, bias
-adds, mask, softmax, dropout (bfloat16 draws) and the attention's residual sum in
+adds, mask, softmax, dropout's select and the attention's residual sum in
 bfloat16; the GELU (tf-models makes its activation float32 under that policy), the
 feed-forward's residual sum and both LayerNorms (float32 layers) in float32; the
 layer's output float32. Inside an island XLA may keep float32 between two bfloat16 ops
@@ -41,9 +42,9 @@ import tensorflow as tf
 import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 
-from model.internals import (attention_built, attention_scale, block_layers,
-                             draw_uniform, dropout_generator, norm_epsilon,
-                             plain_post_layer_norm)
+from model.dropout import KeyedDropout, apply_dropout, dropout_key, kept_units
+from model.internals import (attention_scale, block_layers, norm_epsilon,
+                             plain_post_layer_norm, replace_block_dropouts)
 
 SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
@@ -66,14 +67,6 @@ def gelu_derivative(x):
 
 def _compiled(fn):
   return tf.function(fn, jit_compile=True, autograph=False)
-
-
-def _drop(x, keep, rate):
-  """Dropout's scale and select as tf.nn's dropout computes them (x * 1/(1 - rate)
-  where kept, else 0); also its gradient. keep None: no dropout."""
-  if keep is None:
-    return x
-  return tf.where(keep, x * tf.constant(1 / (1 - rate), x.dtype), tf.zeros((), x.dtype))
 
 
 def _sum_rows(x, trailing: int = 1):
@@ -106,27 +99,31 @@ def _qkv_backward(d_query, d_key, d_value, query_scale):
           _sum_rows(d_value, 2))
 
 
+def _kept(x, key, rate):
+  return None if key is None else kept_units(key, tf.shape(x), rate)
+
+
 @_compiled
-def _dropout_forward(x, uniform, rate):
+def _dropout_forward(x, key, rate):
   """-> dropped-out x, kept units."""
-  keep = uniform >= rate
-  return _drop(x, keep, rate), keep
+  keep = _kept(x, key, rate)
+  return apply_dropout(x, keep, rate), keep
 
 
 @_compiled
 def _softmax_backward(d_dropped, probs, keep, rate):
-  d_probs = _drop(d_dropped, keep, rate)
+  d_probs = apply_dropout(d_dropped, keep, rate)
   return probs * (d_probs - tf.reduce_sum(d_probs * probs, -1, keepdims=True))
 
 
 @_compiled
-def _residual_norm_forward(x, bias, uniform, residual, gamma, beta, rate, epsilon):
+def _residual_norm_forward(x, bias, key, residual, gamma, beta, rate, epsilon):
   """LayerNorm(residual + dropout(x + bias)) -> output, normalized input, 1/std,
   kept units. In the dtypes of the unfused layer: the dropped-out branch is added in
   the residual's dtype, and the LayerNorm computes in its variables' (float32)."""
-  keep = None if uniform is None else uniform >= rate
-  summed = tf.cast(tf.cast(_drop(x + bias, keep, rate), residual.dtype) + residual,
-                   gamma.dtype)
+  keep = _kept(x, key, rate)
+  dropped = tf.cast(apply_dropout(x + bias, keep, rate), residual.dtype)
+  summed = tf.cast(dropped + residual, gamma.dtype)
   centered = summed - tf.reduce_mean(summed, -1, keepdims=True)
   inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), -1, keepdims=True)
                           + epsilon)
@@ -141,7 +138,7 @@ def _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate, x_dtype: 
   d_summed = inv_std * (d_normed - tf.reduce_mean(d_normed, -1, keepdims=True)
                         - normed * tf.reduce_mean(d_normed * normed, -1, keepdims=True))
   d_residual = tf.cast(d_summed, residual_dtype)
-  d_x = _drop(tf.cast(d_residual, x_dtype), keep, rate)
+  d_x = apply_dropout(tf.cast(d_residual, x_dtype), keep, rate)
   return (d_x, _sum_rows(d_x), d_residual, _sum_rows(d_out * normed), _sum_rows(d_out))
 
 
@@ -178,30 +175,30 @@ def qkv_heads(query, key, value, query_bias, key_bias, value_bias, query_scale: 
   return island(*_tensors(query, key, value, query_bias, key_bias, value_bias))
 
 
-def masked_softmax_dropout(scores, mask, uniform, rate: float):
-  """softmax(scores + (1 - mask) * -1e9), then dropout where `uniform` < rate. The
+def masked_softmax_dropout(scores, mask, key, rate: float):
+  """softmax(scores + (1 - mask) * -1e9), then dropout with `key`'s mask. The
   softmax itself is TensorFlow's: its CPU kernel is faster than XLA's (whose row
   reductions are not vectorized), 13 against 15 ms forward and backward per layer."""
   @tf.custom_gradient
-  def island(scores, *uniform):
+  def island(scores, *key):
     # The scores come from the compiled q/k/v island, whose call grappler cannot see
     # through: without their shape stated here, its cost model meets a Softmax of
     # unknown rank and logs an error line for it in every run.
     scores = tf.ensure_shape(scores, scores.shape)
     probs = tf.nn.softmax(scores + (1.0 - mask[:, None]) * MASK_ADDER)
-    if not uniform:
+    if not key:
       return probs, lambda d: _softmax_backward(d, probs, None, rate)
-    dropped, keep = _dropout_forward(probs, uniform[0], rate)
+    dropped, keep = _dropout_forward(probs, key[0], rate)
     return dropped, lambda d: (_softmax_backward(d, probs, keep, rate), None)
-  return island(scores, *([] if uniform is None else [uniform]))
+  return island(scores, *([] if key is None else [key]))
 
 
-def residual_norm(x, bias, uniform, residual, gamma, beta, rate: float, epsilon: float):
-  """LayerNorm(residual + dropout(x + bias)), dropout where `uniform` < rate."""
+def residual_norm(x, bias, key, residual, gamma, beta, rate: float, epsilon: float):
+  """LayerNorm(residual + dropout(x + bias)), dropout with `key`'s mask."""
   @tf.custom_gradient
   def island(x, bias, residual, gamma, beta):
     out, normed, inv_std, keep = _residual_norm_forward(
-        x, bias, uniform, residual, gamma, beta, rate, epsilon)
+        x, bias, key, residual, gamma, beta, rate, epsilon)
 
     def grad(d_out):
       return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate,
@@ -220,18 +217,6 @@ def bias_gelu(x, bias, gelu_dtype: str):
 
 # ---- the layer --------------------------------------------------------------------
 
-def dropout_uniform(dropout: tf_keras.layers.Dropout, shape, dtype):
-  """The uniform numbers `dropout` (Keras, checkpointed generator) would draw for an
-  input of `shape` and `dtype` (Keras draws in its input's dtype: bfloat16 under
-  mixed_bfloat16), advancing its generator as it would; None without dropout.
-
-  (model/internals.py's draw_uniform: Generator.uniform's numbers in one pass.)
-  """
-  if not dropout.rate:
-    return None
-  return draw_uniform(dropout_generator(dropout), shape, dtype)
-
-
 class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
   """tf-models-official's TransformerEncoderBlock (post-LayerNorm, as ELECTRA's) with
   its sublayers and variables unchanged (checkpoints, exports and the original-format
@@ -239,9 +224,9 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
   and the elementwise work between them in the compiled islands above.
 
   `exact_gelu` says the inner activation is the exact erf GELU (the islands compute
-  it). Calls the islands do not cover (inference, other activations, pre-LN, float16,
-  Keras' legacy dropout without a generator) run tfm's own call; so does every call
-  with `fused` False (use_fused).
+  it). Calls the islands do not cover (inference, other activations, pre-LN, float16)
+  run tfm's own call; so does every call with `fused` False (use_fused). Either way
+  the block's three dropout layers are KeyedDropout, made in build.
   """
 
   fused = True
@@ -253,6 +238,12 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
   def get_config(self):
     return {**super().get_config(), "exact_gelu": self.exact_gelu}
 
+  def build(self, input_shape):
+    super().build(input_shape)
+    x_shape = input_shape[0] if isinstance(input_shape, (list, tuple)) else input_shape
+    replace_block_dropouts(self, tf.TensorShape(x_shape), lambda old: KeyedDropout(
+        old.rate, name=old.name, dtype=old.dtype_policy))
+
   def _fusable(self, inputs, output_range) -> bool:
     if not (isinstance(inputs, (list, tuple)) and len(inputs) == 2
             and inputs[1] is not None and output_range is None):
@@ -260,14 +251,9 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     if (not plain_post_layer_norm(self) or not self.exact_gelu
             or self.compute_dtype not in ("float32", "bfloat16")):
       return False
-    if not (attention_built(self)
-            and all(layer.built for layer in self.submodules
-                    if isinstance(layer, tf_keras.layers.Layer))):
-      return False  # Keras builds the sublayers (and their variables) at the first call
-    layers = block_layers(self)
-    return all(dropout_generator(dropout) is not None for dropout in
-               (layers.probs_dropout, layers.attention_dropout, layers.output_dropout)
-               if dropout.rate)
+    # Keras builds the sublayers (and their variables) at the first call.
+    return all(layer.built for layer in self.submodules
+               if isinstance(layer, tf_keras.layers.Layer))
 
   def call(self, inputs, output_range=None, training=None):
     if not (self.fused and training is True and self._fusable(inputs, output_range)):
@@ -282,15 +268,14 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
     dtype = x.dtype  # the compute dtype: Keras casts the layer's inputs to it
     probs_dropout = layers.probs_dropout
-    probs = masked_softmax_dropout(
-        scores, tf.cast(mask, dtype),
-        dropout_uniform(probs_dropout, tf.shape(scores), dtype), probs_dropout.rate)
+    probs = masked_softmax_dropout(scores, tf.cast(mask, dtype),
+                                   dropout_key(probs_dropout), probs_dropout.rate)
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, W]
     attention_dropout, output_dropout = layers.attention_dropout, layers.output_dropout
     attended = residual_norm(
         tf.einsum("abcd,cde->abe", context, layers.attention_output.kernel),
         layers.attention_output.bias,
-        dropout_uniform(attention_dropout, tf.shape(x), dtype), x,
+        dropout_key(attention_dropout), x,
         layers.attention_norm.gamma, layers.attention_norm.beta, attention_dropout.rate,
         epsilon)
     # The LayerNorm's output is float32; the product reads it as its own layer would.
@@ -299,8 +284,7 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
         layers.intermediate.bias, layers.intermediate_activation.compute_dtype)
     return residual_norm(
         tf.einsum("abc,cd->abd", inner, layers.output.kernel),
-        layers.output.bias, dropout_uniform(output_dropout, tf.shape(x), dtype),
-        attended,
+        layers.output.bias, dropout_key(output_dropout), attended,
         layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon)
 
 

@@ -6,12 +6,13 @@ fixed here. Everything else reaches them through these functions.
   _attention_layer_norm, _intermediate_dense, _intermediate_activation_layer,
   _output_dense, _output_layer_norm, _attention_dropout and _output_dropout, and Keras'
   MultiHeadAttention its projections as _query_dense, _key_dense, _value_dense and
-  _output_dense (its softmax's dropout as _dropout_layer): block_layers; its settings
-  (_norm_first, _use_bias, _key_dim, _norm_epsilon, ...): plain_post_layer_norm,
-  attention_built, attention_scale, norm_epsilon.
-- Keras' Dropout draws from a _random_generator whose tf.random.Generator (_generator)
-  exists after _maybe_init, and whose _uniform is the generator's unscaled draw:
-  dropout_generator, draw_uniform.
+  _output_dense (its softmax's dropout as _dropout_layer, made by _build_from_signature
+  at its first call unless called before): block_layers, replace_block_dropouts; its
+  settings (_norm_first, _use_bias, _key_dim, _norm_epsilon, ...): plain_post_layer_norm,
+  attention_scale, norm_epsilon.
+- Keras' Dropout draws from a _random_generator (a RandomGenerator whose
+  tf.random.Generator, _generator, exists after _maybe_init): dropout_generator,
+  draw_key.
 - Keras' legacy optimizer makes its slots in _create_all_weights and keys them by
   optimizer_v2._var_key: create_slots, variable_key.
 """
@@ -71,12 +72,6 @@ def plain_post_layer_norm(block) -> bool:
       or type(block._attention_layer) is not tf_keras.layers.MultiHeadAttention)
 
 
-def attention_built(block) -> bool:
-  """Whether `block`'s attention has made its projections (Keras does at the first
-  call)."""
-  return block._attention_layer._built_from_signature  # pylint: disable=protected-access
-
-
 def attention_scale(block) -> float:
   """What `block`'s attention multiplies its query by: 1 / sqrt(key_dim)."""
   return 1.0 / float(block._key_dim) ** 0.5  # pylint: disable=protected-access
@@ -101,10 +96,27 @@ def dropout_generator(layer) -> Optional[tf.random.Generator]:
   return rng._generator  # pylint: disable=protected-access
 
 
-def draw_uniform(generator: tf.random.Generator, shape, dtype=tf.float32):
-  """Generator.uniform's inner draw in [0, 1): its own scaling (x * 1 + 0) is exact, so
-  this is the same numbers without two passes over them."""
-  return generator._uniform(shape, dtype)  # pylint: disable=protected-access
+def draw_key(layer):
+  """Two int32 words from the random generator of Keras dropout layer `layer` (its
+  checkpointed tf.random.Generator, or Keras' legacy seeded ops without one)."""
+  return layer._random_generator.random_uniform(  # pylint: disable=protected-access
+      [2], minval=-2 ** 31, maxval=2 ** 31 - 1, dtype=tf.int32)
+
+
+def replace_block_dropouts(block, input_shape, make_dropout):
+  """Replaces the three dropout layers of tf-models' TransformerEncoderBlock `block`
+  (built) by make_dropout(old layer). Builds the attention's sublayers from the input
+  shape first (without variables: those come at the first call, under the same names)
+  so that its softmax's dropout exists to be replaced before anything draws from it."""
+  # pylint: disable=protected-access
+  attention = block._attention_layer
+  if not attention._built_from_signature:
+    attention._build_from_signature(query=input_shape, value=input_shape)
+  for owner, name in ((attention, "_dropout_layer"), (block, "_attention_dropout"),
+                      (block, "_output_dropout")):
+    old = getattr(owner, name)
+    delattr(owner, name)  # Keras then stops tracking it (a plain assignment would not)
+    setattr(owner, name, make_dropout(old))
 
 
 def create_slots(optimizer, variables):

@@ -174,3 +174,21 @@ def test_a_peer_that_cannot_compile_is_one_line_and_the_table_goes_on(monkeypatc
   assert lines[3] == f"| hf compiled | {line} |"
   assert json.loads(lines[-1])["hf compiled"] == {"unavailable": line,
                                                   "peak_rss_mib": 900}
+
+
+def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line():
+  run = bench("bench_islands", "--batch-size", "2", "--seq-length", "8", "--hidden-size",
+              "16", "--heads", "2", "--intermediate-size", "32", "--calls", "1",
+              "--threads", "1")
+  assert run.returncode == 0, run.stderr[-3000:]
+  milliseconds = json.loads(run.stdout.strip().splitlines()[-1])
+  islands = ["q, k, v bias + scale + heads' transpose", "mask + softmax + dropout",
+             "bias + dropout + residual + LayerNorm", "bias + GELU"]
+  assert list(milliseconds) == islands + ["a layer's islands"]
+  assert all(milliseconds[name] > 0 for name in islands)
+  assert milliseconds["a layer's islands"] == pytest.approx(
+      sum(milliseconds[name] for name in islands)
+      + milliseconds["bias + dropout + residual + LayerNorm"], abs=0.15)
+  bad = bench("bench_islands", "--hidden-size", "30", "--heads", "4")
+  assert bad.returncode == 2 and "--hidden-size 30 is not a multiple of --heads 4" in (
+      bad.stderr.strip().splitlines()[-1])
