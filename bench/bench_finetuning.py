@@ -231,7 +231,7 @@ def main():
                       "forward and backward, in TensorFlow and torch")
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                       help="threads of each implementation (TensorFlow's intra-op "
-                      "threads, one inter-op thread; torch.set_num_threads); default: the "
+                      "and inter-op threads; torch.set_num_threads); default: the "
                       "cores this process may run on")
   parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "

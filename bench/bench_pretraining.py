@@ -144,7 +144,7 @@ def main():
                       help="wall: elapsed seconds; cpu: the process's CPU seconds (for "
                       "--threads 1 on a core that other jobs share)")
   parser.add_argument("--threads", type=int, default=0,
-                      help="TensorFlow intra-op threads (one inter-op thread) and "
+                      help="TensorFlow intra-op and inter-op threads, and "
                       "torch.set_num_threads; 0: each framework's default")
   parser.add_argument("--recompute", action="store_true",
                       help="gradient checkpointing of the transformer layers")

@@ -50,7 +50,9 @@ class ChildError(ChildFailed, ValueError):
 def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
             onednn: str = "auto") -> dict:
   """function(**kwargs)'s dict, computed in a new process, with its peak RSS in MiB.
-  `threads`: TensorFlow's intra-op threads (and one inter-op thread); 0, its default.
+  `threads`: TensorFlow's intra-op and inter-op threads (as the commands get on a CPU of
+  that many cores: they keep TensorFlow's defaults, which overlap independent ops, 8-11%
+  faster steps than one inter-op thread on 2 cores, bench/RESULTS.md); 0, its default.
   `isa` and `onednn` as add_arguments' flags say."""
   module = function.__module__
   if module == "__main__":  # a bench run as `python -m bench.<name>`
@@ -60,7 +62,7 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
   if ONEDNN_ENV[onednn] is not None:
     env[cpu.ONEDNN_ENV] = ONEDNN_ENV[onednn]
   if threads:
-    env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS="1")
+    env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
   run = subprocess.run(
       [sys.executable, "-m", "bench.child", json.dumps([module, function.__name__, kwargs])],
       cwd=ROOT, env=env, capture_output=True, text=True, check=False)
