@@ -21,8 +21,8 @@ def time_islands(batch: int, seq: int, hidden: int, heads: int, intermediate: in
   os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from model import dropout as dropout_lib, fused  # pylint: disable=g-import-not-at-top
-  from training.runtime import use_checkpointed_dropout  # pylint: disable=g-import-not-at-top
-  use_checkpointed_dropout(0)
+  from training import runtime  # pylint: disable=g-import-not-at-top
+  runtime.use_checkpointed_dropout(0)
   layer = dropout_lib.KeyedDropout(dropout)
   key = lambda: dropout_lib.dropout_key(layer)
   normal = lambda shape, seed: tf.random.stateless_normal(shape, [seed, 0])
@@ -62,8 +62,8 @@ def time_islands(batch: int, seq: int, hidden: int, heads: int, intermediate: in
       seconds.append(time.perf_counter() - start)
     milliseconds[name] = round(1e3 * sorted(seconds)[len(seconds) // 2], 1)
   # A layer runs the residual + LayerNorm island twice.
-  milliseconds["a layer's islands"] = round(
-      sum(milliseconds.values()) + milliseconds["bias + dropout + residual + LayerNorm"], 1)
+  residual_ms = milliseconds["bias + dropout + residual + LayerNorm"]
+  milliseconds["a layer's islands"] = round(sum(milliseconds.values()) + residual_ms, 1)
   return milliseconds
 
 

@@ -1,15 +1,16 @@
-"""Dropout: the keyed masks the transformer layers drop with, and the random generators
-the dropout layers draw from, which checkpoints hold and recompute rewinds.
+"""Dropout: the keyed masks the encoder's dropout layers drop with, and the random
+generators the dropout layers draw from, which checkpoints hold and recompute rewinds.
 
 Keras' Dropout draws a uniform float per unit with TensorFlow's Philox, about 8 ns a
 number on one core (its CPU kernel is scalar): at electra_small's shapes 4.2M numbers a
 layer, more than the layer's GELU costs. KeyedDropout draws two 32-bit words a call from
 the same checkpointed generator and keeps unit i where a 32-bit integer hash of i and
 the key reaches rate * 2^32. The hash is a few integer multiplies, shifts and xors that
-XLA vectorizes and fuses with the select: 4.5 against 18 ms for the attention
-probabilities' 2.1M units (one core, forward). Same rate, same scale, same placement as
-Keras' and the original's dropout; other random bits (the original's TF1 dropout drew
-other bits again). The masks are integer arithmetic, so the fused islands
+XLA vectorizes and fuses with the select: the attention probabilities' island (2.1M
+units), forward and backward with the draw, 16.2 against 37.0 ms on one core and 11.5
+against 18.9 on two (bench/RESULTS.md, "Keyed dropout"). Same rate, same scale, same
+placement as Keras' and the original's dropout; other random bits (the original's TF1
+dropout drew other bits again). The masks are integer arithmetic, so the fused islands
 (model/fused.py), which compute them inside their own XLA code, and this layer drop the
 same units.
 """
@@ -40,10 +41,10 @@ def kept_units(key, shape, rate: float):
   """Which units of a tensor of `shape` dropout at `rate` keeps under `key` (two
   uint32): unit i, counted flat, where hash(hash(i xor key[0]) xor key[1]) >=
   rate * 2^32."""
-  position = tf.bitcast(tf.reshape(tf.range(tf.reduce_prod(shape), dtype=tf.int32), shape),
-                        tf.uint32)
-  hashed = _hash32(tf.bitwise.bitwise_xor(_hash32(tf.bitwise.bitwise_xor(position, key[0])),
-                                          key[1]))
+  count = tf.reduce_prod(shape)
+  position = tf.bitcast(tf.reshape(tf.range(count, dtype=tf.int32), shape), tf.uint32)
+  first = _hash32(tf.bitwise.bitwise_xor(position, key[0]))
+  hashed = _hash32(tf.bitwise.bitwise_xor(first, key[1]))
   return hashed >= tf.constant(keep_threshold(rate), tf.uint32)
 
 
