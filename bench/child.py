@@ -51,7 +51,7 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
             onednn: str = "auto") -> dict:
   """function(**kwargs)'s dict, computed in a new process, with its peak RSS in MiB.
   `threads`: TensorFlow's intra-op and inter-op threads (as the commands get on a CPU of
-  that many cores: they keep TensorFlow's defaults, which overlap independent ops, 8-11%
+  that many cores: they keep TensorFlow's defaults, which overlap independent ops, 8-15%
   faster steps than one inter-op thread on 2 cores, bench/RESULTS.md); 0, its default.
   `isa` and `onednn` as add_arguments' flags say."""
   module = function.__module__
