@@ -112,6 +112,16 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
               if v.name.endswith(("kernel:0", "token_type_embeddings/embeddings:0"))
               and len(v.shape) >= 2]
   assert sum(n.op_type == "MatMulInteger" for n in quantized.node) == len(matrices)
+  # Its weights are within +-64 (7 bits), scaled per output column: without VNNI,
+  # onnxruntime sums pairs of uint8 x int8 products in int16, and 255 * 64 * 2 = 32,640
+  # stays below 2^15 on any CPU.
+  weights = {w.name: onnx.numpy_helper.to_array(w) for w in quantized.initializer}
+  for node in quantized.node:
+    if node.op_type == "MatMulInteger":
+      kernel = weights[node.input[1]]
+      scale = weights[node.input[1].removesuffix("_quantized") + "_scale"]
+      assert kernel.dtype == np.int8 and np.abs(kernel.astype(int)).max() <= 64, node.name
+      assert scale.shape == kernel.shape[-1:], (node.name, scale.shape)
 
   # Padding is masked in every LiteRT form: the ids at masked positions change nothing
   # (the full-int8 model once quantized 1 - mask to 0, which unmasked padding and flipped

@@ -2,8 +2,8 @@
 the shipped reader in a process without TensorFlow or the project; the float forms give
 the model's own logits (within 1e-4) and --predict's records (the serving SavedModel's
 tags; --predict's answers, spans and probabilities, long contexts over several windows
-included), the int8 forms 90% of its tags and three quarters of its answers, the ONNX
-int8 file's weights in 7 bits on any CPU; bad input is one line."""
+included), the int8 forms 90% of its tags and three quarters of its answers; bad input
+is one line."""
 
 import json
 import os
@@ -34,23 +34,6 @@ def reference_outputs(trial, inputs):
   return {k: v.numpy() for k, v in job.function(*args).items()}
 
 
-def assert_onnx_int8_cannot_overflow(path):
-  """Every int8 weight of the ONNX file is within +-64 (7 bits) and scaled per output
-  column: without VNNI, onnxruntime sums pairs of uint8 x int8 products in int16, and
-  255 * 64 * 2 = 32,640 stays below 2^15 on any CPU."""
-  import onnx  # pylint: disable=import-outside-toplevel
-  from onnx import numpy_helper  # pylint: disable=import-outside-toplevel
-  graph = onnx.load(path).graph
-  weights = {w.name: numpy_helper.to_array(w) for w in graph.initializer}
-  products = [n for n in graph.node if n.op_type == "MatMulInteger"]
-  assert products
-  for node in products:
-    kernel = weights[node.input[1]]
-    scale = weights[node.input[1].removesuffix("_quantized") + "_scale"]
-    assert kernel.dtype == np.int8 and np.abs(kernel.astype(int)).max() <= 64, node.name
-    assert scale.shape == kernel.shape[-1:], (node.name, scale.shape)
-
-
 def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   trial, output = f"{config.model_dir}_1", tmp_path / "export"
@@ -62,7 +45,6 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory)
                  for block in f.read().strip().split("\n\n")]
   names = model_names(output)
   assert len(names) == 5
-  assert_onnx_int8_cannot_overflow(output / "model_dynamic_int8.onnx")
   got = run_readers(output, names, [sentences])
   want_logits = reference_outputs(trial, got[names[0]]["inputs"])["logits"]
   [saved] = call_in_clean_process({"path": os.path.join(trial, serving.SAVED_MODEL),
