@@ -70,6 +70,11 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   eval_batch_size: int = hparams.field(32, at_least=1, resumable=True)
   # Test sets and --predict.
   predict_batch_size: int = hparams.field(32, at_least=1, resumable=True)
+  # New: each batch (training, evaluation, --predict) is cut to its longest example's
+  # tokens rounded up to a multiple of this, so it computes on the tokens that exist
+  # (finetune/padding.py); the results equal max_seq_length's within float rounding.
+  # 0 pads every batch to max_seq_length, as the original (and always on a TPU).
+  batch_length_multiple: int = hparams.field(16, at_least=0, resumable=True)
   # The pre-trained checkpoint's vocabulary is signed with its sizes ("model").
   vocab_size: int = hparams.field(30522, at_least=1, resumable=True)
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from finetune import prior_watch
+from finetune import padding, prior_watch
 from model.config import ModelConfig
 from util.files import atomic_write
 
@@ -35,6 +35,12 @@ def label_entropy(labels: np.ndarray) -> float:
 
 class TaskRunner:
   """Base class: one task of a fine-tuning run."""
+
+  # The features with a token axis (axis 1, max_seq_length long) that a batch is cut
+  # at (finetune/padding.py); None: the family's batches keep max_seq_length.
+  token_features: Optional[Tuple[str, ...]] = padding.TOKEN_FEATURES
+  # Whether the head's output has a token (or word) axis at axis 1.
+  token_outputs: bool = False
 
   def __init__(self, task, config, tokenizer):
     """`config` is the run's FinetuningConfig, `tokenizer` a data_prep Tokenizer."""

@@ -14,14 +14,14 @@ import os
 import shutil
 import statistics
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from finetune import serving, tasks as task_registry
+from finetune import padding, serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from finetune import prior_watch
@@ -29,6 +29,7 @@ from finetune.prior_watch import PriorWatch
 from finetune.tasks import runner_for
 from model import flops as model_flops
 from model.config import check_vocab_size
+from model.dropout import use_padded_length
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
 from model.weights import CheckpointError
@@ -232,7 +233,8 @@ class Finetuner:
   def predict(self, model, features, batch_size: Optional[int] = None
               ) -> Dict[str, object]:
     """Every head's outputs (arrays, or dicts of arrays) on the features, in order, in
-    batches of `batch_size` (default: eval_batch_size)."""
+    batches of `batch_size` (default: eval_batch_size), each cut to its longest
+    example (finetune/padding.py) and its token-axis outputs padded back."""
     if id(model) not in self._predict_fns:
       # No autograph (nothing here branches on tensors): converting the Keras layers'
       # code took ~3 s of every run's first evaluation.
@@ -241,11 +243,31 @@ class Finetuner:
           autograph=False)
     call = self._predict_fns[id(model)]
     size, n = batch_size or self.config.eval_batch_size, len(features["input_ids"])
+    keys, max_length = self.token_features(), self.config.max_seq_length
+    counts = padding.token_counts(features)
+    padded_heads = {r.head_name for r in self.runners if r.token_outputs}
     chunks = []
     for start in range(0, n, size):
       batch = {k: v[start:start + size] for k, v in features.items()}
-      chunks.append(tf.nest.map_structure(lambda t: t.numpy(), call(batch)))
+      if keys:
+        length = int(padding.batch_lengths(counts[start:start + size],
+                                           self.config.batch_length_multiple, max_length))
+        batch = padding.cut(batch, length, keys)
+      outputs = tf.nest.map_structure(lambda t: t.numpy(), call(batch))
+      chunks.append({head: tf.nest.map_structure(
+          lambda a: padding.pad_tokens(a, max_length), out) if head in padded_heads
+                     else out for head, out in outputs.items()})
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *chunks)
+
+  def token_features(self) -> Tuple[str, ...]:
+    """The features this run's batches are cut at (every task's token features), or ()
+    when they keep max_seq_length: batch_length_multiple 0, a TPU (static shapes), or
+    a task whose family's batches are not cut (QA)."""
+    if (not self.config.batch_length_multiple
+            or isinstance(self.strategy, tf.distribute.TPUStrategy)
+            or any(r.token_features is None for r in self.runners)):
+      return ()
+    return tuple(sorted({k for r in self.runners for k in r.token_features}))
 
   def outputs(self, model, index: int, split: str, batch_size: Optional[int] = None):
     data = self.split(index, split)
@@ -320,8 +342,9 @@ class Finetuner:
           "raise num_train_epochs or lower train_batch_size")
     history, scores = [], None
     if config.do_train:
+      lengths = self.train_lengths(train, self.example_order(n, num_steps * batch, seed))
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
-                             on_step=self.prior_watch(num_steps))
+                             on_step=self.prior_watch(num_steps), lengths=lengths)
       model, start = loop.model, self.start
       if not start and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
@@ -384,13 +407,18 @@ class Finetuner:
                       baseline=words.pop() if len(words) == 1 else prior_watch.MIXED)
 
   def train_loop(self, features: Dict[str, np.ndarray], num_steps: int, model_dir: str,
-                 label: str = "step", on_step=None) -> TrainLoop:
+                 label: str = "step", on_step=None,
+                 lengths: Optional[np.ndarray] = None) -> TrainLoop:
     """The model (built on `features`), its optimizer and the loop that trains it for
     num_steps steps of train_batch_size features into model_dir: a trial's training,
-    and the step the benches time (TrainLoop.train_step)."""
+    and the step the benches time (TrainLoop.train_step). `lengths`: the batches'
+    lengths (train_lengths), whose mean the logged tokens and FLOPs per step count;
+    max_seq_length when not given."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
     config.check_batch_split(batch, strategy.num_replicas_in_sync)
     # Before any model call: one too big would never return.
+    if lengths is None:
+      lengths = np.array([config.max_seq_length])
     pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
     runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
         self.model_config, config.max_seq_length, max(1, batch // pieces),
@@ -398,6 +426,8 @@ class Finetuner:
     with strategy.scope():
       model = self.build_model(features)
       use_recompute(model, config.recompute)
+      if self.token_features():  # batches cut short drop what padded ones drop
+        use_padded_length(model, config.max_seq_length)
       optimizer = create_optimizer(
           config.learning_rate, max(1, num_steps),
           int(num_steps * config.warmup_proportion), config.weight_decay_rate,
@@ -408,9 +438,8 @@ class Finetuner:
         save_checkpoints_steps=config.save_checkpoints_steps, keep_checkpoint_max=1,
         log_every_steps=config.log_every_steps, use_xla=config.use_xla,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
-        tokens_per_step=batch * config.max_seq_length,
-        flops_per_step=model_flops.finetuning_flops_per_step(
-            self.model_config, config.max_seq_length, batch),
+        tokens_per_step=batch * float(np.mean(lengths)),
+        flops_per_step=mean_step_flops(self.model_config, lengths, batch),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
         record_name=RUN_CONFIG, plot_curves=config.write_curves)
@@ -418,10 +447,21 @@ class Finetuner:
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):
     """The input pipeline of training: num_steps batches of train_batch_size
-    `features`, a fresh order each epoch, as TrainLoop.run and iterator take it."""
+    `features`, a fresh order each epoch, each cut to its longest example
+    (finetune/padding.py), as TrainLoop.run and iterator take it."""
     batch = self.config.train_batch_size
     order = self.example_order(len(features["input_ids"]), num_steps * batch, seed)
-    return lambda context: self.dataset(features, order, batch, context)
+    lengths = self.train_lengths(features, order)
+    keys = self.token_features()
+    return lambda context: self.dataset(features, order, lengths, keys, batch, context)
+
+  def train_lengths(self, features: Dict[str, np.ndarray], order: np.ndarray
+                    ) -> np.ndarray:
+    """Each training batch's length, in the order of `order` (example_order's)."""
+    multiple = self.config.batch_length_multiple if self.token_features() else 0
+    counts = padding.token_counts(features)[order]
+    return padding.batch_lengths(counts.reshape(-1, self.config.train_batch_size),
+                                 multiple, self.config.max_seq_length)
 
   @staticmethod
   def example_order(n: int, count: int, seed: int) -> np.ndarray:
@@ -431,14 +471,26 @@ class Finetuner:
     return np.concatenate([rng.permutation(n) for _ in range(epochs)])[:count]
 
   @staticmethod
-  def dataset(features, order, batch_size, context):
-    per_worker = batch_size // context.num_input_pipelines
+  def dataset(features, order, lengths, keys, batch_size, context):
+    """This worker's batches: its share of each global batch (`order`'s next
+    batch_size indices), cut to the global batch's length (`lengths`), the same on
+    every worker."""
+    workers = context.num_input_pipelines
+    per_worker = batch_size // workers
     tensors = {k: tf.constant(v) for k, v in features.items()}
-    return (tf.data.Dataset.from_tensor_slices(order)
-            .batch(per_worker, drop_remainder=True)
-            .shard(context.num_input_pipelines, context.input_pipeline_id)
-            .map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
+    return (tf.data.Dataset.from_tensor_slices(
+        (order.reshape(-1, per_worker), np.repeat(lengths, workers)))
+            .shard(workers, context.input_pipeline_id)
+            .map(lambda i, length: padding.cut(
+                {k: tf.gather(v, i) for k, v in tensors.items()}, length, keys))
             .prefetch(tf.data.AUTOTUNE))
+
+
+def mean_step_flops(model_config, lengths: np.ndarray, batch_size: int) -> float:
+  """The mean training FLOPs of steps on batches of these lengths."""
+  values, counts = np.unique(lengths, return_counts=True)
+  return float(np.average([model_flops.finetuning_flops_per_step(
+      model_config, int(length), batch_size) for length in values], weights=counts))
 
 
 def num_train_steps(num_features: int, config: FinetuningConfig) -> int:

@@ -37,12 +37,21 @@ def keep_threshold(rate: float) -> int:
   return min(round(rate * 2.0 ** 32), 2 ** 32 - 1)
 
 
-def kept_units(key, shape, rate: float):
+def kept_units(key, shape, rate: float, layout=None):
   """Which units of a tensor of `shape` dropout at `rate` keeps under `key` (two
   uint32): unit i, counted flat, where hash(hash(i xor key[0]) xor key[1]) >=
-  rate * 2^32."""
-  count = tf.reduce_prod(shape)
-  position = tf.bitcast(tf.reshape(tf.range(count, dtype=tf.int32), shape), tf.uint32)
+  rate * 2^32. `layout` (a shape at least `shape` on every axis; default `shape`) is
+  the tensor the units are counted in: a batch cut short of its padded length counts
+  each unit where the padded batch has it, so both drop the same units."""
+  if layout is None:
+    position = tf.reshape(tf.range(tf.reduce_prod(shape), dtype=tf.int32), shape)
+  else:
+    strides = tf.math.cumprod(layout, exclusive=True, reverse=True)
+    rank = shape.shape[0]
+    position = sum(tf.reshape(tf.range(shape[axis]) * strides[axis],
+                              [-1 if a == axis else 1 for a in range(rank)])
+                   for axis in range(rank))
+  position = tf.bitcast(position, tf.uint32)
   first = _hash32(tf.bitwise.bitwise_xor(position, key[0]))
   hashed = _hash32(tf.bitwise.bitwise_xor(first, key[1]))
   return hashed >= tf.constant(keep_threshold(rate), tf.uint32)
@@ -57,8 +66,8 @@ def apply_dropout(x, keep, rate: float):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _keyed_dropout(x, key, rate):
-  return apply_dropout(x, kept_units(key, tf.shape(x), rate), rate)
+def _keyed_dropout(x, key, rate, layout):
+  return apply_dropout(x, kept_units(key, tf.shape(x), rate, layout), rate)
 
 
 def dropout_key(dropout: tf_keras.layers.Dropout):
@@ -71,13 +80,28 @@ def dropout_key(dropout: tf_keras.layers.Dropout):
 
 class KeyedDropout(tf_keras.layers.Dropout):
   """Keras' Dropout (same rate, scale, random generator and checkpoint entries) whose
-  mask is kept_units under a key drawn from that generator: see the module's words."""
+  mask is kept_units under a key drawn from that generator: see the module's words.
+  `sequence_axes`: the input's token axes, counted at `padded_length` when one is set
+  (use_padded_length), so that a batch cut to its longest example drops the units the
+  batch padded to that length drops."""
 
-  def __init__(self, rate, noise_shape=None, **kwargs):
+  padded_length = None
+
+  def __init__(self, rate, noise_shape=None, sequence_axes=(1,), **kwargs):
     if noise_shape is not None:
       raise ValueError("KeyedDropout draws one mask unit per input unit: noise_shape "
                        f"must be None, got {noise_shape}")
     super().__init__(rate, **kwargs)
+    self.sequence_axes = tuple(sequence_axes)
+
+  def layout(self, shape):
+    """kept_units' layout for an input of `shape`: None (the input itself) unless a
+    padded length is set."""
+    if not self.padded_length:
+      return None
+    return tf.tensor_scatter_nd_update(
+        shape, [[axis] for axis in self.sequence_axes],
+        tf.fill([len(self.sequence_axes)], tf.constant(self.padded_length, shape.dtype)))
 
   def call(self, inputs, training=None):
     if not self.rate:
@@ -85,8 +109,20 @@ class KeyedDropout(tf_keras.layers.Dropout):
     if training is None:
       training = tf_keras.backend.learning_phase()
     return tf.__internal__.smart_cond.smart_cond(
-        training, lambda: _keyed_dropout(inputs, dropout_key(self), self.rate),
+        training, lambda: _keyed_dropout(inputs, dropout_key(self), self.rate,
+                                         self.layout(tf.shape(inputs))),
         lambda: tf.identity(inputs))
+
+  def get_config(self):
+    return {**super().get_config(), "sequence_axes": self.sequence_axes}
+
+
+def use_padded_length(model: tf_keras.layers.Layer, length):
+  """Counts the dropout units of every KeyedDropout inside `model` at token length
+  `length` (None: at the input's own), whatever length a batch is cut to."""
+  for module in [model, *model.submodules]:
+    if isinstance(module, KeyedDropout):
+      module.padded_length = length
 
 
 def dropout_generators(layer: tf_keras.layers.Layer, strict: bool = False) -> list:

@@ -99,14 +99,14 @@ def _qkv_backward(d_query, d_key, d_value, query_scale):
           _sum_rows(d_value, 2))
 
 
-def _kept(x, key, rate):
-  return None if key is None else kept_units(key, tf.shape(x), rate)
+def _kept(x, key, rate, layout):
+  return None if key is None else kept_units(key, tf.shape(x), rate, layout)
 
 
 @_compiled
-def _dropout_forward(x, key, rate):
+def _dropout_forward(x, key, rate, layout):
   """-> dropped-out x, kept units."""
-  keep = _kept(x, key, rate)
+  keep = _kept(x, key, rate, layout)
   return apply_dropout(x, keep, rate), keep
 
 
@@ -117,11 +117,11 @@ def _softmax_backward(d_dropped, probs, keep, rate):
 
 
 @_compiled
-def _residual_norm_forward(x, bias, key, residual, gamma, beta, rate, epsilon):
+def _residual_norm_forward(x, bias, key, layout, residual, gamma, beta, rate, epsilon):
   """LayerNorm(residual + dropout(x + bias)) -> output, normalized input, 1/std,
   kept units. In the dtypes of the unfused layer: the dropped-out branch is added in
   the residual's dtype, and the LayerNorm computes in its variables' (float32)."""
-  keep = _kept(x, key, rate)
+  keep = _kept(x, key, rate, layout)
   dropped = tf.cast(apply_dropout(x + bias, keep, rate), residual.dtype)
   summed = tf.cast(dropped + residual, gamma.dtype)
   centered = summed - tf.reduce_mean(summed, -1, keepdims=True)
@@ -175,8 +175,9 @@ def qkv_heads(query, key, value, query_bias, key_bias, value_bias, query_scale: 
   return island(*_tensors(query, key, value, query_bias, key_bias, value_bias))
 
 
-def masked_softmax_dropout(scores, mask, key, rate: float):
-  """softmax(scores + (1 - mask) * -1e9), then dropout with `key`'s mask. The
+def masked_softmax_dropout(scores, mask, key, rate: float, layout=None):
+  """softmax(scores + (1 - mask) * -1e9), then dropout with `key`'s mask (its units
+  counted in `layout`, kept_units'). The
   softmax itself is TensorFlow's: its CPU kernel is faster than XLA's (whose row
   reductions are not vectorized), 13 against 15 ms forward and backward per layer."""
   @tf.custom_gradient
@@ -188,17 +189,19 @@ def masked_softmax_dropout(scores, mask, key, rate: float):
     probs = tf.nn.softmax(scores + (1.0 - mask[:, None]) * MASK_ADDER)
     if not key:
       return probs, lambda d: _softmax_backward(d, probs, None, rate)
-    dropped, keep = _dropout_forward(probs, key[0], rate)
+    dropped, keep = _dropout_forward(probs, key[0], rate, layout)
     return dropped, lambda d: (_softmax_backward(d, probs, keep, rate), None)
   return island(scores, *([] if key is None else [key]))
 
 
-def residual_norm(x, bias, key, residual, gamma, beta, rate: float, epsilon: float):
-  """LayerNorm(residual + dropout(x + bias)), dropout with `key`'s mask."""
+def residual_norm(x, bias, key, residual, gamma, beta, rate: float, epsilon: float,
+                  layout=None):
+  """LayerNorm(residual + dropout(x + bias)), dropout with `key`'s mask (its units
+  counted in `layout`, kept_units')."""
   @tf.custom_gradient
   def island(x, bias, residual, gamma, beta):
     out, normed, inv_std, keep = _residual_norm_forward(
-        x, bias, key, residual, gamma, beta, rate, epsilon)
+        x, bias, key, layout, residual, gamma, beta, rate, epsilon)
 
     def grad(d_out):
       return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate,
@@ -243,6 +246,8 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     x_shape = input_shape[0] if isinstance(input_shape, (list, tuple)) else input_shape
     replace_block_dropouts(self, tf.TensorShape(x_shape), lambda old: KeyedDropout(
         old.rate, name=old.name, dtype=old.dtype_policy))
+    # The attention probabilities [B, N, T, S] have two token axes; the rest [B, T, H].
+    block_layers(self).probs_dropout.sequence_axes = (2, 3)
 
   def _fusable(self, inputs, output_range) -> bool:
     if not (isinstance(inputs, (list, tuple)) and len(inputs) == 2
@@ -269,7 +274,8 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     dtype = x.dtype  # the compute dtype: Keras casts the layer's inputs to it
     probs_dropout = layers.probs_dropout
     probs = masked_softmax_dropout(scores, tf.cast(mask, dtype),
-                                   dropout_key(probs_dropout), probs_dropout.rate)
+                                   dropout_key(probs_dropout), probs_dropout.rate,
+                                   probs_dropout.layout(tf.shape(scores)))
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, W]
     attention_dropout, output_dropout = layers.attention_dropout, layers.output_dropout
     attended = residual_norm(
@@ -277,7 +283,7 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
         layers.attention_output.bias,
         dropout_key(attention_dropout), x,
         layers.attention_norm.gamma, layers.attention_norm.beta, attention_dropout.rate,
-        epsilon)
+        epsilon, attention_dropout.layout(tf.shape(x)))
     # The LayerNorm's output is float32; the product reads it as its own layer would.
     inner = bias_gelu(
         tf.einsum("abc,cd->abd", tf.cast(attended, dtype), layers.intermediate.kernel),
@@ -285,7 +291,8 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     return residual_norm(
         tf.einsum("abc,cd->abd", inner, layers.output.kernel),
         layers.output.bias, dropout_key(output_dropout), attended,
-        layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon)
+        layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon,
+        output_dropout.layout(tf.shape(attended)))
 
 
 def use_fused(model: tf_keras.layers.Layer, fused: bool):

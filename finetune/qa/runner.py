@@ -30,6 +30,10 @@ from util.files import atomic_write
 class QARunner(TaskRunner):
   """Span extraction: windows of one question and part of its context."""
 
+  # Its windows are mostly full (doc_stride), and its outputs index token positions:
+  # its batches keep max_seq_length.
+  token_features = None
+
   def __init__(self, task, config, tokenizer):
     super().__init__(task, config, tokenizer)
     self._windows = {}  # split -> Windows of its last featurization (not training's)

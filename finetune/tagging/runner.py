@@ -13,6 +13,7 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
+from finetune import padding
 from finetune.runner import TaskRunner, label_entropy
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
@@ -25,6 +26,10 @@ class TaggingRunner(TaskRunner):
   """One label per word from the encoder's vector of its first piece."""
 
   labels = tagging_features.LABELS
+  # The word arrays are max_seq_length long too and hold fewer words than tokens.
+  token_features = padding.TOKEN_FEATURES + (
+      "word_positions", "word_labels", "word_label_mask")
+  token_outputs = True
 
   def features(self, examples, split) -> Dict[str, np.ndarray]:
     return tagging_features.encode(self.tokenizer, examples, self.config.max_seq_length)

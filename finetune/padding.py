@@ -1,0 +1,49 @@
+"""Batches cut to their longest example: fine-tuning, evaluation and --predict compute on
+the tokens that exist, not on max_seq_length's padding.
+
+Features are padded to max_seq_length when they are made; a batch keeps the first L
+positions of its token features, L its longest example's tokens rounded up to a multiple
+of batch_length_multiple (so a run meets a few lengths, each traced and compiled once),
+at most max_seq_length. What is cut is padding only: the encoder masks it, and the heads
+read the positions that hold tokens (or words, fewer than tokens), so the outputs equal
+those of the padded batch within float rounding; dropout counts its units at
+max_seq_length (model/dropout.py use_padded_length) and drops the same ones. numpy
+only: the trainer and --predict cut numpy batches, the training input pipeline cuts
+tensors with the lengths computed here.
+"""
+
+from typing import Dict, Iterable
+
+import numpy as np
+
+# The features every family has with a token axis.
+TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def batch_lengths(token_counts: np.ndarray, multiple: int, max_length: int) -> np.ndarray:
+  """Each row's (a batch's examples') length: its largest token count rounded up to a
+  multiple of `multiple`, at most max_length; max_length everywhere when multiple is 0."""
+  longest = np.asarray(token_counts).max(-1)
+  if not multiple:
+    return np.full(longest.shape, max_length, np.int32)
+  return np.minimum(max_length, -(-longest // multiple) * multiple).astype(np.int32)
+
+
+def token_counts(features: Dict[str, np.ndarray]) -> np.ndarray:
+  """Each feature's tokens ([CLS] and [SEP] included)."""
+  return features["input_mask"].sum(-1)
+
+
+def cut(batch: Dict[str, np.ndarray], length: int, keys: Iterable[str]):
+  """The batch with its `keys` features cut to `length` positions."""
+  keys = set(keys)
+  return {k: v[:, :length] if k in keys else v for k, v in batch.items()}
+
+
+def pad_tokens(array: np.ndarray, max_length: int) -> np.ndarray:
+  """A token-axis output (axis 1) of a cut batch padded back to max_length with zeros,
+  at positions no reader of the outputs looks at (they hold no token), so that the
+  batches' outputs concatenate."""
+  widths = [(0, 0)] * array.ndim
+  widths[1] = (0, max_length - array.shape[1])
+  return np.pad(array, widths)
