@@ -73,8 +73,14 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   # New: each batch (training, evaluation, --predict) is cut to its longest example's
   # tokens rounded up to a multiple of this, so it computes on the tokens that exist
   # (finetune/padding.py); the results equal max_seq_length's within float rounding.
-  # 0 pads every batch to max_seq_length, as the original (and always on a TPU).
-  batch_length_multiple: int = hparams.field(16, at_least=0, resumable=True)
+  # A run meets at most max_seq_length / this lengths, each compiled once (a first
+  # step at a new length costs about one more step: bench/RESULTS.md). 0 pads every
+  # batch to max_seq_length, as the original (and always on a TPU).
+  batch_length_multiple: int = hparams.field(8, at_least=0, resumable=True)
+  # New, opt-in: the examples of this many training batches at a time are sorted by
+  # length and cut into batches, which are then shuffled: batches of like lengths, less
+  # padding, another order than the original's. 0: the original's random batches.
+  length_grouping_batches: int = hparams.field(0, at_least=0)
   # The pre-trained checkpoint's vocabulary is signed with its sizes ("model").
   vocab_size: int = hparams.field(30522, at_least=1, resumable=True)
 

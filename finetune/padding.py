@@ -29,6 +29,21 @@ def batch_lengths(token_counts: np.ndarray, multiple: int, max_length: int) -> n
   return np.minimum(max_length, -(-longest // multiple) * multiple).astype(np.int32)
 
 
+def grouped_by_length(order: np.ndarray, counts: np.ndarray, batch_size: int,
+                      window: int, seed: int) -> np.ndarray:
+  """`order` (whole batches of indices) regrouped: each run of `window` batches sorted
+  by the examples' token counts, cut into batches again, and those batches shuffled,
+  so that a batch holds examples of like lengths and the stream stays random."""
+  rng = np.random.default_rng(seed)
+  batches = order.reshape(-1, batch_size)
+  grouped = []
+  for start in range(0, len(batches), window):
+    part = batches[start:start + window].reshape(-1)
+    part = part[np.argsort(counts[part], kind="stable")].reshape(-1, batch_size)
+    grouped.append(part[rng.permutation(len(part))])
+  return np.concatenate(grouped).reshape(-1)
+
+
 def token_counts(features: Dict[str, np.ndarray]) -> np.ndarray:
   """Each feature's tokens ([CLS] and [SEP] included)."""
   return features["input_mask"].sum(-1)

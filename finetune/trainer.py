@@ -342,7 +342,7 @@ class Finetuner:
           "raise num_train_epochs or lower train_batch_size")
     history, scores = [], None
     if config.do_train:
-      lengths = self.train_lengths(train, self.example_order(n, num_steps * batch, seed))
+      lengths = self.train_lengths(train, self.train_order(train, num_steps, seed))
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
                              on_step=self.prior_watch(num_steps), lengths=lengths)
       model, start = loop.model, self.start
@@ -449,11 +449,22 @@ class Finetuner:
     """The input pipeline of training: num_steps batches of train_batch_size
     `features`, a fresh order each epoch, each cut to its longest example
     (finetune/padding.py), as TrainLoop.run and iterator take it."""
-    batch = self.config.train_batch_size
-    order = self.example_order(len(features["input_ids"]), num_steps * batch, seed)
+    order = self.train_order(features, num_steps, seed)
     lengths = self.train_lengths(features, order)
     keys = self.token_features()
-    return lambda context: self.dataset(features, order, lengths, keys, batch, context)
+    return lambda context: self.dataset(features, order, lengths, keys,
+                                        self.config.train_batch_size, context)
+
+  def train_order(self, features: Dict[str, np.ndarray], num_steps: int, seed: int
+                  ) -> np.ndarray:
+    """The indices of the training stream's features: example_order's, grouped by
+    length when length_grouping_batches asks (padding.grouped_by_length)."""
+    batch, window = self.config.train_batch_size, self.config.length_grouping_batches
+    order = self.example_order(len(features["input_ids"]), num_steps * batch, seed)
+    if not window:
+      return order
+    return padding.grouped_by_length(order, padding.token_counts(features), batch, window,
+                                     seed)
 
   def train_lengths(self, features: Dict[str, np.ndarray], order: np.ndarray
                     ) -> np.ndarray:

@@ -129,3 +129,18 @@ def test_the_training_step_is_traced_once_for_every_length(tmp_path):
   order = finetuner.example_order(len(train["input_ids"]), 64, seed=3)
   assert len(set(finetuner.train_lengths(train, order).tolist())) > 1
   assert step.experimental_get_tracing_count() == 1
+
+
+def test_length_grouping_keeps_each_window_s_examples_and_shortens_the_batches():
+  rng = np.random.default_rng(0)
+  counts = rng.integers(3, 129, 400)
+  order = np.concatenate([rng.permutation(400), rng.permutation(400)])  # two epochs
+  grouped = padding.grouped_by_length(order, counts, 8, 25, seed=5)
+  for start in range(0, len(order), 200):  # windows of 25 batches of 8
+    assert sorted(grouped[start:start + 200]) == sorted(order[start:start + 200])
+  batches = grouped.reshape(-1, 8)
+  spread = counts[batches].max(-1) - counts[batches].min(-1)
+  assert spread.mean() < 10  # like lengths in a batch (random batches: ~100)
+  assert not np.array_equal(np.argsort(counts[batches].max(-1)), np.arange(len(batches)))
+  assert (padding.batch_lengths(counts[batches], 8, 128).mean() <
+          padding.batch_lengths(counts[order].reshape(-1, 8), 8, 128).mean() * 0.8)

@@ -30,8 +30,9 @@ from util.files import atomic_write
 class QARunner(TaskRunner):
   """Span extraction: windows of one question and part of its context."""
 
-  # Its windows are mostly full (doc_stride), and its outputs index token positions:
-  # its batches keep max_seq_length.
+  # Its batches keep max_seq_length: its outputs (logits, top indexes, beams) index
+  # positions, which a cut batch would have to give back at full length; what cutting
+  # would save is in bench/RESULTS.md ("Batches cut to their longest example").
   token_features = None
 
   def __init__(self, task, config, tokenizer):
