@@ -5,7 +5,9 @@ features are pooled and shuffled, every feature carries its task id, and each ta
 its own head under one shared encoder (finetune/runner.py says what a task family
 provides). The loss is the SUM over the batch as in the
 original (its clipping at global norm 1.0 acts on that scale). After every epoch the dev
-splits are scored; trials repeat the run with other seeds and the median is reported.
+splits are scored, once: the scores are kept beside the run's record (EPOCH_SCORES),
+and a resumed or re-run trial keeps those of the epochs its checkpoint has passed.
+Trials repeat the run with other seeds and the median is reported.
 """
 
 import dataclasses
@@ -32,7 +34,7 @@ from model.config import check_vocab_size
 from model.dropout import use_padded_length
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
-from model.weights import CheckpointError
+from model.weights import CheckpointError, read_json
 from model.weights.start import (PretrainedStart, in_todays_name, open_start,
                                  record_name)
 from model.weights.run_files import (FINETUNING_RECORD, RUN_VOCAB, keep_vocab,
@@ -43,6 +45,9 @@ from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
 RUN_CONFIG = FINETUNING_RECORD
+# Beside it in each trial's model dir: [{"epoch", "step", "scores"}], each epoch's dev
+# scores as first taken, with that epoch's weights.
+EPOCH_SCORES = "epoch_scores.json"
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
@@ -352,6 +357,10 @@ class Finetuner:
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
       vocab_fields = keep_vocab(model_dir, self.vocab_path)
+      # Each epoch's scores, kept beside the record as they are taken: a checkpoint past
+      # an epoch no longer holds its weights, so a resumed or re-run trial keeps them.
+      scores_path = os.path.join(model_dir, EPOCH_SCORES)
+      scored = read_json(scores_path) if os.path.isfile(scores_path) else []
       with resume.kept_once_trained(model_dir, RUN_CONFIG):
         resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
                                 finetuning={**config.to_dict(),
@@ -366,11 +375,32 @@ class Finetuner:
           loop.run(dataset_fn, init_fn=(
               lambda: model.load_pretrained(start.weights, config.init_adjustment))
                    if start else None)
-          if config.do_eval:
+          if not config.do_eval:
+            continue
+          before = next((e for e in scored if (e["epoch"], e["step"]) == (epoch, end)),
+                        None)
+          # The model holds this epoch's weights when the loop trained up to them now or
+          # restored them (a checkpoint at the epoch's end, killed before its scores were
+          # kept); a checkpoint past the epoch leaves only the scores kept of it.
+          if loop.start_step < end or (loop.start_step == end and not before):
             scores = self.evaluate(model)
-            history.append({"epoch": epoch, "step": end, **{
-                f"{k} {m}": v for k, s in scores.items() for m, v in s.items()}})
+            scored = [e for e in scored if e["epoch"] < epoch] + [
+                {"epoch": epoch, "step": end, "scores": scores}]
+            with atomic_write(scores_path) as f:
+              json.dump(scored, f, indent=2)
             self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
+          elif before:
+            scores = before["scores"]
+            self.log(f"trial {trial} epoch {epoch}: {format_scores(scores)} (kept, as "
+                     "scored before)")
+          else:  # trained without do_eval, or before runs kept their scores
+            scores = None
+            self.log(f"trial {trial} epoch {epoch}: not scored (the run resumed past "
+                     f"it, at step {loop.start_step}, with no scores kept of it)")
+        if config.do_eval:
+          history = [{"epoch": e["epoch"], "step": e["step"], **{
+              f"{k} {m}": v for k, s in e["scores"].items() for m, v in s.items()}}
+                     for e in scored]
       if config.export_serving and kept:
         exported = serving.export(model, self.runners, self.tokenizer.vocab,
                                   config.do_lower_case, config.max_seq_length, model_dir)

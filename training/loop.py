@@ -94,6 +94,9 @@ class TrainLoop:
     self._record = tf.Variable("", dtype=tf.string, trainable=False, name=RECORD_KEY)
     self._stop_signal = None
     self._compiled_step = None
+    # The step the last run() started from (its restored checkpoint's, else 0): a phase
+    # running the loop in stages tells from it which stages a checkpoint had passed.
+    self.start_step = 0
     self._readable = (None, None)  # (newest checkpoint, the newest that reads whole)
     # One micro-batch's gradients, compiled on its own (XLA when asked) and called by
     # each replica's step (_replica_step).
@@ -334,7 +337,7 @@ class TrainLoop:
       init_fn()
     if restored and data_manager is not None:
       self._restore_input_position(data_manager, restored)
-    start = int(self.step.numpy())
+    start = self.start_step = int(self.step.numpy())
     if self.chief:
       drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
       print(f"{'resuming from ' + restored if restored else 'starting'} at step "
