@@ -22,6 +22,8 @@ returns the predictions of `run_finetuning.py --predict`:
   candidate's text is computed (up to windows x beam_size^2 spans). Where --predict
   refuses an empty question or context, the graph answers ("empty" when the context has
   no words); a question that leaves no room for the context fails an assertion.
+Sentence and tagging inputs are padded to the batch's longest, not to max_seq_length
+(the model computes on the tokens that exist); QA's windows are max_seq_length long.
 Loading needs tensorflow and tensorflow_text only (`import tensorflow_text` registers
 its ops); the model's variables are saved, not the Keras objects.
 
@@ -59,7 +61,9 @@ def keep_first(pieces: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
       pieces, tf.ragged.range(pieces.row_lengths()) < counts[:, None])
 
 
-def model_inputs(ids: tf.RaggedTensor, segments: tf.RaggedTensor, length: int):
+def model_inputs(ids: tf.RaggedTensor, segments: tf.RaggedTensor, length=None):
+  """The model's inputs padded to `length`, or to the batch's longest row when None (the
+  model computes on the tokens that exist; the rows are already cut to fit)."""
   shape = [None, length]
   return {"input_ids": ids.to_tensor(0, shape=shape),
           "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
@@ -108,7 +112,7 @@ class ServingModule(tf.Module):
     # task's signature calls: tracing their ragged and Keras graphs again in each
     # signature took most of an export's time (52 s for GLUE's ten tasks).
     strings = tf.TensorSpec([None], tf.string)
-    ids = tf.TensorSpec([None, max_seq_length], tf.int32)
+    ids = tf.TensorSpec([None, None], tf.int32)
     self.tokenize = tf.function(self.tokenizer, input_signature=[strings],
                                 autograph=False)
     encode = tf.function(lambda input_ids, input_mask, segment_ids: model.encoder(

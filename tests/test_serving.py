@@ -3,6 +3,7 @@ parity tests' inputs, its QA answer alignment gives get_final_text's spans, and 
 in a clean subprocess (tensorflow and tensorflow_text only) it predicts what the Keras
 model (and for QA, --predict) predicts on the same strings."""
 
+import dataclasses
 import json
 import os
 
@@ -76,8 +77,10 @@ def test_graph_answer_alignment_is_get_final_text(lower_case):
 
 def keras_outputs(config, split, count=1):
   """(the split, the restored Keras model's outputs on it) of each of the run's first
-  `count` tasks."""
-  finetuner = trainer.Finetuner(config, log=lambda _: None)
+  `count` tasks, every batch padded to max_seq_length: the exports, which run at the
+  input's length, must give the same."""
+  finetuner = trainer.Finetuner(dataclasses.replace(config, batch_length_multiple=0),
+                                log=lambda _: None)
   model = finetuner.build_model()
   finetuner.restore(model, 1)
   return [finetuner.outputs(model, index, split) for index in range(count)]

@@ -34,7 +34,7 @@ def sentence_function(module: serving.ServingModule, runner):
     if b is None:
       a = a[:, :length - 2]
       ids = serving.concat([cls, a, sep])
-      return serving.model_inputs(ids, tf.zeros_like(ids), length)
+      return serving.model_inputs(ids, tf.zeros_like(ids))
     # The original's truncation in closed form: the longer loses pieces, B on a tie.
     budget = tf.constant(length - 3, tf.int64)
     len_a, len_b = a.row_lengths(), b.row_lengths()
@@ -44,7 +44,7 @@ def sentence_function(module: serving.ServingModule, runner):
     first = serving.concat([cls, a, sep])
     second = serving.concat([b, serving.column(module.sep_id, b)])
     return serving.model_inputs(serving.concat([first, second]),
-                         serving.concat([tf.zeros_like(first), tf.ones_like(second)]), length)
+                                serving.concat([tf.zeros_like(first), tf.ones_like(second)]))
 
   if pair:
     return tf.function(lambda text_a, text_b: outputs(encode(

@@ -34,8 +34,8 @@ def tagging_function(module: serving.ServingModule, runner):
     word_pieces = tf.ragged.boolean_mask(word_pieces, kept).merge_dims(1, 2)
     ids = serving.concat([serving.column(module.cls_id, word_pieces), word_pieces,
                    serving.column(module.sep_id, word_pieces)])
-    batch = serving.model_inputs(ids, tf.ones_like(ids), length)
-    batch["word_positions"] = positions.to_tensor(0, shape=[None, length])
+    batch = serving.model_inputs(ids, tf.ones_like(ids))
+    batch["word_positions"] = positions.to_tensor(0)
     best = tf.argmax(module.head(runner, batch), -1, output_type=tf.int32)
     # Words past max_seq_length are O (label 0); -1 and "" pad past a sentence's end.
     in_model = positions.row_lengths()
