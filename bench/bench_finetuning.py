@@ -1,41 +1,83 @@
-"""Fine-tuning throughput: electra_small, seq 128, batch 32, ours vs Hugging Face PyTorch.
+"""Fine-tuning throughput: electra_small, batch 32, ours vs Hugging Face PyTorch, on
+random ids (seq 128) or on a task's real training examples.
 
   python -m bench.bench_finetuning [--steps 30] [--warmup 5] [--rounds 2] [--layers]
       [--threads N] [--clock wall|cpu] [--model-size small]
   python -m bench.bench_finetuning --impls ours,hf --peers eager,compiled \
-      --precisions float32,bfloat16   # the full comparison
+      --precisions float32,bfloat16   # the full comparison, random ids
+  python -m bench.bench_finetuning --task sst2 --impls ours,hf --peers eager,compiled \
+      [--glue-dir DIR] [--conll-dir DIR] [--batch-length-multiple N]   # real batches
 
 Runs by hand, never in CI. Each implementation runs in its own process (bench/child.py,
-so peak RSS is its own), alternating for --rounds rounds, on random token ids (speed
-does not depend on the weights). Ours is the real training step of run_finetuning.py
-for a 2-class GLUE task (bench/steps.py: Finetuner.train_loop's model, AdamW with
-layer-wise learning rates, the task's loss, dropout; TrainLoop.train_step), timed after
---warmup steps (before 2026-11-23 the timing also held a second run's start-up: restore,
-tracing, the final checkpoint and plot, which understated ours by about a quarter at 15
-steps). The peer is transformers' ElectraForSequenceClassification with
+so peak RSS is its own), alternating for --rounds rounds. Ours is the real training step
+of run_finetuning.py (bench/steps.py: Finetuner.train_loop's model, AdamW with
+layer-wise learning rates, the task's loss, dropout, Finetuner.dataset_fn's input
+pipeline; TrainLoop.train_step), timed after --warmup steps (before 2026-11-23 the
+timing also held a second run's start-up: restore, tracing, the final checkpoint and
+plot, which understated ours by about a quarter at 15 steps). The peer is transformers'
+ElectraForSequenceClassification (ElectraForTokenClassification for chunk) with
 torch.optim.AdamW and gradient clipping at 1.0, of the same config's sizes; it must be
 installed for the benchmark only: pip install torch==2.13.0 transformers==5.23.0
+
+The batches. Without --task (the results before it stay comparable): random token ids,
+every batch 32 x 128 with no padding, a 2-class GLUE head (speed does not depend on the
+weights or the ids). With --task sst2, cola, stsb, mrpc (GLUE's <--glue-dir>/SST-2/,
+CoLA/, STS-B/, MRPC/train.tsv) or chunk (CoNLL-2000's <--conll-dir>/train.txt; the
+defaults: ../shared/data/glue and ../shared/data/conll2000 beside the checkout): a child
+of its own featurizes the task's training examples as run_finetuning.py does (the task
+runner's examples and features through Finetuner: BERT's uncased vocabulary,
+max_seq_length 128; MRPC and STS-B in both orders) and takes --steps batches of 32 in
+the order a run's first trial draws them (Finetuner.example_order with the config's
+seed, a fresh permutation each time through the file); both sides train on those
+batches in that order, first untimed (the warm-up: --warmup rounded up to whole passes
+over them), then timed. Ours reads them through its training input pipeline, which
+cuts each batch to its longest example rounded up to --batch-length-multiple (default:
+the config's batch_length_multiple; 0: max_seq_length), as a real run cuts them; the
+peer's batches are each padded to their longest example, as transformers' Trainer pads
+them (DataCollatorWithPadding; made before the timing), with stsb a 1-label regression
+and chunk's labels at each word's first piece (-100, ignored, elsewhere).
+The warm-up passes are there because a length is compiled when first met: ours traces
+its step once but compiles its fused layer's XLA islands at each new length (about one
+step's time, bench/RESULTS.md; ours_xla compiles the whole step), and under
+torch.compile (dynamic=None, as users run it) the peer compiles again at the second
+length it meets, its length dynamic from then on (that warm-up step counts with the
+first in first_step_s; a row whose timed steps still compiled says how often). A long
+run spreads those costs over thousands of steps; a timing of 30 would not.
 
 Rows (bench/peers.py, as in bench_pretraining): --precisions runs each implementation in
 float32 and/or bfloat16 (ours: mixed_bfloat16; the peer: CPU autocast), --peers the peer
 eager and/or under torch.compile; a bare command runs the rows it ran before these
 flags (float32, the eager peer). A row that cannot run here (bfloat16 on a CPU without
-bfloat16 arithmetic, a failed compilation) is one line saying why. Every row that ran
-reports its first step's seconds (first_step_s: ours' tracing, the compiled peer's
-compilation; the other --warmup steps are untimed too) and its fraction of the peak
-(peak_fraction; FLOPs per step: step_flops).
+bfloat16 arithmetic, a failed compilation, a child that failed) is one line saying why.
+Every row that ran reports examples/s, real tokens/s (the timed batches' input_mask
+summed: tokens that exist, the same for both sides), padded tokens/s (what it computed:
+its batches' lengths x 32), the mean batch length, its first step's seconds
+(first_step_s: ours' tracing, the compiled peer's compilation; the other --warmup steps
+are untimed too) and its fraction of the peak (peak_fraction; FLOPs per step at its own
+batch lengths: step_flops). The last line is every row's figures as JSON.
 """
 
 import argparse
+import itertools
 import json
 import os
+import sys
 import tempfile
 
-from bench import child, peers
+from bench import SHARED_DATA, child, peers
 from bench.steps import CLOCKS, finetuning_config, finetuning_step, time_first_and_steps
+from util import cli
 
 BATCH, SEQ, VOCAB = 32, 128, 30522
-TASK = "glue/sst2"  # a 2-class GLUE task: the head of the peer's model too
+TASK = "glue/sst2"  # random batches: a 2-class GLUE task, the peer's model's head too
+# --task: the project's task, the flag of the folder of its training file, that file.
+TASKS = {"sst2": ("glue/sst2", "glue_dir", os.path.join("SST-2", "train.tsv")),
+         "cola": ("glue/cola", "glue_dir", os.path.join("CoLA", "train.tsv")),
+         "stsb": ("glue/stsb", "glue_dir", os.path.join("STS-B", "train.tsv")),
+         "mrpc": ("glue/mrpc", "glue_dir", os.path.join("MRPC", "train.tsv")),
+         "chunk": ("chunk", "conll_dir", "train.txt")}
+DATA_DIRS = {"glue_dir": os.path.join(SHARED_DATA, "glue"),
+             "conll_dir": os.path.join(SHARED_DATA, "conll2000")}
 
 
 def hparams_of(model_size: str, **more) -> dict:
@@ -51,52 +93,163 @@ def random_batch(np, seed=0):
           "segment_ids": np.zeros_like(ids), "label": rng.integers(0, 2, BATCH)}
 
 
+def read_train_file(task, path: str) -> list:
+  """The examples of a task's training file, read by its family's reader."""
+  # pylint: disable=import-outside-toplevel
+  if task.name == "chunk":
+    from finetune.tagging.data import read_conll
+    return read_conll(path, task.tags)
+  from finetune.sentence.files import read_split_file
+  return read_split_file(task, task.train_split, path)
+
+
+def task_batches(task: str, path: str, batches: int, out: str, model_size: str) -> dict:
+  """`batches` x BATCH training features of `task`, made from its file `path` as
+  run_finetuning.py makes them (the task runner's examples and features, max_seq_length
+  SEQ, BERT's vocabulary), in the order a run's first trial draws them
+  (Finetuner.example_order with the config's seed: a fresh permutation each time
+  through the file), saved to `out` (.npz) in that order: the batches both sides train
+  on. Its own child (TensorFlow's), so that the peer's stays free of TensorFlow.
+  Returns the file's examples and the peer's number of labels."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from finetune.trainer import Finetuner  # pylint: disable=import-outside-toplevel
+  finetuner = Finetuner(finetuning_config(TASKS[task][0], hparams_of(model_size)),
+                        log=lambda _: None)
+  runner = finetuner.runners[0]
+  examples = runner.prepare_examples(read_train_file(runner.task, path), "train")
+  order = finetuner.example_order(len(examples), batches * BATCH,
+                                  finetuner.config.seed)
+  np.savez(out, **runner.features([examples[i] for i in order], "train"))
+  if task == "chunk":
+    num_labels = len(runner.labels)
+  else:
+    num_labels = 1 if runner.task.is_regression else len(runner.task.labels)
+  return {"examples": len(examples), "num_labels": num_labels}
+
+
+def warmup_steps(steps: int, warmup: int, task: str) -> int:
+  """The untimed steps before the timed ones, the first among them: --warmup (at least
+  one); with a task, rounded up to whole passes over the `steps` timed batches, which
+  the warm-up runs as they will be timed, so that every batch length either side meets
+  is compiled before the timing (as a long run spreads those costs over its steps)."""
+  warmup = max(warmup, 1)
+  return -(-warmup // steps) * steps if task else warmup
+
+
+def cycled(features: dict, rows: int) -> dict:
+  """`features` read in order and again from the start until `rows` rows."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  return {k: v[np.arange(rows) % len(v)] for k, v in features.items()}
+
+
+def timed_batches(batches: list, steps: int, warmup: int) -> dict:
+  """The lengths and real tokens (input_mask's sum) of the batches of the timed steps,
+  those after the first step and the other warm-up ones."""
+  timed = batches[max(warmup, 1):max(warmup, 1) + steps]
+  return {"lengths": [b["length"] for b in timed],
+          "real_tokens": sum(b["tokens"] for b in timed)}
+
+
 def run_ours(impl: str, model_size: str, precision: str, steps: int, warmup: int,
-             clock: str) -> dict:
+             clock: str, task: str = "", batches: str = "",
+             batch_length_multiple=None) -> dict:
   """first_step_s and the seconds of `steps` training steps of run_finetuning.py after
-  `warmup` ones (the first among them), in `precision`."""
+  `warmup` ones (the first among them), in `precision`, with the timed batches' lengths
+  and real tokens: on random ids, or with `task` on the batches of file `batches`
+  (task_batches'; in order, the warm-up's passes over them first), cut as the training
+  input pipeline cuts them."""
   import numpy as np
   from model.fused import use_fused
-  batch = random_batch(np)
-  batch["label"] = batch["label"].astype(np.float32)
+  calls = max(warmup, 1) + steps
+  if task:
+    features = cycled(dict(np.load(batches)), calls * BATCH)
+  else:
+    features = random_batch(np)
+    features["label"] = features["label"].astype(np.float32)
+  more = ({} if batch_length_multiple is None
+          else {"batch_length_multiple": batch_length_multiple})
+  seen = []
   with tempfile.TemporaryDirectory() as folder:
     hparams = hparams_of(model_size, use_xla=impl == "ours_xla",
-                         mixed_precision=peers.POLICIES[precision])
-    loop, step = finetuning_step(TASK, batch, warmup + steps, hparams, folder)
+                         mixed_precision=peers.POLICIES[precision], **more)
+    loop, step = finetuning_step(TASKS[task][0] if task else TASK, features, calls,
+                                 hparams, folder, in_order=bool(task), batches=seen)
     use_fused(loop.model, impl != "ours_unfused")
     first, seconds = time_first_and_steps(step, steps, warmup, clock)
-  return {"first_step_s": round(first, 2), "seconds": seconds}
+  return {"first_step_s": round(first, 2), "seconds": seconds,
+          **timed_batches(seen, steps, warmup)}
+
+
+def peer_batches(features: dict, tagging: bool, regression: bool) -> list:
+  """The peer's batches of `features` (BATCH rows each, in order), each padded to its
+  longest example as transformers' DataCollatorWithPadding pads them: torch tensors of
+  its inputs and labels (tagging: each word's label at its first piece, -100, which the
+  loss ignores, elsewhere)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  out = []
+  for start in range(0, len(features["input_ids"]), BATCH):
+    part = {k: v[start:start + BATCH] for k, v in features.items()}
+    length = int(part["input_mask"].sum(-1).max())
+    batch = {name: torch.from_numpy(part[key][:, :length].astype(np.int64))
+             for name, key in (("input_ids", "input_ids"),
+                               ("attention_mask", "input_mask"),
+                               ("token_type_ids", "segment_ids"))}
+    if tagging:
+      labels = np.full((len(part["input_ids"]), length), -100, np.int64)
+      rows, words = np.nonzero(part["word_label_mask"])
+      labels[rows, part["word_positions"][rows, words]] = part["word_labels"][rows, words]
+    else:
+      labels = part["label"].astype(np.float32 if regression else np.int64)
+    out.append({**batch, "labels": torch.from_numpy(labels)})
+  return out
 
 
 def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
-           clock: str) -> dict:
+           clock: str, task: str = "", batches: str = "", num_labels: int = 2) -> dict:
   """The peer's figures as run_ours' (bench/peers.py's time_peer: or why it did not
-  run): transformers' classifier of the same sizes, `peer` in `precision`."""
+  run): transformers' classifier (or, for chunk, token classifier) of the same sizes,
+  `peer` in `precision`, on the same batches, each padded to its longest example."""
   import numpy as np
   import torch
-  from transformers import ElectraConfig, ElectraForSequenceClassification
+  from transformers import (ElectraConfig, ElectraForSequenceClassification,
+                            ElectraForTokenClassification)
   from model.weights.huggingface import config_json
 
-  batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in random_batch(np).items()}
+  if task:
+    inputs = peer_batches(dict(np.load(batches)), task == "chunk", num_labels == 1)
+  else:
+    inputs = peer_batches(random_batch(np), False, False)
+  architecture = ElectraForSequenceClassification
+  more = {"problem_type": "regression" if num_labels == 1 else
+          "single_label_classification"}
+  if task == "chunk":
+    architecture, more = ElectraForTokenClassification, {}
   sizes = finetuning_config(TASK, hparams_of(model_size)).model_config()
-  model = ElectraForSequenceClassification(ElectraConfig(**config_json(
-      sizes, "ElectraForSequenceClassification", num_labels=2))).train()
+  model = architecture(ElectraConfig(**config_json(
+      sizes, architecture.__name__, num_labels=num_labels, **more))).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, eps=1e-6,
                                 weight_decay=0.01)
   wrap, forward = peers.torch_variant(peer, precision)
   runs = wrap(model)  # the same weights, as the peer runs them
+  stream = itertools.cycle(inputs)
 
   def step():
     with forward():
-      out = runs(input_ids=batch["input_ids"], attention_mask=batch["input_mask"],
-                 token_type_ids=batch["segment_ids"], labels=batch["label"])
+      out = runs(**next(stream))
     optimizer.zero_grad()
     out.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     return out.loss.detach()
 
-  return peers.time_peer(step, steps, warmup, clock)
+  timed = peers.time_peer(step, steps, warmup, clock)
+  if "unavailable" in timed:
+    return timed
+  calls = itertools.islice(itertools.cycle(inputs), max(warmup, 1) + steps)
+  return {**timed, **timed_batches(
+      [{"length": int(b["input_ids"].shape[1]), "tokens": int(b["attention_mask"].sum())}
+       for b in calls], steps, warmup)}
 
 
 # One electra_small layer's matrix products as ours runs them in training: the dense ones
@@ -195,7 +348,8 @@ def time_layer(framework: str, clock: str) -> dict:
 
 def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str,
              model_size: str = "small", peer: str = "eager",
-             precision: str = "float32") -> dict:
+             precision: str = "float32", task: str = "", batches: str = "",
+             batch_length_multiple=None, num_labels: int = 2) -> dict:
   """One implementation's figures, in the process bench/child.py starts for it."""
   from util import cpu
   if impl in ("hf", "torch_layer"):
@@ -203,18 +357,44 @@ def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str,
     torch.set_num_threads(threads)
   if impl in ("tf_layer", "torch_layer"):
     return {"impl": impl, "ms": time_layer(impl.split("_")[0], clock)}
+  data = {"task": task, "batches": batches}
   if impl == "hf":
-    timed = run_hf(model_size, peer, precision, steps, warmup, clock)
+    timed = run_hf(model_size, peer, precision, steps, warmup, clock, **data,
+                   num_labels=num_labels)
   else:
-    timed = run_ours(impl, model_size, precision, steps, warmup, clock)
+    timed = run_ours(impl, model_size, precision, steps, warmup, clock, **data,
+                     batch_length_multiple=batch_length_multiple)
   if "unavailable" in timed:
     return {"impl": impl, **timed}
-  return {"impl": impl, "examples_per_s": steps * BATCH / timed["seconds"],
-          "steps_per_s": steps / timed["seconds"], **timed,
+  seconds = timed["seconds"]
+  return {"impl": impl, "examples_per_s": steps * BATCH / seconds,
+          "steps_per_s": steps / seconds, **timed,
+          "real_tokens_per_s": timed["real_tokens"] / seconds,
+          "padded_tokens_per_s": BATCH * sum(timed["lengths"]) / seconds,
+          "mean_batch_length": sum(timed["lengths"]) / steps,
           "peak_flops": cpu.cpu_peak_flops(peers.POLICIES[precision], threads)}
 
 
-def main():
+def existing(folder: str):
+  """`folder` if it exists, else None (a default that is not there)."""
+  return folder if os.path.isdir(folder) else None
+
+
+def data_file(parser, args) -> str:
+  """The training file of --task, or parser.error's one line naming its folder's flag."""
+  _, dest, name = TASKS[args.task]
+  flag, folder = "--" + dest.replace("_", "-"), getattr(args, dest)
+  if folder is None:
+    parser.error(f"{flag}: not given, and {DATA_DIRS[dest]} (its default) does not "
+                 f"exist; give the folder holding {name}")
+  path = os.path.join(folder, name)
+  if not os.path.isfile(path):
+    parser.error(f"{flag} {folder}: no {name} there (the training file of "
+                 f"{args.task})")
+  return path
+
+
+def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--steps", type=int, default=30)
   parser.add_argument("--warmup", type=int, default=5)
@@ -225,6 +405,20 @@ def main():
   parser.add_argument("--impls", default="ours,ours_xla,hf",
                       help="of ours, ours_unfused (the transformer layer's elementwise "
                       "work unfused, model/fused.py off), ours_xla, hf")
+  parser.add_argument("--task", choices=sorted(TASKS),
+                      help="train on this task's real training examples, the same "
+                      "batches in the same order on both sides (default: random ids, "
+                      f"{BATCH} x {SEQ})")
+  parser.add_argument("--glue-dir", default=existing(DATA_DIRS["glue_dir"]),
+                      help="GLUE's folder, holding SST-2/, CoLA/, STS-B/, MRPC/ "
+                      "(default: ../shared/data/glue beside the checkout)")
+  parser.add_argument("--conll-dir", default=existing(DATA_DIRS["conll_dir"]),
+                      help="CoNLL-2000's folder, holding train.txt (default: "
+                      "../shared/data/conll2000 beside the checkout)")
+  parser.add_argument("--batch-length-multiple", type=int, default=None,
+                      help="ours' batches cut to their longest example rounded up to a "
+                      "multiple of this; 0: padded to max_seq_length (default: the "
+                      "config's, as run_finetuning.py)")
   peers.add_arguments(parser)
   parser.add_argument("--layers", action="store_true",
                       help="also time one transformer layer and its matrix products, "
@@ -238,35 +432,71 @@ def main():
                       "--threads 1 on a core that other jobs share)")
   child.add_arguments(parser)
   args = parser.parse_args()
+  cli.check_flags(parser, args, steps={"at_least": 1}, warmup={"at_least": 0},
+                  rounds={"at_least": 1}, threads={"at_least": 1},
+                  batch_length_multiple={"at_least": 0})
+  path = data_file(parser, args) if args.task else None
+  return cli.run_command(lambda: compare(args, path))
+
+
+def compare(args, path) -> int:
+  """Every row, --rounds times, then the table of each row's best round and its JSON;
+  1 when a row failed."""
   rows = {peers.row_label(impl, peer, precision): (impl, peer, precision)
           for precision in args.precisions for impl in args.impls.split(",")
           for peer in (args.peers if impl == "hf" else [None])}
   layer_children = ["tf_layer", "torch_layer"] if args.layers else []
   gpu = "bfloat16" in args.precisions and peers.ours_on_gpu()
-  flops_per_step = step_flops(args.model_size)
-  shared = {"steps": args.steps, "warmup": args.warmup, "threads": args.threads,
+  multiple = (args.batch_length_multiple if args.batch_length_multiple is not None else
+              finetuning_config(TASK, hparams_of(args.model_size)).batch_length_multiple)
+  warmup = warmup_steps(args.steps, args.warmup, args.task)
+  shared = {"steps": args.steps, "warmup": warmup, "threads": args.threads,
             "clock": args.clock, "model_size": args.model_size}
+  made = {}
   results = {label: [] for label in list(rows) + layer_children}
-  for round_ in range(args.rounds):
-    for label, (impl, peer, precision) in rows.items():
-      row = {"impl": impl, "peer": peer, "precision": precision}
-      ours = impl.startswith("ours")
-      result = peers.with_peak_fraction(peers.measure(
-          run_impl, {**shared, **row}, row, ours and gpu, args.threads, args.isa,
-          args.onednn if ours else "auto"), flops_per_step)
-      results[label].append(result)
-      figures = (result["unavailable"] if "unavailable" in result else
-                 f"{result['examples_per_s']:8.1f} examples/s peak RSS "
-                 f"{result['peak_rss_mib']:7.0f} MiB")
-      print(f"round {round_ + 1} {label:22s} {figures}", flush=True)
-    for impl in layer_children:
-      result = child.measure(run_impl, {**shared, "impl": impl}, args.threads, args.isa,
-                             args.onednn if impl == "tf_layer" else "auto")
-      results[impl].append(result)
-      print(f"round {round_ + 1} {impl:22s} " + ", ".join(
-          f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
-  print(f"\nelectra_{args.model_size} fine-tuning, batch {BATCH} x seq {SEQ}, "
-        f"{args.threads} threads, {args.clock} clock, CPU {args.isa}" +
+  with tempfile.TemporaryDirectory() as folder:
+    if args.task:
+      batches = os.path.join(folder, "batches.npz")
+      made = one_line(child.measure, f"{args.task}'s batches")(task_batches, {
+          "task": args.task, "path": path, "batches": args.steps, "out": batches,
+          "model_size": args.model_size}, args.threads)
+      shared.update(task=args.task, batches=batches)
+    for round_ in range(args.rounds):
+      for label, (impl, peer, precision) in rows.items():
+        row = {"impl": impl, "peer": peer, "precision": precision}
+        ours = impl.startswith("ours")
+        more = ({"batch_length_multiple": args.batch_length_multiple} if ours else
+                {"num_labels": made["num_labels"]} if args.task else {})
+        try:
+          result = peers.measure(
+              run_impl, {**shared, **row, **more}, row, ours and gpu, args.threads,
+              args.isa, args.onednn if ours else "auto")
+        except child.ChildFailed as e:  # one line, and the table goes on
+          result = {**row, "unavailable": f"failed: {e.line}", "failed": True}
+        result = peers.with_peak_fraction(
+            result, step_flops(args.model_size, result.get("lengths")))
+        results[label].append(result)
+        figures = (result["unavailable"] if "unavailable" in result else
+                   f"{result['examples_per_s']:8.1f} examples/s "
+                   f"{result['real_tokens_per_s']:9.0f} real tokens/s peak RSS "
+                   f"{result['peak_rss_mib']:7.0f} MiB")
+        print(f"round {round_ + 1} {label:22s} {figures}", flush=True)
+      for impl in layer_children:
+        result = one_line(child.measure, impl)(
+            run_impl, {**shared, "impl": impl}, args.threads, args.isa,
+            args.onednn if impl == "tf_layer" else "auto")
+        results[impl].append(result)
+        print(f"round {round_ + 1} {impl:22s} " + ", ".join(
+            f"{name} {ms:.1f} ms" for name, ms in result["ms"].items()), flush=True)
+  data = f"random ids, batch {BATCH} x seq {SEQ}"
+  if args.task:
+    data = (f"{args.task}'s training examples ({made['examples']} in {path}; "
+            f"{args.steps} batches of {BATCH} in a run's order, run "
+            f"{warmup // args.steps} time(s) untimed, then timed), max_seq_length {SEQ}, "
+            f"ours' batches cut to a multiple of {multiple} (0: none), the peer's to "
+            "their longest")
+  print(f"\nelectra_{args.model_size} fine-tuning on {data}, {args.threads} threads, "
+        f"{args.clock} clock, CPU {args.isa}" +
         (" (emulated)" if args.isa != "native" else "") + f", oneDNN {args.onednn}, "
         f"best of {args.rounds} rounds:")
   figures = {}
@@ -276,33 +506,61 @@ def main():
       figures[label] = {"unavailable": best["unavailable"]}
     else:
       rate = best["examples_per_s"]
+      flops = step_flops(args.model_size, best["lengths"])
       figures[label] = {
           "examples_per_s": round(rate, 2), "step_ms": round(1000 * BATCH / rate),
-          "peak_rss_mib": round(max(r["peak_rss_mib"] for r in results[label])),
-          "gflop_per_s": round(rate * flops_per_step / BATCH / 1e9, 1),
+          "real_tokens_per_s": round(best["real_tokens_per_s"]),
+          "padded_tokens_per_s": round(best["padded_tokens_per_s"]),
+          "mean_batch_length": round(best["mean_batch_length"], 1),
+          "real_tokens": best["real_tokens"],
+          "peak_rss_mib": round(max(r["peak_rss_mib"] for r in results[label]
+                                    if "peak_rss_mib" in r)),
+          "gflop_per_s": round(rate * flops / BATCH / 1e9, 1),
           "first_step_s": best["first_step_s"],
-          **{k: best[k] for k in ("peak_fraction",) if k in best}}
-    print(peers.row_line(label, {**best, **figures[label]},
-                         f"{figures[label].get('examples_per_s', 0):.1f} examples/s | "
-                         f"{figures[label].get('step_ms')} ms/step | "
-                         f"{figures[label].get('gflop_per_s')} GFLOP/s"))
+          **{k: best[k] for k in ("peak_fraction", "timed_compilations") if k in best}}
+    late = figures[label].get("timed_compilations")
+    print(peers.row_line(label, {**best, **figures[label]}, (
+        f"{figures[label].get('examples_per_s', 0):.1f} examples/s | "
+        f"{figures[label].get('real_tokens_per_s', 0):,} real tokens/s | "
+        f"{figures[label].get('padded_tokens_per_s', 0):,} padded tokens/s | "
+        f"mean length {figures[label].get('mean_batch_length')} | "
+        f"{figures[label].get('step_ms')} ms/step | "
+        f"{figures[label].get('gflop_per_s')} GFLOP/s") +
+                         (f" | {late} compilations in the timed steps" if late else "")))
   for impl in layer_children:
     mine = [r["ms"] for r in results[impl]]
     figures[impl] = {name: round(min(ms[name] for ms in mine), 1) for name in mine[0]}
     print(f"| {impl} | " + " | ".join(f"{name} {ms} ms"
                                       for name, ms in figures[impl].items()) + " |")
   print(json.dumps(figures))
+  return int(any(r.get("failed") for label in rows for r in results[label]))
 
 
-def step_flops(model_size: str) -> float:
+def one_line(measure, what: str):
+  """`measure` (child.measure), a child's crash raised as a ValueError of its last line,
+  which the command shows as one line (a child's own refusal already is one)."""
+  def call(*args):
+    try:
+      return measure(*args)
+    except child.ChildError:
+      raise
+    except child.ChildFailed as e:
+      raise ValueError(f"{what}: {e.line}") from None
+  return call
+
+
+def step_flops(model_size: str, lengths=None) -> float:
   """Training FLOPs of one step as the project counts them (model/flops.py, the
   original's convention: backward = forward, the embedding lookup as a one-hot matrix
-  product), not what the hardware executes: the same for ours and the peer, which train
+  product), not what the hardware executes, averaged over the batches' `lengths` (SEQ
+  when not given): the same for ours and the peer at the same lengths, as they train
   the same model."""
   from model.flops import finetuning_flops_per_step
-  return finetuning_flops_per_step(
-      finetuning_config(TASK, hparams_of(model_size)).model_config(), SEQ, BATCH)
+  config = finetuning_config(TASK, hparams_of(model_size)).model_config()
+  lengths = lengths or [SEQ]
+  return sum(finetuning_flops_per_step(config, length, BATCH)
+             for length in lengths) / len(lengths)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

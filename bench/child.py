@@ -39,7 +39,12 @@ def add_arguments(parser):
 
 
 class ChildFailed(RuntimeError):
-  """The child exited with an error; the message ends with the end of its stderr."""
+  """The child exited with an error; the message ends with the end of its stderr, and
+  `line` is its last line (a crash's exception, or why it exited)."""
+
+  def __init__(self, message: str, line: str = ""):
+    super().__init__(message)
+    self.line = line or cli.first_line(self)
 
 
 class ChildError(ChildFailed, ValueError):
@@ -72,7 +77,8 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
     raise ChildError(last[len("error: "):])
   if run.returncode or not lines:
     raise ChildFailed(f"{module}.{function.__name__} exited {run.returncode}: "
-                      f"{run.stderr.strip()[-300:]}")
+                      f"{run.stderr.strip()[-300:]}",
+                      last or f"{module}.{function.__name__} exited {run.returncode}")
   return json.loads(lines[-1])
 
 

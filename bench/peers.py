@@ -16,10 +16,13 @@ compilation failed: no C++ compiler, a compile error) and the bench goes on.
 
 Every row that ran reports its first step's seconds apart from the timed steps
 (`first_step_s`: ours' tracing, the compiled peer's compilation, which is shorter on a
-re-run once inductor's on-disk cache holds the kernels) and its fraction of the peak
-(`peak_fraction`): FLOPs per step as the project counts them (model/flops.py; the same
-count for both sides, as they train the same model) x steps/s, over the peak of the
-cores its threads may use (util/cpu.py; its bfloat16 peak for bfloat16 rows).
+re-run once inductor's on-disk cache holds the kernels; on batches of several lengths,
+with the warm-up step where the second length compiled the model again, its length
+dynamic from then on as torch.compile's default dynamic=None makes it) and its fraction
+of the peak (`peak_fraction`): FLOPs per step as the project counts them (model/flops.py;
+the same count for both sides at the same batch lengths, as they train the same model)
+x steps/s, over the peak of the cores its threads may use (util/cpu.py; its bfloat16
+peak for bfloat16 rows).
 """
 
 import argparse
@@ -27,7 +30,7 @@ import contextlib
 from typing import Optional
 
 from bench import child
-from bench.steps import time_first_and_steps
+from bench.steps import CLOCKS, time_steps
 from util import cli, cpu
 
 PEERS = ("eager", "compiled")
@@ -119,17 +122,38 @@ def torch_variant(peer: str, precision: str):
   return wrap, contextlib.nullcontext
 
 
+def compilations() -> int:
+  """The graphs torch.compile has compiled in this process so far (none when eager)."""
+  from torch._dynamo.utils import counters  # pylint: disable=import-outside-toplevel
+  return counters["stats"]["unique_graphs"]
+
+
 def time_peer(step, steps: int, warmup: int, clock: str) -> dict:
-  """{"first_step_s", "seconds"} of the peer's step (bench.steps.time_first_and_steps),
-  or {"unavailable": the line} when torch.compile failed at the first step."""
+  """{"first_step_s", "seconds"} of the peer's step (as bench.steps.time_first_and_steps;
+  a later warm-up step in which torch.compile compiled again, as at the second batch
+  length it meets, counts with the first: its compilation is timed apart too;
+  "timed_compilations" when the timed steps still compiled), or {"unavailable": the
+  line} when torch.compile failed."""
   import torch  # pylint: disable=import-outside-toplevel
+  now = CLOCKS[clock]
   try:
-    first, seconds = time_first_and_steps(step, steps, warmup, clock)
+    start = now()
+    float(step())
+    first = now() - start
+    for _ in range(max(warmup, 1) - 1):
+      before, start = compilations(), now()
+      float(step())
+      if compilations() > before:
+        first += now() - start
+    before = compilations()
+    seconds = time_steps(step, steps, 0, clock)
+    recompiled = compilations() - before
   except torch._dynamo.exc.TorchDynamoException as e:  # pylint: disable=protected-access
     cause = getattr(e, "inner_exception", None) or e  # what the backend raised
     return {"unavailable": f"torch.compile failed: {type(cause).__name__}: "
                            f"{cli.first_line(cause, 160)}"}
-  return {"first_step_s": round(first, 2), "seconds": seconds}
+  return {"first_step_s": round(first, 2), "seconds": seconds,
+          **({"timed_compilations": recompiled} if recompiled else {})}
 
 
 def row_line(label: str, row: dict, figures: str) -> str:

@@ -7,7 +7,7 @@ tracing), checkpoints, logs or curves, as the PyTorch peers' loops are.
 
 import os
 import time
-from typing import Tuple
+from typing import Optional, Tuple
 
 from bench import BERT_VOCAB
 
@@ -50,17 +50,45 @@ def finetuning_config(task: str, hparams: dict, folder: str = ""):
 
 
 def finetuning_step(task: str, features: dict, num_steps: int, hparams: dict,
-                    folder: str):
+                    folder: str, in_order: bool = False,
+                    batches: Optional[list] = None):
   """run_finetuning.py's training step for `task` under `hparams` (over the size's
   preset, with BERT's vocabulary), on `features` (arrays with a leading example axis,
-  the task's targets included) cycled through. Returns the loop (loop.model is the
-  model) and a call that runs one step and returns its loss."""
+  the task's targets included) through the training input pipeline
+  (Finetuner.dataset_fn: batches cut to their longest example as the config says).
+  By default the pipeline's own seeded order cycles through them; `in_order`: they are
+  num_steps x train_batch_size rows read once in their order, batch i being rows
+  i x batch size onwards (placed where the pipeline's order, Finetuner.train_order,
+  reads them; length_grouping_batches, which orders by length, left at 0). `batches`,
+  a list, gets each batch the step will read as {"length": its token axis, "tokens":
+  its input_mask's sum}, from a pass of the same pipeline before the first step.
+  Returns the loop (loop.model is the model) and a call that runs one step and returns
+  its loss."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from finetune.trainer import Finetuner  # pylint: disable=import-outside-toplevel
   config = finetuning_config(task, hparams, folder)
   finetuner = Finetuner(config, log=lambda _: None)
   features = {**features, "task_id": np.zeros(len(features["input_ids"]), np.int32)}
+  if in_order:
+    count = num_steps * config.train_batch_size
+    if len(features["input_ids"]) != count or config.length_grouping_batches:
+      raise ValueError(f"{len(features['input_ids'])} features in order, with "
+                       f"length_grouping_batches {config.length_grouping_batches}; "
+                       f"expected {num_steps} steps x train_batch_size "
+                       f"{config.train_batch_size}, and 0")
+    # The pipeline's j-th example is row order[j]: the j-th given one goes there.
+    order = finetuner.train_order(features, num_steps, config.seed)
+    placed = {k: np.empty_like(v) for k, v in features.items()}
+    for k, v in features.items():
+      placed[k][order] = v
+    features = placed
   loop = finetuner.train_loop(features, num_steps, os.path.join(folder, "model"))
   step = loop.train_step()
-  iterator = loop.iterator(finetuner.dataset_fn(features, num_steps, config.seed))
+  dataset_fn = finetuner.dataset_fn(features, num_steps, config.seed)
+  if batches is not None:
+    batches.extend({"length": int(batch["input_ids"].shape[1]),
+                    "tokens": int(tf.reduce_sum(batch["input_mask"]))}
+                   for batch in dataset_fn(tf.distribute.InputContext()))
+  iterator = loop.iterator(dataset_fn)
   return loop, lambda: step(iterator)["loss"]

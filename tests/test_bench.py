@@ -1,8 +1,9 @@
 """bench/ as a package on the commands' seams: `python -m bench.<name>` with the project
 on the path, a bench end to end in its child process (the debug model, one step:
 seconds, not a benchmark), the fine-tuning step the benches time is run_finetuning.py's,
-and the rows of the comparison with the PyTorch peer (bench/peers.py): chosen by flags,
-one line where a row cannot run. The compiled peer's own step is not run here: its
+both sides of bench_finetuning --task train on the same real batches (small files the
+tests write), and the rows of the comparison with the PyTorch peer (bench/peers.py):
+chosen by flags, one line where a row cannot run or its child failed. The compiled peer's own step is not run here: its
 compilation takes minutes on a loaded 2-core machine."""
 
 import argparse
@@ -17,6 +18,7 @@ import pytest
 from bench import bench_finetuning, bench_pretraining, child, peers
 from bench import steps as bench_steps
 from bench.steps import finetuning_step
+from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
 from tests.conftest import shared_path
 from util import cpu
@@ -98,6 +100,87 @@ def test_the_rows_flags_take_lists_of_their_choices_and_refuse_others_in_one_lin
   assert refused.stderr.strip().splitlines()[-1].endswith(
       "error: argument --precisions: 'half': expected a comma-separated list of "
       "float32, bfloat16")
+
+
+# Sentences of several lengths (SST-2's layout: a header, then sentence and label).
+SST2 = ["sentence\tlabel"] + [
+    f"{' '.join(['a fine film'] * (1 + i % 7))} , {'not ' * (i % 3)}bad\t{i % 2}"
+    for i in range(12)]
+CONLL = ["He PRP B-NP", "reckons VBZ B-VP", "the DT B-NP", "current JJ I-NP",
+         "account NN I-NP", "deficit NN I-NP", ". . O", "",
+         "Confidence NN B-NP", "in IN B-PP", "the DT B-NP", "pound NN I-NP", ". . O", ""]
+
+
+@pytest.mark.parametrize("task, flags", [("sst2", []),
+                                         ("chunk", ["--batch-length-multiple", "0"])])
+def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, task,
+                                                                    flags):
+  shared_path("vocab", "bert_uncased_vocab.txt")
+  if task == "sst2":
+    (tmp_path / "SST-2").mkdir()
+    (tmp_path / "SST-2" / "train.tsv").write_text("\n".join(SST2) + "\n")
+    folder = ["--glue-dir", str(tmp_path)]
+  else:
+    (tmp_path / "train.txt").write_text("\n".join(CONLL) + "\n")
+    folder = ["--conll-dir", str(tmp_path)]
+  run = bench("bench_finetuning", "--task", task, *folder, *flags, "--model-size",
+              "debug", "--steps", "1", "--warmup", "1", "--rounds", "1", "--impls",
+              "ours,hf", "--threads", "1")
+  assert run.returncode == 0, run.stderr[-3000:]
+  lines = run.stdout.strip().splitlines()
+  assert any(line.startswith("| ours | ") for line in lines)
+  assert any(line.startswith("| hf | ") for line in lines)
+  rows = json.loads(lines[-1])
+  assert list(rows) == ["ours", "hf"]
+  ours, hf = rows["ours"], rows["hf"]
+  for row in (ours, hf):
+    assert {"examples_per_s", "real_tokens_per_s", "padded_tokens_per_s",
+            "mean_batch_length", "real_tokens", "first_step_s"} <= set(row)
+  # The same examples: as many real tokens on both sides; the one timed batch is the
+  # same one, the peer's padded to its longest, ours' cut as a run cuts it (to the
+  # config's multiple, or to max_seq_length with --batch-length-multiple 0).
+  assert ours["real_tokens"] == hf["real_tokens"] > 0
+  longest = hf["mean_batch_length"]
+  assert ours["real_tokens"] <= 32 * longest < 32 * 128
+  multiple = 0 if flags else FinetuningConfig().batch_length_multiple
+  assert ours["mean_batch_length"] == (
+      -(-longest // multiple) * multiple if multiple else 128)
+
+
+def test_bench_finetunings_bad_flags_and_a_failed_child_are_one_line_each(
+    tmp_path, monkeypatch, capsys):
+  def refused(*flags):
+    monkeypatch.setattr(sys, "argv", ["bench_finetuning", *flags])
+    with pytest.raises(SystemExit) as exit_:
+      bench_finetuning.main()
+    assert exit_.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+  assert refused("--steps", "0").endswith("error: --steps 0: expected an integer >= 1")
+  assert refused("--rounds", "-1").endswith(
+      "error: --rounds -1: expected an integer >= 1")
+  assert refused("--task", "mrpc", "--glue-dir", str(tmp_path)).endswith(
+      f"error: --glue-dir {tmp_path}: no MRPC/train.tsv there (the training file of "
+      "mrpc)")
+  monkeypatch.setitem(bench_finetuning.DATA_DIRS, "conll_dir", str(tmp_path / "none"))
+  assert refused("--task", "chunk").endswith(
+      f"error: --conll-dir: not given, and {tmp_path / 'none'} (its default) does not "
+      "exist; give the folder holding train.txt")
+
+  # A child that crashed: its row is the last line of its traceback, the table goes on
+  # and the bench exits 1.
+  def crashed(function, kwargs, row, *args):
+    if row["impl"] == "hf":
+      raise child.ChildFailed("bench.bench_finetuning.run_impl exited 1: Traceback ...",
+                              "RuntimeError: out of luck")
+    return {**row, "unavailable": "not run here"}
+  monkeypatch.setattr(peers, "measure", crashed)
+  monkeypatch.setattr(sys, "argv", ["bench_finetuning", "--model-size", "debug",
+                                    "--impls", "ours,hf", "--rounds", "1"])
+  assert bench_finetuning.main() == 1
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert "| hf | failed: RuntimeError: out of luck |" in lines
+  assert json.loads(lines[-1])["hf"] == {
+      "unavailable": "failed: RuntimeError: out of luck"}
 
 
 def test_a_bfloat16_row_on_a_cpu_without_its_arithmetic_is_one_line_and_no_process(
