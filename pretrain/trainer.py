@@ -29,15 +29,15 @@ from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
-from pretrain.run_record import RUN_CONFIG, check_model_dir, write_run_config
-from training import runtime
+from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
+                                 write_run_config)
+from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate, own_warmup
 from util import files
 
-EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
 FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
 
@@ -244,7 +244,7 @@ def record_eval(config: PretrainingConfig, results: Dict[str, float]):
   with files.atomic_write(path) as f:
     for step in sorted(rows):
       f.write(json.dumps({"global_step": step, **rows[step]}) + "\n")
-  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
+  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, EVAL_DIR))
   with writer.as_default(step=results["global_step"]):
     for name, value in results.items():
       if name != "global_step":
@@ -269,6 +269,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  resume.check_run_folder(config.model_dir, config.data_dir)  # before its lock is made
   # The exports are written at the end: an input in their way is refused now.
   init = config.init_checkpoint
   files.check_output(

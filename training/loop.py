@@ -36,6 +36,12 @@ from util import cli, stderr
 from util.progress import Progress, format_duration
 
 
+# What the loop writes in a model dir, as glob patterns relative to it: with the phase's
+# record and own files, all a run writes there, and all that training/resume.py deletes.
+LOOP_FILES = ("checkpoint", f"{CHECKPOINT_NAME}-*", "data_state", "train", ".worker_tmp",
+              LOG_NAME, CURVES_NAME)
+
+
 class NonFiniteLossError(ValueError):
   """Training produced a NaN or inf loss (or gradient) and was stopped."""
 
