@@ -150,16 +150,19 @@ class Pretrainer:
       raise e
 
   def train(self) -> Dict[str, float]:
-    if self.loop.chief:
-      latest = self.loop.latest_checkpoint()
-      step = int(latest.rsplit("-", 1)[1]) if latest else 0
-      write_run_config(self.config, step, self.start)
-      if step > self.config.num_train_steps:
-        print(f"note: the run in {self.config.model_dir} is already at step {step}, past "
-              f"num_train_steps {self.config.num_train_steps}: nothing to train (raise "
-              "num_train_steps to continue it)", flush=True)
-    return self._reading_data(lambda: self.loop.run(
-        self.dataset_fn(training=True), init_fn=self._initialize))
+    # A start that cannot be read (a cut init_checkpoint) fails in _initialize, after the
+    # record is written: it goes again, or the corrected run would be refused.
+    with resume.kept_once_trained(self.config.model_dir, RUN_CONFIG):
+      if self.loop.chief:
+        latest = self.loop.latest_checkpoint()
+        step = int(latest.rsplit("-", 1)[1]) if latest else 0
+        write_run_config(self.config, step, self.start)
+        if step > self.config.num_train_steps:
+          print(f"note: the run in {self.config.model_dir} is already at step {step}, "
+                f"past num_train_steps {self.config.num_train_steps}: nothing to train "
+                "(raise num_train_steps to continue it)", flush=True)
+      return self._reading_data(lambda: self.loop.run(
+          self.dataset_fn(training=True), init_fn=self._initialize))
 
   def evaluate(self, checkpoint: Optional[str] = None, write: bool = True
                ) -> Dict[str, float]:

@@ -310,6 +310,9 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   assert error(dataclasses.replace(fitting, init_checkpoint=str(cut))) == (
       f"{data_file}: Read less bytes than requested; the checkpoint is cut short or "
       "damaged: copy or fetch it again")
+  # ... and leaves no record of a run that never trained: the corrected run starts.
+  assert not (tmp_path / "from_cut" / run_record.RUN_CONFIG).exists()
+  run_record.check_model_dir(fitting)
 
   # A corrupt shard, named.
   corrupt_dir = tmp_path / "corrupt"
