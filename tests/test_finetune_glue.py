@@ -242,6 +242,15 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
       f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
   assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")
   assert open(os.path.join(trial_dir, "finetuning_config.json")).read() == saved
+  # --predict likewise: the trial's model is not one fine-tuned from that checkpoint.
+  code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
+                              str(data), "--init-checkpoint", other, "--hparams",
+                              '{"max_seq_length": 16}', "--predict",
+                              str(tmp_path / "dev.csv")])
+  assert (code, capsys.readouterr().err) == (
+      2, f"error: --init-checkpoint {os.path.abspath(other)}: {trial_dir} was fine-tuned "
+      f"from {os.path.abspath(export)} (its finetuning_config.json); give that one, or "
+      "none\n")
   # Lost or emptied, the record is rebuilt from the copy the checkpoint carries, and
   # still guards the run.
   record = os.path.join(trial_dir, "finetuning_config.json")
