@@ -22,7 +22,7 @@ dynamic from then on as torch.compile's default dynamic=None makes it) and its f
 of the peak (`peak_fraction`): FLOPs per step as the project counts them (model/flops.py;
 the same count for both sides at the same batch lengths, as they train the same model)
 x steps/s, over the peak of the cores its threads may use (util/cpu.py; its bfloat16
-peak for bfloat16 rows).
+peak for bfloat16 rows; "peak unknown" where the CPU states no maximum clock).
 """
 
 import argparse
@@ -104,11 +104,13 @@ def row_label(impl: str, peer: Optional[str], precision: str) -> str:
 
 
 def with_peak_fraction(row: dict, flops_per_step: float) -> dict:
-  """`row` with its fraction of the peak (for a row that ran and knows its peak)."""
-  if not row.get("peak_flops") or "steps_per_s" not in row:
+  """`row` with its fraction of the peak (for a row that ran and knows its peak: none
+  past 100%, which says the peak is wrong)."""
+  if "steps_per_s" not in row:
     return row
-  fraction = flops_per_step * row["steps_per_s"] / row["peak_flops"]
-  return {**row, "peak_fraction": float(f"{fraction:.4g}")}
+  fraction = cpu.peak_fraction(flops_per_step * row["steps_per_s"],
+                               row.get("peak_flops", 0.0))
+  return row if fraction is None else {**row, "peak_fraction": float(f"{fraction:.4g}")}
 
 
 def torch_variant(peer: str, precision: str):

@@ -24,6 +24,7 @@ from model.weights import huggingface as hf
 from model.weights.formats import open_weights
 from model.weights.original import encoder_variables, original_variables
 from model.weights.run_files import FINETUNING_RECORD
+from util.cli import listed
 from util.files import atomic_write, check_output, make_folder
 
 NAME = "huggingface"
@@ -134,9 +135,9 @@ def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,
 
 def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
            lower_case: bool = True) -> str:
-  """Writes HF_DIR (a directory, new or not: its files are replaced one by one, each
-  whole) of a pre-trained checkpoint or a fine-tuned model dir; returns the
-  transformers class it holds."""
+  """Writes HF_DIR (a new or empty directory, or an earlier export's: its files are
+  replaced one by one, each whole) of a pre-trained checkpoint or a fine-tuned model
+  dir; returns the transformers class it holds."""
   folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
   if os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
     if part:
@@ -152,8 +153,16 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
   else:
     weights, config, sizes, vocab = _pretrained(checkpoint, part or "discriminator", vocab)
   _check_vocab(vocab, sizes)
+  written = [WEIGHTS, "vocab.txt", *_json_files(config, lower_case, sizes)]
   check_output("--output", output, {"--checkpoint": folder, "--vocab": vocab},
-               writes=[WEIGHTS, "vocab.txt", *_json_files(config, lower_case, sizes)])
+               writes=written)
+  # Its files are replaced: only in a folder of an export's files (hidden ones aside).
+  others = [name for name in (os.listdir(output) if os.path.isdir(output) else [])
+            if not name.startswith(".") and name not in written]
+  if others:
+    raise ValueError(f"--output {output} holds what this export does not write "
+                     f"({listed(others)}); give a new or empty folder, or one of an "
+                     "earlier export")
   make_folder(output, output)
   _write_files(output, weights, config, sizes, vocab, lower_case)
   return config["architectures"][0]

@@ -22,7 +22,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from finetune import tasks as task_registry
-from model.config import INIT_ADJUSTMENTS, ModelChoice, ModelConfig
+from model.config import INIT_ADJUSTMENTS, ModelChoice, ModelConfig, check_model_name
 from util import hparams
 from training.settings import ScaleSettings
 
@@ -98,7 +98,8 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   results_dir: str = hparams.field("", resumable=True)
   # Read tasks prepared by TensorFlow Datasets from here.
   tfds_data_dir: str = hparams.field("", resumable=True)
-  # Allow a model_dir holding a different run.
+  # Allow a model_dir holding a different run: its run's files are deleted (what
+  # runs do not write there stays).
   overwrite_model_dir: bool = hparams.field(False, resumable=True)
   # {family name: its settings} for the families of task_names that declare settings;
   # built from the families' defaults when not given. Not an hparams name: overrides
@@ -238,6 +239,7 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
   the other phase's config, for hparams.check_overrides."""
   overrides = overrides or {}
   check_overrides(overrides, elsewhere=elsewhere)  # refused naming --hparams
+  check_model_name(model_name, overrides)
   tasks = task_registry.get_tasks(task_names)
   values = {**hparams.load_preset("finetuning", hparams.model_size(model_name, overrides)),
             "model_name": model_name,

@@ -18,10 +18,27 @@ from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
 from model.weights.run_files import FINETUNING_RECORD
+from model.weights.start import in_todays_name, record_name
 from training import resume
 from util.progress import Progress
 
 TRIAL = 1
+
+
+def check_start(config: FinetuningConfig, finetuner: Finetuner, saved: dict):
+  """Refuses an init_checkpoint other than the start the trial was fine-tuned from (its
+  record's), as a training run with it is refused: the model predicting is not the one
+  the flags name."""
+  if not config.init_checkpoint:
+    return
+  given = record_name(finetuner.start)
+  recorded = in_todays_name(finetuner.start)(saved.get("signature", {})).get(
+      "init_checkpoint", given)
+  if recorded != given:
+    raise ValueError(
+        f"--init-checkpoint {given}: {finetuner.trial_dir(TRIAL)} was fine-tuned from "
+        f"{recorded or 'random weights'} (its {FINETUNING_RECORD}); give that one, or "
+        "none")
 
 
 def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
@@ -36,6 +53,7 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
   saved = resume.read_record(finetuner.trial_dir(TRIAL), FINETUNING_RECORD)
   if saved:  # the sizes it was trained with, whatever init says now
     finetuner.model_config = ModelConfig(**saved["model"])
+    check_start(config, finetuner, saved)
   if not os.path.isfile(path):
     raise DataError(f"{path}: " + ("a directory; expected the file to predict"
                                    if os.path.isdir(path) else "no such file to predict"))

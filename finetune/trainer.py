@@ -13,7 +13,6 @@ Trials repeat the run with other seeds and the median is reported.
 import dataclasses
 import json
 import os
-import shutil
 import statistics
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -48,6 +47,9 @@ RUN_CONFIG = FINETUNING_RECORD
 # Beside it in each trial's model dir: [{"epoch", "step", "scores"}], each epoch's dev
 # scores as first taken, with that epoch's weights.
 EPOCH_SCORES = "epoch_scores.json"
+# What a trial writes in its model dir beside its record and the loop's files: with
+# those, all that overwrite_model_dir and keep_all_models false delete.
+TRIAL_FILES = (RUN_VOCAB, serving.SAVED_MODEL, EPOCH_SCORES)
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
@@ -330,10 +332,12 @@ class Finetuner:
     # (--predict and serving use trial 1's, so they need keep_all_models or num_trials 1).
     kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
+      resume.check_run_folder(model_dir, config.data_dir)
       resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir,
                           renamed=lambda values: config.in_sections(
-                              in_todays_name(self.start)(values)))
+                              in_todays_name(self.start)(values)),
+                          written=TRIAL_FILES)
     runtime.use_checkpointed_dropout(seed)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
@@ -419,7 +423,7 @@ class Finetuner:
     if config.write_test_outputs and trial <= config.n_writes_test:
       self.write_test_predictions(model, trial)
     if not kept:
-      shutil.rmtree(model_dir, ignore_errors=True)
+      resume.delete_run(model_dir, RUN_CONFIG, TRIAL_FILES)
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Dict, Optional
 
 from util import hparams
+from util.files import check_folder_name
 
 # Start points of pre-training (model/initialization.py).
 INIT_SCHEMES = ("truncated_normal", "mimetic", "mimetic_generator", "mimetic_open_cls")
@@ -25,6 +26,16 @@ def check_vocab_size(vocab_file: str, tokens: int, vocab_size: int, whose: str,
   if tokens != vocab_size:
     raise hparams.HParamsError(f"{vocab_file} holds {tokens} tokens but {whose} has a "
                                f"vocabulary of {vocab_size}; {remedy}")
+
+
+def check_model_name(flag_value: str, overrides: Dict[str, Any]):
+  """Refuses a run's name (--model-name, or --hparams' model_name, which wins) that is
+  not one plain folder name: it names the run's folder under <data_dir>/models, and
+  "..", "" or a path would make the data dir, the models folder or another folder the
+  model dir, which overwrite_model_dir deletes runs' files from."""
+  source, name = (("--hparams' model_name", overrides["model_name"])
+                  if "model_name" in overrides else ("--model-name", flag_value))
+  check_folder_name(source, name, "the run's folder under <data-dir>/models")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,13 +11,16 @@ import json
 import os
 from typing import Any, Callable, Dict, Optional
 
-from model.config import INIT_SCHEMES, ModelChoice, ModelConfig, check_vocab_size
+from model.config import (INIT_SCHEMES, ModelChoice, ModelConfig, check_model_name,
+                          check_vocab_size)
 from data_prep import records
 from data_prep.vocab import load_vocab
 from util import hparams
 from training.settings import ScaleSettings
 
 
+# The eval results' file in the model dir (a JSON beside it).
+RESULTS_TXT = os.path.join("results", "unsup_results.txt")
 # The objectives by name: one class each in pretrain/objectives/ (OBJECTIVES there).
 OBJECTIVES = ("masked_lm", "electra", "electric")
 
@@ -136,7 +139,8 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   vocab_file: str = hparams.field("", resumable=True)
   model_dir: str = hparams.field("", resumable=True)
   init_checkpoint: str = ""
-  # Allow a model_dir holding a different config.
+  # Allow a model_dir holding a different config: its run's files are deleted (what
+  # runs do not write there stays).
   overwrite_model_dir: bool = hparams.field(False, resumable=True)
 
   def __post_init__(self, electra_objective, electric_objective):
@@ -200,7 +204,7 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
 
   @property
   def results_txt(self) -> str:
-    return os.path.join(self.model_dir, "results", "unsup_results.txt")
+    return os.path.join(self.model_dir, RESULTS_TXT)
 
   def model_config(self) -> ModelConfig:
     """The discriminator's sizes; the generator's follow via generator_config()."""
@@ -229,6 +233,7 @@ def load_config(model_name: str, data_dir: str = "data",
   """
   overrides = hparams.check_overrides(PretrainingConfig, overrides or {},
                                       elsewhere=elsewhere)
+  check_model_name(model_name, overrides)
   if "objective" in overrides and ({"electra_objective", "electric_objective"} &
                                    {k for k, v in overrides.items() if v is not None}):
     check_objective_names(overrides["objective"], overrides.get("electra_objective"),

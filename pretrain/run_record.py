@@ -4,17 +4,27 @@ write that keeps every setting a step was trained with. training/resume.py does 
 reading, comparing and atomic writing; this module says what pre-training records.
 """
 
+import os
 from typing import Dict, Optional
 
 from model.weights.run_dir import TRAINED_PART
 from model.weights.run_files import PRETRAINING_RECORD
 from model.weights.start import PretrainedStart, in_todays_name, record_name
-from pretrain.config import PretrainingConfig, with_objective_named
+from pretrain.config import RESULTS_TXT, PretrainingConfig, with_objective_named
 from pretrain.objectives import objective_for
 from training import resume
+from training.curves import EVAL_CURVE_NAME
 from util import hparams
 
 RUN_CONFIG = PRETRAINING_RECORD
+EXPORT_DIR = "export"
+EVAL_DIR = "eval"  # TensorBoard's eval scalars
+# What a run writes in its model dir beside its record and the loop's files, as glob
+# patterns: with those, all that overwrite_model_dir deletes.
+RUN_FILES = (EXPORT_DIR, EVAL_DIR, EVAL_CURVE_NAME, os.path.splitext(RESULTS_TXT)[0] + ".*")
+# What fine-tuning writes in the pre-trained model's folder (finetune/config.py's
+# model_dir and results_dir), which stays.
+FINETUNING_OUTPUTS = ("finetuning_models", "results")
 
 
 def run_signature(config: PretrainingConfig,
@@ -41,14 +51,15 @@ def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] 
   The optimizer, schedule, seed and start do not: they made the weights, and
   evaluating them needs none of it."""
   signature, renamed = run_signature(config, start), older_record_read(start)
+  layout = {"renamed": renamed, "written": RUN_FILES, "beside": FINETUNING_OUTPUTS}
   if config.do_train:
     resume.check_resume(config.model_dir, RUN_CONFIG, signature,
-                        config.overwrite_model_dir, renamed=renamed)
+                        config.overwrite_model_dir, **layout)
   else:
     resume.check_resume(config.model_dir, RUN_CONFIG,
                         {k: v for k, v in signature.items()
                          if k == "model" or k in hparams.meaning_fields(config)},
-                        overwrite=False, evaluating=True, renamed=renamed)
+                        overwrite=False, evaluating=True, **layout)
 
 
 def write_run_config(config: PretrainingConfig, step: int = 0,

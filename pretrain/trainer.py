@@ -29,15 +29,15 @@ from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
-from pretrain.run_record import RUN_CONFIG, check_model_dir, write_run_config
-from training import runtime
+from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
+                                 write_run_config)
+from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate, own_warmup
 from util import files
 
-EXPORT_DIR = "export"
 EVAL_SEED_OFFSET = 1 << 30  # eval draws masks from seeds no training step uses
 FIXED_CORRUPTION_SEED = 2020  # the fixed corruption's seeds: the batch index and this
 
@@ -150,16 +150,19 @@ class Pretrainer:
       raise e
 
   def train(self) -> Dict[str, float]:
-    if self.loop.chief:
-      latest = self.loop.latest_checkpoint()
-      step = int(latest.rsplit("-", 1)[1]) if latest else 0
-      write_run_config(self.config, step, self.start)
-      if step > self.config.num_train_steps:
-        print(f"note: the run in {self.config.model_dir} is already at step {step}, past "
-              f"num_train_steps {self.config.num_train_steps}: nothing to train (raise "
-              "num_train_steps to continue it)", flush=True)
-    return self._reading_data(lambda: self.loop.run(
-        self.dataset_fn(training=True), init_fn=self._initialize))
+    # A start that cannot be read (a cut init_checkpoint) fails in _initialize, after the
+    # record is written: it goes again, or the corrected run would be refused.
+    with resume.kept_once_trained(self.config.model_dir, RUN_CONFIG):
+      if self.loop.chief:
+        latest = self.loop.latest_checkpoint()
+        step = int(latest.rsplit("-", 1)[1]) if latest else 0
+        write_run_config(self.config, step, self.start)
+        if step > self.config.num_train_steps:
+          print(f"note: the run in {self.config.model_dir} is already at step {step}, "
+                f"past num_train_steps {self.config.num_train_steps}: nothing to train "
+                "(raise num_train_steps to continue it)", flush=True)
+      return self._reading_data(lambda: self.loop.run(
+          self.dataset_fn(training=True), init_fn=self._initialize))
 
   def evaluate(self, checkpoint: Optional[str] = None, write: bool = True
                ) -> Dict[str, float]:
@@ -244,7 +247,7 @@ def record_eval(config: PretrainingConfig, results: Dict[str, float]):
   with files.atomic_write(path) as f:
     for step in sorted(rows):
       f.write(json.dumps({"global_step": step, **rows[step]}) + "\n")
-  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
+  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, EVAL_DIR))
   with writer.as_default(step=results["global_step"]):
     for name, value in results.items():
       if name != "global_step":
@@ -269,6 +272,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
+  resume.check_run_folder(config.model_dir, config.data_dir)  # before its lock is made
   # The exports are written at the end: an input in their way is refused now.
   init = config.init_checkpoint
   files.check_output(

@@ -173,6 +173,30 @@ def test_run_pretraining_prints_one_line(tmp_path, capsys, overrides, message):
   assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
+def test_a_model_name_is_one_plain_folder_name(tmp_path, capsys):
+  """--model-name names the run's folder under <data-dir>/models: ".." made the data dir
+  the model dir and "" the models folder, which overwrite_model_dir deleted whole."""
+  data = tmp_path / "data"
+  (data / "models" / "other_run").mkdir(parents=True)
+  (data / "vocab.txt").write_text("[PAD]\n")
+  held = sorted(data.rglob("*"))
+  expected = ("expected one plain folder name, the run's folder under <data-dir>/models "
+              "(no path separators, not '', '.' or '..')")
+  for main, flags in ((run_pretraining.main, []),
+                      (run_finetuning.main, ["--task", "glue/sst2"])):
+    for name in ("..", "", ".", "other_run/..", "/tmp"):
+      code = main(flags + ["--model-name", name, "--data-dir", str(data), "--hparams",
+                           '{"overwrite_model_dir": true}'])
+      assert (code, capsys.readouterr().err) == (
+          2, f"error: --model-name {name!r}: {expected}\n")
+    # --hparams' model_name, which wins over the flag, likewise.
+    code = main(flags + ["--model-name", "x", "--data-dir", str(data), "--hparams",
+                         '{"model_name": ".."}'])
+    assert (code, capsys.readouterr().err) == (
+        2, f"error: --hparams' model_name '..': {expected}\n")
+  assert sorted(data.rglob("*")) == held
+
+
 def test_a_repeated_hparams_key_is_named(tmp_path, capsys):
   """JSON keeps a repeated key's last value without a word: refused, by name, in the
   flag's JSON and in a file, nested objects included."""

@@ -2,6 +2,7 @@
 weights and computes our outputs within 1e-4; its tokenizer gives our ids."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -76,6 +77,21 @@ def test_discriminator_and_generator(tmp_path, inputs, capsys):
   expected = pair.discriminator_logits(ours).numpy()
   np.testing.assert_allclose(theirs[mask], expected[mask], atol=1e-4)
   assert np.abs(expected[mask]).max() > 0.01  # not a trivially small comparison
+
+  # Its files replace an earlier export's, never a folder's of other files.
+  exported(export, folder, "--vocab", vocab)
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "config.json").write_text("mine")
+  (mine / "notes.txt").write_text("mine")
+  capsys.readouterr()
+  assert export_hf.main(["--checkpoint", str(export), "--output", str(mine),
+                         "--vocab", vocab]) == 2
+  assert capsys.readouterr().err == (
+      f"error: --output {mine} holds what this export does not write (notes.txt); give "
+      "a new or empty folder, or one of an earlier export\n")
+  assert sorted(os.listdir(mine)) == ["config.json", "notes.txt"]
+  assert (mine / "config.json").read_text() == "mine"
 
   folder = exported(export, tmp_path / "gen", "--part", "generator", "--vocab", vocab)
   config = json.loads((folder / "config.json").read_text())

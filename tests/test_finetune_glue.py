@@ -242,6 +242,15 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
       f"init_checkpoint: {os.path.abspath(export)!r} -> {os.path.abspath(other)!r}")
   assert run(learning_rate=1e-3)[1].err == refusal.format("learning_rate: 0.0003 -> 0.001")
   assert open(os.path.join(trial_dir, "finetuning_config.json")).read() == saved
+  # --predict likewise: the trial's model is not one fine-tuned from that checkpoint.
+  code = run_finetuning.main(["--task", task, "--model-name", "tiny", "--data-dir",
+                              str(data), "--init-checkpoint", other, "--hparams",
+                              '{"max_seq_length": 16}', "--predict",
+                              str(tmp_path / "dev.csv")])
+  assert (code, capsys.readouterr().err) == (
+      2, f"error: --init-checkpoint {os.path.abspath(other)}: {trial_dir} was fine-tuned "
+      f"from {os.path.abspath(export)} (its finetuning_config.json); give that one, or "
+      "none\n")
   # Lost or emptied, the record is rebuilt from the copy the checkpoint carries, and
   # still guards the run.
   record = os.path.join(trial_dir, "finetuning_config.json")
@@ -264,14 +273,31 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
         f"error: {model_dir} is in use by another run (pid {holder.pid}: ")
 
   # Told to, a run from the other checkpoint replaces the old one (and takes over the
-  # killed holder's lock).
+  # killed holder's lock); what no run writes there stays.
+  with open(os.path.join(trial_dir, "notes.txt"), "w") as f:
+    f.write("mine")
   code, out = run(init=other, overwrite_model_dir=True)
   assert code == 0, out.err
-  assert f"overwrite_model_dir: deleting the previous run in {trial_dir}" in out.out
+  assert (f"overwrite_model_dir: deleting the previous run in {trial_dir}\nnote: kept "
+          f"what no run writes in {trial_dir}: notes.txt\n") in out.out
+  assert open(os.path.join(trial_dir, "notes.txt")).read() == "mine"
   assert "taking over the lock" in out.out and "resuming" not in out.out
   signature = json.loads(open(os.path.join(trial_dir, "finetuning_config.json")).read())[
       "signature"]
   assert signature["init_checkpoint"] == os.path.abspath(other)
+
+  # A folder of other files is no trial's model dir; nor is the data dir.
+  mine = tmp_path / "mine_1"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("mine")
+  own = ("; a run's model dir is a folder of its own: give another --model-name or "
+         "model_dir\n")
+  assert run(model_dir=str(tmp_path / "mine"))[1].err == (
+      f"error: {mine} holds no run (finetuning_config.json), and what no run "
+      f"writes (notes.txt){own}")
+  os.symlink(data, tmp_path / "link_1")
+  assert run(model_dir=str(tmp_path / "link"))[1].err == (
+      f"error: the model dir {tmp_path}/link_1 is the data dir ({data}){own}")
 
 
 def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):

@@ -183,6 +183,15 @@ def test_conll_reader_errors(tmp_path):
   path.write_text("He PRP B-NP\n\nran B-VP\n")
   with pytest.raises(DataError, match=f"{path}:3: expected 'word POS chunk-tag', found 2"):
     tagging_data.read_conll(str(path))
+  # A file without its blank lines is not one sentence of thousands of words.
+  words = "".join(f"w{i} NN B-NP\n" for i in range(tagging_data.MAX_SENTENCE_WORDS))
+  path.write_text("He PRP B-NP\n\n" + words)
+  assert len(tagging_data.read_conll(str(path))[1].words) == 1000
+  path.write_text("He PRP B-NP\n\n" + words + "ran VBD B-VP\n")
+  with pytest.raises(DataError) as info:
+    tagging_data.read_conll(str(path))
+  assert str(info.value) == (f"{path}:3: a sentence of more than 1,000 words starts "
+                             "here; sentences are separated by blank lines")
   path.write_text("\n\n")
   with pytest.raises(DataError, match="no sentences"):
     tagging_data.read_conll(str(path))

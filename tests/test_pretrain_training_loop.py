@@ -50,8 +50,9 @@ def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
 
 
 def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
-              batch_size=8, **loss_options):
-  """Builds the toy model and trains it to num_steps; returns (weights, loop)."""
+              batch_size=8, settings=None, **loss_options):
+  """Builds the toy model and trains it to num_steps (more LoopSettings in `settings`);
+  returns (weights, loop)."""
   use_checkpointed_dropout(3)
   strategy = strategy or tf.distribute.get_strategy()
   with strategy.scope():
@@ -61,12 +62,12 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
     model.build([None, 5])
     optimizer = tf_keras.optimizers.legacy.Adam(0.05)
   loss_fn = toy_loss(**loss_options)
-  settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
-                                   save_checkpoints_steps=2, keep_checkpoint_max=3,
-                                   log_every_steps=1,
-                                   gradient_accumulation_steps=accumulation)
+  loop_settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
+                               save_checkpoints_steps=2, keep_checkpoint_max=3,
+                               log_every_steps=1,
+                               gradient_accumulation_steps=accumulation, **(settings or {}))
   loop = TrainLoop(strategy, model, optimizer,
-                            lambda *args: loss_fn(model, *args), settings)
+                            lambda *args: loss_fn(model, *args), loop_settings)
   def dataset_fn(context):
     # Each worker takes its consecutive share of the global batch, as tf.distribute
     # splits one worker's batch over its local replicas.
@@ -180,8 +181,8 @@ def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
   for flags, per_cycle, bf16_per_cycle in (({"sse2"}, 8, 8), ({"avx2", "fma"}, 32, 32),
                                            ({"avx2", "fma", "avx512f"}, 64, 64),
                                            ({"avx512f", "avx512_bf16"}, 64, 128)):
-    monkeypatch.setattr(cpu, "cpu_info",
-                        lambda f=flags: cpu.CpuInfo("test", frozenset(f), 2500.0))
+    monkeypatch.setattr(cpu, "cpu_info", lambda f=flags: cpu.CpuInfo(
+        "test", frozenset(f), 2500.0, mhz_is_max=True))
     assert cpu.cpu_peak_flops() == 2 * 2500e6 * per_cycle
     assert cpu.cpu_peak_flops("mixed_bfloat16") == 2 * 2500e6 * bf16_per_cycle
     # Of fewer cores when asked (a bench's threads), never of more than it may use.
@@ -191,6 +192,35 @@ def test_cpu_peak_follows_the_flags_clock_and_cores(monkeypatch):
   info = cpu.cpu_info()
   assert info.mhz > 0 and ("fma" in info.flags or "avx512f" in info.flags or
                            "sse2" in info.flags)
+
+
+def test_no_fraction_of_peak_above_100_percent(tmp_path, monkeypatch, capsys):
+  """A virtual machine's /proc/cpuinfo states a nominal clock, below what its cores
+  reach, and no cpufreq maximum: a peak reckoned from it made fine-tuning print "of peak
+  104%". Such a peak is unknown, and a rate past any peak says the peak is wrong."""
+  from util import cpu  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+  cpuinfo = tmp_path / "cpuinfo"
+  cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B12\ncpu MHz\t\t: "
+                     "2596.000\nflags\t\t: sse2 avx2 fma\n")
+  monkeypatch.setattr(cpu, "CPUINFO", str(cpuinfo))
+  monkeypatch.setattr(cpu, "MAX_FREQ", str(tmp_path / "no_cpufreq"))
+  info = cpu.cpu_info()
+  assert (info.mhz, info.mhz_is_max) == (2596.0, False)
+  assert cpu.cpu_peak_flops() == 0
+  (tmp_path / "max_freq").write_text("3300000\n")  # kHz
+  monkeypatch.setattr(cpu, "MAX_FREQ", str(tmp_path / "max_freq"))
+  assert cpu.cpu_peak_flops() == 2 * 3300e6 * 32
+  # The loop (step 2: rates start after the first): a rate within the peak is a
+  # fraction of it, one past it none, in the progress line and the log.
+  for peak_flops, shown in ((1e15, "| of peak 0% |"), (1.0, "| peak unknown |")):
+    model_dir = tmp_path / f"peak_{peak_flops:g}"
+    train_toy(str(model_dir), 2, settings={"flops_per_step": 1e6,
+                                           "peak_flops": peak_flops})
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("step 2/2 ") and shown in last, last
+    logged = read_log(os.path.join(model_dir, LOG_NAME))[2]
+    assert ("peak_fraction" in logged) == (peak_flops > 1)
 
 
 def test_precision_note_says_which_precision_pays_on_this_cpu(monkeypatch):

@@ -2,7 +2,8 @@
 
 Prints the CPU's model and the flags that change TensorFlow's kernels, whether oneDNN is
 on and who chose it (TensorFlow's default, this project's start-up, or you through
-TF_ENABLE_ONEDNN_OPTS: util/cpu.py says why), and whether mixed_bfloat16 pays here.
+TF_ENABLE_ONEDNN_OPTS: util/cpu.py says why), whether mixed_bfloat16 pays here, and the
+float32 peak the runs' "of peak" figures divide by, or why it is unknown.
 """
 
 import argparse
@@ -30,7 +31,8 @@ def summary() -> dict:
   return {"cpu": info.model, "assumed": info.assumed or None,
           "flags": [f for f in SHOWN_FLAGS if f in info.flags], "onednn": onednn,
           "onednn_chosen_by": by, "bf16_hardware": info.has_bf16,
-          "bfloat16_note": cpu.bfloat16_note(info)}
+          "bfloat16_note": cpu.bfloat16_note(info), "mhz": info.mhz,
+          "peak_gflops": round(cpu.cpu_peak_flops() / 1e9, 1) or None}
 
 
 def describe(s: dict) -> str:
@@ -42,6 +44,11 @@ def describe(s: dict) -> str:
   else:
     lines.append("bfloat16: not in hardware; mixed_bfloat16 would be ~10x slower than "
                  "float32 here")
+  lines.append(f"peak: {s['peak_gflops']:,} GFLOP/s float32 (at {s['mhz']:,.0f} MHz)"
+               if s["peak_gflops"] else
+               f"peak: unknown: no maximum clock (cpufreq) to reckon it from, only "
+               f"/proc/cpuinfo's {s['mhz']:,.0f} MHz, which may be below it; runs print "
+               "no fraction of the peak")
   return "\n".join(lines)
 
 

@@ -33,8 +33,9 @@ COMMAND = "python -m tools.hparams_reference --output docs/hparams.md"
 # A comment beside a field's declaration wins over these.
 MEANINGS = {
     # Both phases.
-    "model_name": "The run's name: its model dir is `<data_dir>/models/<model_name>`; it "
-                  "also picks the size preset (electra_small, electra_base, ...).",
+    "model_name": "The run's name, one plain folder name: its model dir is "
+                  "`<data_dir>/models/<model_name>`; it also picks the size preset "
+                  "(electra_small, electra_base, ...).",
     "data_dir": "Where the data and the models live, in the original's layout.",
     "seed": "Seed of the start, the data order, the masking and dropout.",
     "learning_rate": "Peak learning rate (fine-tuning: the top layer's).",

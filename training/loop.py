@@ -32,8 +32,14 @@ from model.weights.run_files import (CHECKPOINT_NAME, RECORD_KEY, carried_record
                                      first_readable, kept_checkpoints)
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import is_chief, precision_note, worker_position
-from util import cli, stderr
+from util import cli, cpu, stderr
 from util.progress import Progress, format_duration
+
+
+# What the loop writes in a model dir, as glob patterns relative to it: with the phase's
+# record and own files, all a run writes there, and all that training/resume.py deletes.
+LOOP_FILES = ("checkpoint", f"{CHECKPOINT_NAME}-*", "data_state", "train", ".worker_tmp",
+              LOG_NAME, CURVES_NAME)
 
 
 class NonFiniteLossError(ValueError):
@@ -476,9 +482,12 @@ class TrainLoop:
       values["flops_per_s"] = rate * self.settings.flops_per_step
       extra["FLOPs"] = f"{values['train_flops']:.2e}"
       extra["GFLOP/s"] = f"{values['flops_per_s'] / 1e9:.3g}"
-      if self.settings.peak_flops:
-        values["peak_fraction"] = values["flops_per_s"] / self.settings.peak_flops
-        extra["of peak"] = f"{values['peak_fraction']:.0%}"
+      fraction = cpu.peak_fraction(values["flops_per_s"], self.settings.peak_flops)
+      if fraction is not None:
+        values["peak_fraction"] = fraction
+        extra["of peak"] = f"{fraction:.0%}"
+      elif self.settings.peak_flops:  # a rate past it: the peak is wrong
+        extra["peak"] = "unknown"
     progress.update(step, extra, force=True)
     with writer.as_default(step=step):
       for name, value in values.items():

@@ -7,13 +7,16 @@ when its signature is the same.
 """
 
 import contextlib
+import fnmatch
+import glob
 import json
 import os
 import shutil
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from model.weights import CheckpointError, run_files
-from util import files, hparams
+from training.loop import LOOP_FILES
+from util import cli, files, hparams
 
 # Every message that suggests overwrite_model_dir says what it costs.
 OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
@@ -27,14 +30,34 @@ def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
                                note=lambda line: print(line, flush=True))
 
 
+def check_run_folder(model_dir: str, data_dir: str):
+  """Refuses a model dir that is the data dir or its models folder, or a folder holding
+  either: a run's folder is its own, beside the inputs and the other runs."""
+  model_dir_real = os.path.realpath(model_dir)
+  for what, folder in (("the data dir", data_dir),
+                       ("the data dir's models folder", os.path.join(data_dir, "models"))):
+    real = os.path.realpath(folder)
+    if os.path.commonpath([real, model_dir_real]) == model_dir_real:
+      held = "is" if real == model_dir_real else "holds"
+      raise hparams.HParamsError(
+          f"the model dir {model_dir} {held} {what} ({folder}); a run's model dir is a "
+          "folder of its own: give another --model-name or model_dir")
+
+
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
                  evaluating: bool = False,
-                 renamed: Callable[[Dict], Dict] = lambda values: values):
+                 renamed: Callable[[Dict], Dict] = lambda values: values,
+                 written: Sequence[str] = (), beside: Sequence[str] = ()):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
-  than this one, unless `overwrite`: then deletes that run so this one starts over.
-  A field an older record did not sign is compared with its whole config ("config"),
-  when it holds the field.
+  than this one, unless `overwrite`: then deletes that run (delete_run) so this one
+  starts over. A field an older record did not sign is compared with its whole config
+  ("config"), when it holds the field.
+
+  `written`: what the phase writes in a model dir beside its record and the loop's
+  files, as glob patterns relative to it; `beside`: what other runs write there, which
+  stays (fine-tuning's outputs in a pre-trained model's folder). A model dir without a
+  run that holds anything else is refused: it is someone's folder, not a run's.
 
   `evaluating`: this run only reads the trained weights, so `signature` holds just what
   gives them their meaning (sizes, vocabulary, objective); only those fields are
@@ -42,12 +65,22 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   would leave nothing to evaluate).
 
   `renamed`: an older record's signature or config in today's field names."""
+  unknown = False
   try:
     previous = read_record(model_dir, config_name)
   except CheckpointError:  # a run trained under unknown settings
     if not overwrite or evaluating:
       raise
-    start_over(model_dir)
+    previous, unknown = None, True
+  if previous is None:  # a new run's folder, or someone's
+    others = unwritten(model_dir, [*run_patterns(config_name, written), *beside])
+    if others:
+      raise hparams.HParamsError(
+          f"{model_dir} holds no run ({config_name}), and what no run writes "
+          f"({cli.listed(others)}); a run's model dir is a folder of its own: give "
+          "another --model-name or model_dir")
+  if unknown:
+    start_over(model_dir, config_name, written)
     return
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
@@ -72,12 +105,49 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     raise hparams.HParamsError(
         f"{model_dir} holds a run with a different config ({shown}); use another "
         f"model_dir, or {OVERWRITE_ADVICE}")
-  start_over(model_dir)
+  start_over(model_dir, config_name, written)
 
 
-def start_over(model_dir: str):
+def start_over(model_dir: str, config_name: str, written: Sequence[str]):
   print(f"overwrite_model_dir: deleting the previous run in {model_dir}", flush=True)
-  shutil.rmtree(model_dir)
+  kept = delete_run(model_dir, config_name, written)
+  if kept:
+    print(f"note: kept what no run writes in {model_dir}: {cli.listed(kept)}",
+          flush=True)
+
+
+def run_patterns(config_name: str, written: Sequence[str]) -> List[str]:
+  """Everything a run writes in its model dir, as glob patterns relative to it: its
+  record, the loop's files and the phase's own (`written`)."""
+  return [config_name, *LOOP_FILES, *written]
+
+
+def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
+  """The entries of model_dir that none of `patterns` names (nor leads into), hidden ones
+  (writes' temporaries) aside."""
+  tops = [pattern.split(os.sep)[0] for pattern in patterns]
+  names = os.listdir(model_dir) if os.path.isdir(model_dir) else []
+  return [name for name in names if not name.startswith(".") and
+          not any(fnmatch.fnmatch(name, top) for top in tops)]
+
+
+def delete_run(model_dir: str, config_name: str, written: Sequence[str]) -> List[str]:
+  """Deletes what a run writes in model_dir (run_patterns) and the folders that leaves
+  empty, model_dir included; returns the entries left, which no run wrote."""
+  patterns = run_patterns(config_name, written)
+  for pattern in patterns:
+    for path in glob.glob(os.path.join(glob.escape(model_dir), pattern)):
+      if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+  for folder in {os.path.dirname(p) for p in patterns if os.sep in p}:
+    with contextlib.suppress(OSError):  # not empty: something else is there
+      os.rmdir(os.path.join(model_dir, folder))
+  kept = os.listdir(model_dir)
+  if not kept:
+    os.rmdir(model_dir)
+  return kept
 
 
 def _changes(old: Dict, new: Dict) -> list:

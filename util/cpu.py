@@ -26,14 +26,21 @@ BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # bfloat16 arithmetic in ha
 # on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md, "oneDNN on AVX2 CPUs, an AVX2
 # CPU emulated, and bfloat16 ..."); on an AVX2 CPU it was 0.06-0.10x.
 BF16_SPEEDUP = {"pre-training": 1.20, "fine-tuning": 1.32}
+# What cpu_info reads: the flags, model and a clock, and the CPU's maximum clock (kHz),
+# which a virtual machine often lacks.
+CPUINFO = "/proc/cpuinfo"
+MAX_FREQ = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
 
 
 @dataclasses.dataclass(frozen=True)
 class CpuInfo:
   model: str
   flags: FrozenSet[str]
-  mhz: float  # the nominal maximum where the kernel states it, else the current clock
+  mhz: float  # the maximum where the kernel states it, else /proc/cpuinfo's clock
   assumed: str = ""  # ASSUME_CPU_ENV's value when it changed what is read
+  # mhz is the maximum (cpufreq's); /proc/cpuinfo's is the current clock or, on a
+  # virtual machine, a nominal one below what the cores reach.
+  mhz_is_max: bool = False
 
   @property
   def x86(self) -> bool:
@@ -51,9 +58,9 @@ class CpuInfo:
 def cpu_info() -> CpuInfo:
   """This machine's CPU from /proc/cpuinfo (empty flags where there is none), as
   ASSUME_CPU_ENV says to read it."""
-  model, flags, mhz = "unknown", set(), 0.0
+  model, flags, mhz, mhz_is_max = "unknown", set(), 0.0, False
   try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
+    with open(CPUINFO, encoding="utf-8") as f:
       text = f.read()
   except OSError:
     text = ""
@@ -67,9 +74,8 @@ def cpu_info() -> CpuInfo:
     elif name == "cpu MHz" and not mhz:
       mhz = float(value)
   try:
-    with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
-              encoding="utf-8") as f:
-      mhz = int(f.read()) / 1000
+    with open(MAX_FREQ, encoding="utf-8") as f:
+      mhz, mhz_is_max = int(f.read()) / 1000, True
   except (OSError, ValueError):
     pass
   assumed = os.environ.get(ASSUME_CPU_ENV, "")
@@ -77,21 +83,31 @@ def cpu_info() -> CpuInfo:
     flags = {f for f in flags if not f.startswith(("avx512", "amx")) and f != "avx_vnni"}
   elif assumed:
     raise ValueError(f"{ASSUME_CPU_ENV}={assumed}: expected avx2 or nothing")
-  return CpuInfo(model, frozenset(flags), mhz, assumed)
+  return CpuInfo(model, frozenset(flags), mhz, assumed, mhz_is_max)
 
 
 def cpu_peak_flops(precision: str = "float32", cores: int = 0) -> float:
   """The peak FLOP/s of this process's CPUs (of `cores` of them, when fewer): cores x
-  clock x FLOPs per cycle of the widest fused multiply-add the flags show (AVX-512: 2
-  units x 16 lanes x 2; AVX2 + FMA: 2 x 8 x 2; else SSE, 8); AVX-512 BF16 doubles it for
-  precision "mixed_bfloat16". 0 when it cannot be read."""
+  maximum clock x FLOPs per cycle of the widest fused multiply-add the flags show
+  (AVX-512: 2 units x 16 lanes x 2; AVX2 + FMA: 2 x 8 x 2; else SSE, 8); AVX-512 BF16
+  doubles it for precision "mixed_bfloat16". 0 when it is not known: no maximum clock
+  (a virtual machine's nominal one made a fine-tuning run "104% of peak")."""
   info = cpu_info()
+  if not info.mhz_is_max:
+    return 0.0
   flags = info.flags
   per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8)
   if precision == "mixed_bfloat16" and "avx512_bf16" in flags:
     per_cycle *= 2
   available = len(os.sched_getaffinity(0))
   return min(cores or available, available) * info.mhz * 1e6 * per_cycle
+
+
+def peak_fraction(flops_per_s: float, peak_flops: float) -> Optional[float]:
+  """The fraction of the peak a measured rate reaches; None when the peak is unknown (0)
+  or the fraction passes 1, which says the peak is wrong, not the rate."""
+  fraction = flops_per_s / peak_flops if peak_flops else None
+  return fraction if fraction is not None and fraction <= 1 else None
 
 
 def bfloat16_note(info: CpuInfo) -> Optional[str]:

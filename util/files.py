@@ -27,6 +27,15 @@ def make_folder(folder: str, output: str):
                              output) from None
 
 
+def check_folder_name(source: str, name: str, what: str):
+  """Refuses (ValueError, naming `source`) a name that is not one plain folder name:
+  joined to its parent, a path ("a/b", "..") or "" or "." would name another folder
+  than `what`, the one it is meant to name."""
+  if name in ("", ".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+    raise ValueError(f"{source} {name!r}: expected one plain folder name, {what} (no "
+                     "path separators, not '', '.' or '..')")
+
+
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   """Yields a file object whose contents replace `path` only if the block succeeds."""

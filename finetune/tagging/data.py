@@ -37,6 +37,12 @@ CHUNKING = TaggingTask("chunk", folders=("chunk", "conll2000"), tags=CHUNK_TAGS,
                        eval_splits=("test",), test_splits=())
 
 
+# A sentence of more words is refused as a file without its blank lines (one was read as
+# a 5,000-word sentence): a model reads at most 512 positions, a word at least one, so
+# words past those are never tagged; CoNLL-2000's longest sentence has 78.
+MAX_SENTENCE_WORDS = 1000
+
+
 @dataclasses.dataclass(frozen=True)
 class TaggingExample:
   eid: int
@@ -49,6 +55,7 @@ def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExamp
   """Sentences of a CoNLL-2000 file: `word POS tag` per line, blank line between."""
   known = frozenset(tags)
   examples, sentence = [], []
+  first_line = 0  # of the sentence being read
 
   def finish():
     if sentence:
@@ -69,6 +76,12 @@ def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExamp
         if fields[2] not in known:
           raise at(path, line_number, f"unknown chunk tag {fields[2]!r}; expected O or "
                                       f"B-/I- with one of {', '.join(CHUNK_TYPES)}")
+        if not sentence:
+          first_line = line_number
+        elif len(sentence) == MAX_SENTENCE_WORDS:
+          raise at(path, first_line, f"a sentence of more than {MAX_SENTENCE_WORDS:,} "
+                                     "words starts here; sentences are separated by "
+                                     "blank lines")
         sentence.append(tuple(fields))
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
