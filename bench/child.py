@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 
 from util import startup  # pylint: disable=unused-import  # first: TensorFlow's environment
 
@@ -39,7 +40,8 @@ def add_arguments(parser):
 
 
 class ChildFailed(RuntimeError):
-  """The child exited with an error; the message ends with the end of its stderr."""
+  """The child exited with an error; the message is one line, ending with the last
+  line of its stderr (a traceback's exception) and the file that holds all of it."""
 
 
 class ChildError(ChildFailed, ValueError):
@@ -71,8 +73,11 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
   if run.returncode == cli.EXIT_ERROR and last.startswith("error: "):
     raise ChildError(last[len("error: "):])
   if run.returncode or not lines:
+    with tempfile.NamedTemporaryFile("w", prefix="bench_child_", suffix=".log",
+                                     delete=False) as log:
+      log.write(run.stderr)
     raise ChildFailed(f"{module}.{function.__name__} exited {run.returncode}: "
-                      f"{run.stderr.strip()[-300:]}")
+                      f"{last or 'no output'} (its stderr: {log.name})")
   return json.loads(lines[-1])
 
 
