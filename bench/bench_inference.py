@@ -311,10 +311,27 @@ def reuse_or_clear(folder: str, identity: dict, forms=FORMS) -> None:
             "hf": HF_FILES if any(writer_of(f) == "huggingface" for f in forms) else ()}
   for name, files in needed.items():
     path = os.path.join(folder, name)
-    if os.path.isdir(path) and not all(os.path.isfile(os.path.join(path, f))
-                                       for f in files):
-      print(f"note: {path} is missing some of its files; rebuilding it", flush=True)
-      shutil.rmtree(path)
+    if not os.path.isdir(path):
+      continue
+    if not all(os.path.isfile(os.path.join(path, f)) for f in files):
+      why = "is missing some of its files"
+    elif name == "export" and not _states_input_lengths(path):
+      why = ("was written before its files' sequence axis was free (they take "
+             "max_seq_length only)")
+    else:
+      continue
+    print(f"note: {path} {why}; rebuilding it", flush=True)
+    shutil.rmtree(path)
+
+
+def _states_input_lengths(export: str) -> bool:
+  """Whether an export's deploy.json says which length each file takes (exports since
+  the sentence and tagging files' sequence axis is free do)."""
+  try:
+    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
+      return "input_lengths" in json.load(f)
+  except (OSError, ValueError):
+    return False
 
 
 def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:

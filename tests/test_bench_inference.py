@@ -104,6 +104,7 @@ def fill(folder, identity):
     os.makedirs(folder / name, exist_ok=True)
     for f in files:
       (folder / name / f).write_text("x")
+  (folder / "export" / "deploy.json").write_text('{"input_lengths": {}}')
   (folder / bench_inference.DEV_INPUTS).write_text("[]")
   (folder / bench_inference.STAMP).write_text(json.dumps(identity))
 
@@ -127,6 +128,15 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
   bench_inference.reuse_or_clear(str(folder), identity)
   assert capsys.readouterr().out == (f"note: {folder}/export is missing some of its files; "
                                      "rebuilding it\n")
+  assert sorted(os.listdir(folder)) == ["dev_texts.json", "hf", "model.json"]
+  # An export from before the files' sequence axis was free (its deploy.json does not
+  # say which length each file takes): rebuilt, or --lengths would time max_seq_length.
+  fill(folder, identity)
+  (folder / "export" / "deploy.json").write_text('{"models": []}')
+  bench_inference.reuse_or_clear(str(folder), identity)
+  assert capsys.readouterr().out == (
+      f"note: {folder}/export was written before its files' sequence axis was free (they "
+      "take max_seq_length only); rebuilding it\n")
   assert sorted(os.listdir(folder)) == ["dev_texts.json", "hf", "model.json"]
   # The model retrained in place (its checkpoint changed): everything is rebuilt.
   fill(folder, identity)
