@@ -2,7 +2,7 @@
 
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
       [--work-dir WORK] [--examples 200] [--dev-examples N] [--threads 1,2]
-      [--forms F1,F2] [--isa native|avx2]
+      [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2]
 
 The model is of any family the exports take, read from its run record: a sentence
 task's (classification or regression), a tagging task's (chunking) or a question
@@ -22,8 +22,15 @@ texts equal to the SavedModel's; over the first --dev-examples only when given, 
 timing that need not score the whole split), examples/s at batch 32, and batch-1 latency p50/p99
 over the first --examples dev examples (a question with all its windows), one at a time;
 at each further --threads count, the latency only. A form the model's family or head
-cannot take (transformers has no joint QA head) is one line. Prints one JSON line per
-measurement and a Markdown table per model.
+cannot take (transformers has no joint QA head) is one line, and so is a form whose
+process fails (the file named holds its stderr). Prints one JSON line per measurement
+and a Markdown table per model.
+
+--lengths N1,N2,...: instead, each form's batch-1 latency on one text of N tokens
+([CLS] and [SEP] included), --examples calls at each N, for a sentence or tagging model:
+every form runs at the text's own length (the SavedModel and the reader pad a batch to
+its longest example only; the PyTorch peer, eager, takes the reader's inputs), so the
+table shows what a short text costs in each.
 """
 
 import argparse
@@ -156,6 +163,30 @@ def _torch(hf_dir: str, threads: int, int8: bool, reader):
   return predict
 
 
+def _predictor(form: str, trial: str, export: str, hf_dir: str, threads: int):
+  """The form loaded: the reader's input columns -> its predictions."""
+  if form == "SavedModel":
+    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
+      family = json.load(f)["family"]
+    return _savedmodel(os.path.join(trial, "saved_model"), family)
+  if form.startswith("PyTorch"):
+    return _torch(hf_dir, threads, "int8" in form, export_reader.Reader(export))
+  reader = export_reader.Reader(export)
+  model = export_reader.load_model(os.path.join(export, FILES[form]), threads)
+  return lambda args: _read_predictions(reader, model(reader.inputs(*args)))
+
+
+def _seconds(call, *args) -> float:
+  tick = time.perf_counter()
+  call(*args)
+  return time.perf_counter() - tick
+
+
+def _percentiles(seconds) -> dict:
+  return {"p50_ms": round(1e3 * np.percentile(seconds, 50), 2),
+          "p99_ms": round(1e3 * np.percentile(seconds, 99), 2)}
+
+
 def run_form(form: str, trial: str, export: str, hf_dir: str, texts: str,
              examples: int, threads: int, full: bool) -> dict:
   """One form's figures (bench.child runs it in a process of its own); `texts`, a JSON
@@ -163,34 +194,37 @@ def run_form(form: str, trial: str, export: str, hf_dir: str, texts: str,
   with open(texts, encoding="utf-8") as f:
     columns = json.load(f)
   start = time.perf_counter()
-  if form == "SavedModel":
-    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
-      family = json.load(f)["family"]
-    predict = _savedmodel(os.path.join(trial, "saved_model"), family)
-  elif form.startswith("PyTorch"):
-    predict = _torch(hf_dir, threads, "int8" in form, export_reader.Reader(export))
-  else:
-    reader = export_reader.Reader(export)
-    model = export_reader.load_model(os.path.join(export, FILES[form]), threads)
-    predict = lambda args: _read_predictions(reader, model(reader.inputs(*args)))
+  predict = _predictor(form, trial, export, hf_dir, threads)
   size = len(next(c for c in columns if c is not None))
   one = lambda i, n: predict([None if c is None else c[i:i + n] for c in columns])
   one(0, 1)  # the first call builds what later calls reuse
   figures = {"form": form, "threads": threads,
-             "load_s": round(time.perf_counter() - start, 2)}
-  latencies = []
-  for i in range(min(examples, size)):
-    tick = time.perf_counter()
-    one(i, 1)
-    latencies.append(time.perf_counter() - tick)
-  figures.update(p50_ms=round(1e3 * np.percentile(latencies, 50), 2),
-                 p99_ms=round(1e3 * np.percentile(latencies, 99), 2))
+             "load_s": round(time.perf_counter() - start, 2),
+             **_percentiles([_seconds(one, i, 1) for i in range(min(examples, size))])}
   if full:
     predictions, tick = [], time.perf_counter()
     for i in range(0, size, BATCH):
       predictions.extend(one(i, BATCH))
     figures["batch32_per_s"] = round(size / (time.perf_counter() - tick), 1)
     figures["predictions"] = predictions
+  return figures
+
+
+def run_lengths(form: str, trial: str, export: str, hf_dir: str, texts: str,
+                examples: int, threads: int) -> dict:
+  """--lengths: one form's batch-1 latency on one text of N tokens, `examples` calls at
+  each N (a process of its own); `texts`, a JSON file of {N: the reader's input
+  columns of that text}."""
+  with open(texts, encoding="utf-8") as f:
+    by_length = json.load(f)
+  start = time.perf_counter()
+  predict = _predictor(form, trial, export, hf_dir, threads)
+  figures = {"form": form, "threads": threads, "latency_ms": {}}
+  for length, columns in by_length.items():
+    predict(columns)  # a new length's first call sets up what later calls reuse
+    figures.setdefault("load_s", round(time.perf_counter() - start, 2))
+    figures["latency_ms"][length] = _percentiles(
+        [_seconds(predict, columns) for _ in range(examples)])
   return figures
 
 
@@ -232,6 +266,7 @@ EXPORT_FILES = (*FILES.values(), *BUNDLE_FILES)
 HF_FILES = ("model.safetensors", "config.json", "vocab.txt")
 STAMP = "model.json"  # the work folder's model: its exports are rebuilt when it changes
 DEV_INPUTS = "dev_texts.json"
+LENGTH_INPUTS = "length_texts.json"  # --lengths: one text of each length
 
 
 def model_identity(trial: str) -> dict:
@@ -266,7 +301,7 @@ def reuse_or_clear(folder: str, identity: dict, forms=FORMS) -> None:
     if stamp is not None:
       print(f"note: {folder} holds the exports of another model or of an earlier "
             f"training of {identity['model_dir']}; rebuilding them", flush=True)
-    for name in ("export", "hf", DEV_INPUTS, STAMP):
+    for name in ("export", "hf", DEV_INPUTS, LENGTH_INPUTS, STAMP):
       path = os.path.join(folder, name)
       if os.path.isdir(path):
         shutil.rmtree(path)
@@ -276,10 +311,27 @@ def reuse_or_clear(folder: str, identity: dict, forms=FORMS) -> None:
             "hf": HF_FILES if any(writer_of(f) == "huggingface" for f in forms) else ()}
   for name, files in needed.items():
     path = os.path.join(folder, name)
-    if os.path.isdir(path) and not all(os.path.isfile(os.path.join(path, f))
-                                       for f in files):
-      print(f"note: {path} is missing some of its files; rebuilding it", flush=True)
-      shutil.rmtree(path)
+    if not os.path.isdir(path):
+      continue
+    if not all(os.path.isfile(os.path.join(path, f)) for f in files):
+      why = "is missing some of its files"
+    elif name == "export" and not _states_input_lengths(path):
+      why = ("was written before its files' sequence axis was free (they take "
+             "max_seq_length only)")
+    else:
+      continue
+    print(f"note: {path} {why}; rebuilding it", flush=True)
+    shutil.rmtree(path)
+
+
+def _states_input_lengths(export: str) -> bool:
+  """Whether an export's deploy.json says which length each file takes (exports since
+  the sentence and tagging files' sequence axis is free do)."""
+  try:
+    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
+      return "input_lengths" in json.load(f)
+  except (OSError, ValueError):
+    return False
 
 
 def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:
@@ -309,11 +361,39 @@ def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:
   return split, columns, gold
 
 
+def length_inputs(loaded, lengths) -> dict:
+  """{N: the reader's input columns of one text of N tokens, [CLS] and [SEP] included}
+  (--lengths): the vocabulary's first one-piece word repeated (a pair task's second
+  text empty; for tagging, a sentence of those words)."""
+  from export.families import DEPLOYABLE  # pylint: disable=import-outside-toplevel  # TensorFlow
+  family, longest = loaded.family.name, loaded.max_seq_length
+  if family == "qa":
+    raise ValueError(f"--lengths: {loaded.task.name} is a QA task, whose model runs on "
+                     f"windows of max_seq_length ({longest}) whatever the text's length; "
+                     "give a sentence or tagging model")
+  pair = DEPLOYABLE[family].info(loaded).get("pair", False)
+  tokenizer = loaded.tokenizer()
+  word = next(t for t in tokenizer.vocab.tokens if t.isalpha() and tokenizer.tokenize(t)
+              == [t])
+  shortest = 3 if pair else 2
+  by_length = {}
+  for n in lengths:
+    if not shortest <= n <= longest:
+      raise ValueError(f"--lengths {n}: expected from {shortest} ([CLS], [SEP]"
+                       f"{', [SEP]' if pair else ''}) to the model's max_seq_length "
+                       f"({longest}) tokens")
+    words = [word] * (n - shortest)
+    by_length[n] = ([[words]] if family == "tagging" else
+                    [[" ".join(words)], [""] if pair else None])
+  return by_length
+
+
 def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
-            dev_examples: Optional[int] = None) -> dict:
-  """Writes the exports `forms` need and the dev inputs once; returns the task, its
-  family, what scores the dev predictions and why each writer the model's family or
-  head cannot take refuses it. Run in a child of its own: a parent that loaded
+            dev_examples: Optional[int] = None, lengths=None) -> dict:
+  """Writes the exports `forms` need and the dev inputs once (with `lengths`, the
+  texts of those lengths instead); returns the task, its family, what scores the dev
+  predictions and why each writer the model's family or head cannot take refuses it.
+  Run in a child of its own: a parent that loaded
   TensorFlow would pass its peak RSS on to the forms' processes (Linux keeps ru_maxrss
   across fork and exec)."""
   # Imported here: the forms' processes import this module and must not load TensorFlow.
@@ -325,7 +405,8 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
   if loaded.family.name not in PEER_CLASS:
     raise ValueError(f"{trial}: fine-tuned on {loaded.task.name}; the bench takes a "
                      f"model of the {', '.join(PEER_CLASS)} families")
-  split, columns, gold = _dev_set(loaded, dev_examples)
+  split, columns, gold = ((None, length_inputs(loaded, lengths), None) if lengths
+                          else _dev_set(loaded, dev_examples))
   job = registry.Job(loaded)
   writers = sorted({writer_of(f) for f in forms} - {""})
   refusals = {name: registry.WRITERS[name].refusal(job) for name in writers}
@@ -344,7 +425,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
                     variants=deployment)
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
-  with atomic_write(os.path.join(folder, DEV_INPUTS)) as f:
+  with atomic_write(os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)) as f:
     json.dump(columns, f)
   with atomic_write(os.path.join(folder, STAMP)) as f:  # last: the folder is whole
     json.dump(identity, f)
@@ -353,7 +434,8 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
 
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
-                onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None) -> list:
+                onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None,
+                lengths=None) -> list:
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
   identity = model_identity(trial)
@@ -363,7 +445,7 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
   try:
     task = child.measure(prepare, {"trial": trial, "folder": folder,
                                    "identity": identity, "forms": list(forms),
-                                   "dev_examples": dev_examples})
+                                   "dev_examples": dev_examples, "lengths": lengths})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -371,7 +453,8 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
         os.rmdir(work)
     raise
   export, hf_dir = os.path.join(folder, "export"), os.path.join(folder, "hf")
-  texts = os.path.join(folder, DEV_INPUTS)  # an argument holds at most 128 KiB
+  # (A file: an argument holds at most 128 KiB.)
+  texts = os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)
   gold = task["gold"]
   sizes = {form: os.path.getsize(os.path.join(export, f)) for form, f in FILES.items()
            if os.path.isfile(os.path.join(export, f))}
@@ -391,10 +474,14 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
       if task["refusals"].get(writer_of(form)):
         continue
       kwargs = dict(form=form, trial=trial, export=export, hf_dir=hf_dir,
-                    texts=texts, examples=examples,
-                    threads=threads, full=threads == thread_counts[0])
-      figures = child.measure(run_form, kwargs, threads=threads, isa=isa,
-                              onednn=onednn)
+                    texts=texts, examples=examples, threads=threads)
+      if not lengths:
+        kwargs["full"] = threads == thread_counts[0]
+      try:
+        figures = child.measure(run_lengths if lengths else run_form, kwargs,
+                                threads=threads, isa=isa, onednn=onednn)
+      except child.ChildFailed as e:  # one line; the other forms are still measured
+        figures = {"form": form, "threads": threads, "failed": str(e)}
       figures.update(about, mib=round(sizes.get(form, 0) / 2**20, 1))
       if "predictions" in figures:
         figures["_predictions"] = figures.pop("predictions")
@@ -402,10 +489,12 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
       print(json.dumps({k: v for k, v in figures.items() if not k.startswith("_")}),
             flush=True)
       rows.append(figures)
-  base = next(r["_predictions"] for r in rows if r["form"] == "SavedModel" and "dev" in r)
+  base = next((r["_predictions"] for r in rows if r["form"] == "SavedModel" and "dev" in r),
+              None)
   for row in rows:
     if "_predictions" in row:
-      row["agree"] = agreement(gold, row.pop("_predictions"), base)
+      predictions = row.pop("_predictions")
+      row["agree"] = "-" if base is None else agreement(gold, predictions, base)
   return rows
 
 
@@ -422,26 +511,59 @@ def table(rows: list) -> str:
     if "not_run" in mine[0]:
       lines.append(f"| {form} | not run: {mine[0]['not_run']} |")
       continue
-    full = next(r for r in mine if "dev" in r)
+    full = next((r for r in mine if "dev" in r), None)
+    if full is None:  # its child failed (at the first thread count, which scores)
+      lines.append(f"| {form} | failed: {mine[0]['failed']} |")
+      continue
     dev = ", ".join(f"{k} {v:.2f}" for k, v in full["dev"].items())
-    latency = [next((f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f}" for r in mine
-                     if r["threads"] == t), "") for t in counts]
+    latency = [next((_latency(r) for r in mine if r["threads"] == t), "") for t in counts]
     lines.append("| " + " | ".join([form, dev, str(full["agree"]), *latency,
                                     str(full["batch32_per_s"]), str(full["mib"] or "-"),
                                     str(full["peak_rss_mib"]), str(full["load_s"])]) + " |")
   return "\n".join(lines)
 
 
-def thread_counts(text: str) -> list:
-  """--threads: comma-separated counts, each at least 1."""
-  try:
-    counts = [int(t) for t in text.split(",")]
-  except ValueError:
-    counts = []
-  if not counts or min(counts) < 1:
-    raise argparse.ArgumentTypeError(f"{text!r}: expected thread counts of at least 1, "
-                                     "comma-separated, such as 1,2")
-  return counts
+def length_table(rows: list, lengths) -> str:
+  """--lengths' Markdown table: one line per form and thread count, its batch-1
+  latency on a text of each length side by side."""
+  head = ["form", "threads", *[f"{n} tokens p50/p99 ms" for n in lengths],
+          "peak RSS MiB", "load s"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for form in FORMS:
+    for r in (r for r in rows if r["form"] == form):
+      if "not_run" in r or "failed" in r:
+        lines.append(f"| {form} | " + (f"not run: {r['not_run']} |" if "not_run" in r
+                                       else f"{r['threads']} | failed: {r['failed']} |"))
+        continue
+      lines.append("| " + " | ".join([form, str(r["threads"]),
+                                      *[_latency(r["latency_ms"][str(n)]) for n in lengths],
+                                      str(r["peak_rss_mib"]), str(r["load_s"])]) + " |")
+  return "\n".join(lines)
+
+
+def _latency(figures: dict) -> str:
+  """p50 / p99 ms, or "failed" for a form whose child failed."""
+  if "p50_ms" not in figures:
+    return "failed"
+  return f"{figures['p50_ms']:.1f} / {figures['p99_ms']:.1f}"
+
+
+def _counts(what: str, least: int, example: str):
+  """A flag's parser of comma-separated integers, each at least `least`."""
+  def parse(text: str) -> list:
+    try:
+      counts = [int(t) for t in text.split(",")]
+    except ValueError:
+      counts = []
+    if not counts or min(counts) < least:
+      raise argparse.ArgumentTypeError(f"{text!r}: expected {what} of at least {least}, "
+                                       f"comma-separated, such as {example}")
+    return counts
+  return parse
+
+
+thread_counts = _counts("thread counts", 1, "1,2")  # --threads
+token_lengths = _counts("lengths in tokens", 2, "10,25,128")  # --lengths
 
 
 def form_names(text: str) -> list:
@@ -472,6 +594,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--forms", type=form_names, default=list(FORMS),
                       help="comma-separated forms to measure (default: all; the "
                       "SavedModel always)")
+  parser.add_argument("--lengths", type=token_lengths, default=None,
+                      help="instead of the dev split: batch-1 latency on one text of each "
+                      "of these lengths in tokens ([CLS] and [SEP] included), --examples "
+                      "calls each (a sentence or tagging model)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
@@ -490,10 +616,13 @@ def main(argv=None) -> int:
 
   def run() -> int:
     for trial in args.model_dir:
-      rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
-                         args.onednn, args.forms, args.dev_examples)
-      print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n" + table(rows) + "\n",
-            flush=True)
+      try:
+        rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
+                           args.onednn, args.forms, args.dev_examples, args.lengths)
+      except child.ChildFailed as e:  # the export's child: one line, as a refusal
+        raise ValueError(str(e)) from None
+      shown = length_table(rows, args.lengths) if args.lengths else table(rows)
+      print(f"\n{rows[0]['model']} {rows[0]['task']} ({args.isa})\n{shown}\n", flush=True)
     return 0
   return cli.run_command(run)
 

@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 
 from util import startup  # pylint: disable=unused-import  # first: TensorFlow's environment
 
@@ -39,12 +40,13 @@ def add_arguments(parser):
 
 
 class ChildFailed(RuntimeError):
-  """The child exited with an error; the message ends with the end of its stderr, and
-  `line` is its last line (a crash's exception, or why it exited)."""
+  """The child exited with an error; the message is one line, ending with the last
+  line of its stderr (a traceback's exception) and the file that holds all of it."""
 
-  def __init__(self, message: str, line: str = ""):
-    super().__init__(message)
-    self.line = line or cli.first_line(self)
+  @property
+  def line(self) -> str:
+    """The message's first line, for a table's row."""
+    return cli.first_line(self)
 
 
 class ChildError(ChildFailed, ValueError):
@@ -76,9 +78,11 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
   if run.returncode == cli.EXIT_ERROR and last.startswith("error: "):
     raise ChildError(last[len("error: "):])
   if run.returncode or not lines:
+    with tempfile.NamedTemporaryFile("w", prefix="bench_child_", suffix=".log",
+                                     delete=False) as log:
+      log.write(run.stderr)
     raise ChildFailed(f"{module}.{function.__name__} exited {run.returncode}: "
-                      f"{run.stderr.strip()[-300:]}",
-                      last or f"{module}.{function.__name__} exited {run.returncode}")
+                      f"{last or 'no output'} (its stderr: {log.name})")
   return json.loads(lines[-1])
 
 

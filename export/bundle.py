@@ -1,7 +1,8 @@
 """The reader bundle beside the model files that need it: vocab.txt, deploy.json (the
 task, its family's reader module and the fields it reads, lengths, lower-casing, the
-files) and reader.py (export/reader.py) with every project module it and the family's
-reader import, found by following their module-level imports and copied as they are."""
+files and the input length each takes) and reader.py (export/reader.py) with every
+project module it and the family's reader import, found by following their module-level
+imports and copied as they are."""
 
 import ast
 import json
@@ -59,6 +60,14 @@ def reader_sources(deployable: Deployable) -> Dict[str, str]:
   return {READER: _module_path(reader.__name__), **sources}
 
 
+def input_lengths(folder: str, files: List[str]) -> Dict[str, object]:
+  """Each model file's token axis, read from the file: "longest" (the reader feeds a
+  batch at its longest example's length) or the fixed length the reader pads to."""
+  lengths = {name: reader.input_length(os.path.join(folder, name)) for name in files
+             if name.endswith((".tflite", ".onnx"))}
+  return {name: length or "longest" for name, length in lengths.items()}
+
+
 def write(finetuned: Finetuned, deployable: Deployable, folder: str, files: List[str],
           calibrated: int):
   """vocab.txt, deploy.json and the reader with the modules it imports."""
@@ -67,7 +76,8 @@ def write(finetuned: Finetuned, deployable: Deployable, folder: str, files: List
   info = {"task": finetuned.task.name, "family": finetuned.family.name,
           "reader": deployable.reader, "lower_case": settings["do_lower_case"],
           "max_seq_length": finetuned.max_seq_length, "inputs": list(deployable.inputs),
-          "models": files, "calibration_examples": calibrated,
+          "models": files, "input_lengths": input_lengths(folder, files),
+          "calibration_examples": calibrated,
           "source": os.path.abspath(finetuned.folder), **deployable.info(finetuned)}
   with open(os.path.join(folder, reader.INFO_FILE), "w", encoding="utf-8") as f:
     json.dump(info, f, indent=2)

@@ -27,7 +27,9 @@ class Deployable:
   # inputs and its outputs into --predict's records; it and the project modules it
   # imports are shipped (numpy only).
   reader: str
-  inputs: Tuple[str, ...]  # the exported model's inputs, each int32 [B, max_seq_length]
+  # The exported model's inputs, each int32 [B, L]: L the batch's longest example, or
+  # max_seq_length for a family whose batches keep it (QA; export/registry.py Job.function).
+  inputs: Tuple[str, ...]
   # (model, head outputs) -> the exported model's outputs (named tensors, TensorFlow).
   outputs: Callable[[Finetuned, object], Dict[str, tf.Tensor]]
   # (model, examples of its task) -> their model inputs (the full-int8 calibration).

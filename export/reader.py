@@ -10,13 +10,16 @@ onnxruntime for .onnx. With the export folder on sys.path:
 
 inputs takes what the task takes: texts (and second texts of a pair task); sentences
 to tag; questions and their contexts. records are what run_finetuning.py --predict
-writes, for the inputs of the last inputs call.
+writes, for the inputs of the last inputs call. A sentence or tagging batch's inputs are
+as long as its longest example (the model computes on the tokens that exist); QA's
+windows are max_seq_length long. A model file whose token axis is fixed (QA's) gets
+its inputs padded to that length.
 """
 
 import importlib
 import json
 import os
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -39,6 +42,8 @@ class Reader:
   def inputs(self, *texts, **options) -> Dict[str, np.ndarray]:
     # A str where a list belongs would read as one input per character.
     for given in texts:
+      if given is None:  # an optional argument not given (a single text's second)
+        continue
       if isinstance(given, (str, bytes)):
         raise ValueError(f"inputs takes a list per argument, one item per input; got a "
                          f"{type(given).__name__}: put one text in a list")
@@ -54,11 +59,38 @@ class Reader:
 
 def load_model(path: str, threads: int = 1) -> Callable[[Dict[str, np.ndarray]],
                                                          Dict[str, np.ndarray]]:
-  """inputs -> outputs of a .tflite (ai-edge-litert) or .onnx (onnxruntime) file."""
+  """inputs -> outputs of a .tflite (ai-edge-litert) or .onnx (onnxruntime) file, run
+  at the inputs' length, or padded to the file's fixed token axis (input_length)."""
+  run, shapes = _runtime(path, threads)
+  length = _fixed_length(shapes)
+  if length is None:
+    return run
+  # Zeros past the tokens are what the featurization pads with, masked by the model.
+  return lambda inputs: run({name: np.pad(value, [(0, 0), (0, length - value.shape[1])])
+                             for name, value in inputs.items()})
+
+
+def input_length(path: str) -> Optional[int]:
+  """The token axis of a model file's inputs, as the file declares it: its length when
+  fixed, None when the file takes any length (the LiteRT interpreter is resized, the
+  ONNX axis is symbolic)."""
+  return _fixed_length(_runtime(path, 1)[1])
+
+
+def _fixed_length(shapes: Sequence[Sequence]) -> Optional[int]:
+  length = shapes[0][1]  # every input is [batch, tokens]
+  return length if isinstance(length, int) and length > 0 else None
+
+
+def _runtime(path: str, threads: int):
+  """(inputs -> outputs, the inputs' declared shapes: -1, None or a name where any)."""
   if path.endswith(".tflite"):
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+    # The signature runner resizes the inputs to each call's shapes and reallocates
+    # (on XNNPACK too) when they change.
     runner = Interpreter(model_path=path, num_threads=threads).get_signature_runner()
-    return lambda inputs: runner(**inputs)
+    shapes = [d["shape_signature"].tolist() for d in runner.get_input_details().values()]
+    return lambda inputs: runner(**inputs), shapes
   if path.endswith(".onnx"):
     import onnxruntime  # pylint: disable=import-outside-toplevel
     options = onnxruntime.SessionOptions()
@@ -66,5 +98,6 @@ def load_model(path: str, threads: int = 1) -> Callable[[Dict[str, np.ndarray]],
     session = onnxruntime.InferenceSession(path, options,
                                            providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
-    return lambda inputs: dict(zip(names, session.run(names, inputs)))
+    return (lambda inputs: dict(zip(names, session.run(names, inputs))),
+            [i.shape for i in session.get_inputs()])
   raise ValueError(f"{path}: neither a .tflite nor an .onnx file")

@@ -9,7 +9,8 @@ read the positions that hold tokens (or words, fewer than tokens), so the output
 those of the padded batch within float rounding; dropout counts its units at
 max_seq_length (model/dropout.py use_padded_length) and drops the same ones. numpy
 only: the trainer and --predict cut numpy batches, the training input pipeline cuts
-tensors with the lengths computed here.
+tensors with the lengths computed here, and the exported models' readers (shipped with
+them) cut each batch to its longest example.
 """
 
 from typing import Dict, Iterable
@@ -53,6 +54,12 @@ def cut(batch: Dict[str, np.ndarray], length: int, keys: Iterable[str]):
   """The batch with its `keys` features cut to `length` positions."""
   keys = set(keys)
   return {k: v[:, :length] if k in keys else v for k, v in batch.items()}
+
+
+def cut_to_longest(features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """The features (every one with a token axis) cut to their longest example's tokens:
+  the exported models' readers feed a batch at that length."""
+  return cut(features, int(token_counts(features).max(initial=0)), features)
 
 
 def pad_tokens(array: np.ndarray, max_length: int) -> np.ndarray:

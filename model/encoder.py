@@ -131,7 +131,9 @@ class ElectraEncoder(tf_keras.Model):
 
   def attention_mask(self, input_mask, seq_length):
     """[B, S, S] float mask: padding columns off, plus causal band for ltr/rtl."""
-    mask = tf.cast(input_mask[:, None, :], tf.float32) * tf.ones([seq_length, 1])
+    # expand_dims, not input_mask[:, None, :]: LiteRT has no builtin kernel for that
+    # strided slice once both the batch and the sequence axis are free (the exports).
+    mask = tf.cast(tf.expand_dims(input_mask, 1), tf.float32) * tf.ones([seq_length, 1])
     if self.attention_direction != "bidirectional":
       ones = tf.ones([seq_length, seq_length])
       band = (tf.linalg.band_part(ones, -1, 0) if self.attention_direction == "ltr"

@@ -103,22 +103,42 @@ def _stop_clean_loader(folder):
 
 # Runs model files through the export folder's reader with nothing of the project or
 # TensorFlow importable; prints, per model file, the reader's inputs of the arguments (a
-# JSON list on stdin), the model's outputs, the reader's records and which runtimes were
-# imported.
+# JSON list on stdin), the model's outputs, its outputs on those inputs padded to
+# max_seq_length, the reader's records, the inputs' shapes the file declares (None where
+# any size) and which runtimes were imported.
 RUNNER = """
 import json, os, sys
 folder, names = sys.argv[1], sys.argv[2:]
 sys.path[:] = [folder] + [p for p in sys.path if "site-packages" in p or "lib/python" in p]
+import numpy as np
 import reader
+
+def declared(path):
+  if path.endswith(".tflite"):
+    from ai_edge_litert.interpreter import Interpreter
+    shapes = {k: d["shape_signature"].tolist() for k, d in Interpreter(
+        model_path=path).get_signature_runner().get_input_details().items()}
+  else:
+    import onnxruntime
+    shapes = {i.name: i.shape for i in onnxruntime.InferenceSession(
+        path, providers=["CPUExecutionProvider"]).get_inputs()}
+  return {k: [d if isinstance(d, int) and d > 0 else None for d in shape]
+          for k, shape in shapes.items()}
+
 args = json.load(sys.stdin)
 r = reader.Reader(folder)
 inputs = r.inputs(*args)
+padded = {k: np.pad(v, [(0, 0), (0, r.info["max_seq_length"] - v.shape[1])])
+          for k, v in inputs.items()}
 got = {}
 for name in names:
-  outputs = reader.load_model(os.path.join(folder, name))(inputs)
+  model = reader.load_model(os.path.join(folder, name))
+  outputs = model(inputs)
   got[name] = {"inputs": {k: v.tolist() for k, v in inputs.items()},
                "outputs": {k: v.tolist() for k, v in outputs.items()},
-               "records": r.records(outputs)}
+               "padded_outputs": {k: v.tolist() for k, v in model(padded).items()},
+               "records": r.records(outputs),
+               "declared": declared(os.path.join(folder, name))}
 assert not [m for m in sys.modules if m.startswith(("tensorflow", "tf_keras", "util"))]
 for run in got.values():
   run.update(tokenizer=sys.modules["data_prep.tokenizer"].__file__,

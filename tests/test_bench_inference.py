@@ -1,10 +1,11 @@
 """bench.bench_inference: each bad flag one line at parse time, a model it cannot take
-refused in its child's own line with nothing left behind, its work folder keyed on the
-model (another model's or an incomplete export is rebuilt), --dev-examples cuts the
-split and its gold set alike, and a tagging and a QA
+refused in its child's own line with nothing left behind, a child's failure one line,
+its work folder keyed on the model (another model's or an incomplete export is
+rebuilt), --dev-examples cuts the split and its gold set alike, a tagging and a QA
 model measured end to end in their float forms and the PyTorch peer: each float form's
 dev metric is the SavedModel's, which is the run's own evaluation, and its answers the
-SavedModel's; a QA head transformers has no class of is one line."""
+SavedModel's; a QA head transformers has no class of is one line; a single-sentence
+model through every form, and by --lengths."""
 
 import json
 import os
@@ -14,11 +15,11 @@ import types
 
 import pytest
 
-from bench import bench_inference
+from bench import bench_inference, child
 from export import huggingface
 from tests.conftest import ROOT
 from tests.export_helpers import (TRANSFORMERS_QA_HEAD, shared_chunk_model,
-                                   shared_squad_model)
+                                   shared_glue_models, shared_squad_model)
 
 
 def bench(*flags: str) -> subprocess.CompletedProcess:
@@ -34,6 +35,8 @@ def bench(*flags: str) -> subprocess.CompletedProcess:
      "least 1, comma-separated, such as 1,2"),
     (["--sentences", "0"], "--examples 0: expected an integer >= 1"),
     (["--dev-examples", "0"], "--dev-examples 0: expected an integer >= 1"),
+    (["--lengths", "10,1"], "argument --lengths: '10,1': expected lengths in tokens of "
+     "at least 2, comma-separated, such as 10,25,128"),
     (["--forms", "LiteRT"], "argument --forms: 'LiteRT': expected form names, "
      "comma-separated, of: " + ", ".join(bench_inference.FORMS)),
     (["--work-dir", "{file}"], "--work-dir {file}: is a file; expected a folder for the "
@@ -72,6 +75,20 @@ def test_a_model_the_bench_cannot_take_is_its_childs_one_line(tmp_path):
     assert not work.exists()  # nothing left behind
 
 
+def test_a_childs_failure_is_one_line_naming_its_stderr():
+  """A bug in a child (here a TypeError) reaches the parent as one line: the
+  exception's, and the file that holds the child's traceback."""
+  with pytest.raises(child.ChildFailed) as failed:
+    child.measure(bench_inference.table, {"rows": None})
+  message = str(failed.value)
+  head, log = message.split(" (its stderr: ")
+  assert head == ("bench.bench_inference.table exited 1: TypeError: 'NoneType' object "
+                  "is not iterable") and "\n" not in log
+  with open(log.rstrip(")"), encoding="utf-8") as f:
+    assert f.read().startswith("Traceback")
+  os.remove(log.rstrip(")"))
+
+
 def trial_dir(root, name="m"):
   trial = root / "models" / name / "finetuning_models" / "sst2_model_1"
   trial.mkdir(parents=True)
@@ -87,6 +104,7 @@ def fill(folder, identity):
     os.makedirs(folder / name, exist_ok=True)
     for f in files:
       (folder / name / f).write_text("x")
+  (folder / "export" / "deploy.json").write_text('{"input_lengths": {}}')
   (folder / bench_inference.DEV_INPUTS).write_text("[]")
   (folder / bench_inference.STAMP).write_text(json.dumps(identity))
 
@@ -110,6 +128,15 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
   bench_inference.reuse_or_clear(str(folder), identity)
   assert capsys.readouterr().out == (f"note: {folder}/export is missing some of its files; "
                                      "rebuilding it\n")
+  assert sorted(os.listdir(folder)) == ["dev_texts.json", "hf", "model.json"]
+  # An export from before the files' sequence axis was free (its deploy.json does not
+  # say which length each file takes): rebuilt, or --lengths would time max_seq_length.
+  fill(folder, identity)
+  (folder / "export" / "deploy.json").write_text('{"models": []}')
+  bench_inference.reuse_or_clear(str(folder), identity)
+  assert capsys.readouterr().out == (
+      f"note: {folder}/export was written before its files' sequence axis was free (they "
+      "take max_seq_length only); rebuilding it\n")
   assert sorted(os.listdir(folder)) == ["dev_texts.json", "hf", "model.json"]
   # The model retrained in place (its checkpoint changed): everything is rebuilt.
   fill(folder, identity)
@@ -184,6 +211,37 @@ def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
   assert set(scores) == set(rows["SavedModel"]["dev"]) == {
       "exact_match", "f1", "best_exact_match", "best_f1"}
   check_float_forms(rows, out, scores)
+
+
+def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_factory):
+  """A single-sentence model (SST-2, whose missing second text once reached the reader
+  as None and failed) through every form: each scored, the float forms as the
+  SavedModel; then --lengths: every form timed on a text of each length, the work
+  folder's exports reused."""
+  _, trial = shared_glue_models(tmp_path_factory)["glue/sst2"]
+  work = tmp_path / "work"
+  rows, _ = measured(trial, work, bench_inference.FORMS)
+  assert set(rows) == set(bench_inference.FORMS)
+  for form, row in rows.items():
+    assert set(row["dev"]) == {"accuracy"} and 0 <= row["agree"] <= 100, form
+    if "int8" not in form:
+      assert (row["dev"], row["agree"]) == (rows["SavedModel"]["dev"], 100.0), form
+  run = bench("--model-dir", trial, "--work-dir", str(work), "--examples", "2",
+              "--threads", "1", "--lengths", "2,9,32")
+  assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+  lines = run.stdout.splitlines()
+  by_length = {row["form"]: row for row in map(json.loads, (l for l in lines
+                                                             if l[:1] == "{"))}
+  assert set(by_length) == set(bench_inference.FORMS)
+  for form, row in by_length.items():
+    assert list(row["latency_ms"]) == ["2", "9", "32"], form
+    assert any(line.startswith(f"| {form} | 1 | ") for line in lines), form
+  # A length past the model's max_seq_length is refused (in prepare's child: one line).
+  from export import source  # pylint: disable=import-outside-toplevel  # TensorFlow
+  with pytest.raises(ValueError) as refused:
+    bench_inference.length_inputs(source.load_finetuned(trial), [10, 33])
+  assert str(refused.value) == ("--lengths 33: expected from 2 ([CLS], [SEP]) to the "
+                                "model's max_seq_length (32) tokens")
 
 
 def test_dev_examples_cut_the_split_and_what_scores_it(tmp_path_factory):

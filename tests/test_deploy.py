@@ -82,10 +82,12 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
   for name, run in got.items():
     assert run["runtimes"] == ["ai_edge_litert" if name.endswith(".tflite")
                                else "onnxruntime"], name
-    # The reader's ids are the project's, from the project's modules shipped beside it.
+    # The reader's ids are the project's, from the project's modules shipped beside it,
+    # as long as the longest text (the rest of max_seq_length is padding).
     assert run["tokenizer"].startswith(str(output))
+    longest = dev.features["input_mask"].sum(-1).max()
     for key, value in run["inputs"].items():
-      np.testing.assert_array_equal(value, dev.features[key])
+      np.testing.assert_array_equal(value, dev.features[key][:, :longest])
 
   # Full int8 keeps its dense layers int8 and leaves no op XNNPACK lacks an int8 kernel
   # for (the layer norms' SUB, SQUARED_DIFFERENCE and RSQRT, the attention's
@@ -154,6 +156,31 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
     else:  # int8 regression: no labels; within 5% of STS-B's 0-5 scale of the float
       # scores (the tiny model's scores spread too little for a correlation to say much)
       assert np.abs(value - want).max() < 0.25, (name, np.abs(value - want).max())
+
+
+def test_every_form_runs_at_the_inputs_length(sst2_export):
+  """Every file of a sentence model declares a free token axis (read from the file; as
+  deploy.json states) and runs at the batch's longest text, giving the outputs it gives
+  at max_seq_length: within 1e-5 in every form but ONNX's int8, whose activation
+  ranges, computed per tensor as it runs, take the padded positions in (1.3e-3 apart
+  here): the same labels there. (LiteRT's int8 forms see no padding: XNNPACK quantizes
+  each row on its own, full int8's ranges are fixed; measured equal.)"""
+  output, _, _ = sst2_export
+  info = json.loads((output / "deploy.json").read_text())
+  names = sorted(n for n in os.listdir(output) if n.startswith("model_"))
+  assert len(names) == 6 and info["input_lengths"] == {name: "longest" for name in names}
+  texts = ["a fine film", "dull", "it was long , slow and tiresome ."]
+  for name, run in run_readers(output, names, [texts]).items():
+    assert run["declared"] == {k: [None, None] for k in registry.DEPLOYABLE[
+        "sentence"].inputs}, name
+    mask = np.array(run["inputs"]["input_mask"])
+    assert mask.shape[1] == mask.sum(-1).max() < info["max_seq_length"]
+    short, padded = (np.array(run[k]["probabilities"]) for k in ("outputs",
+                                                                  "padded_outputs"))
+    if name == "model_dynamic_int8.onnx":
+      assert (short.argmax(-1) == padded.argmax(-1)).all(), name
+    else:
+      np.testing.assert_allclose(short, padded, atol=1e-5, err_msg=name)
 
 
 def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):

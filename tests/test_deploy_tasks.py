@@ -67,6 +67,28 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory)
       same = sum(a == b for r, w in zip(records, want) for a, b in zip(r["tags"], w))
       assert same / words >= 0.9, (name, same / words)
 
+  # Every file declares a free token axis (read from the file; as deploy.json states)
+  # and runs short sentences at the longest one's length, giving its logits at
+  # max_seq_length: within 1e-5 but in ONNX's int8 form (its activation ranges, computed
+  # per tensor as it runs, take the padded positions in): 90% of the tags there, as
+  # against the float model above.
+  info = json.loads((output / "deploy.json").read_text())
+  assert info["input_lengths"] == {name: "longest" for name in names}
+  short = [" ".join(s.split()[:n]) for s, n in zip(sentences, (3, 6, 1, 9, 4, 7))]
+  for name, run in run_readers(output, names, [short]).items():
+    assert run["declared"] == {k: [None, None] for k in registry.DEPLOYABLE[
+        "tagging"].inputs}, name
+    mask = np.array(run["inputs"]["input_mask"])
+    length = mask.shape[1]
+    assert length == mask.sum(-1).max() < info["max_seq_length"]
+    logits = np.array(run["outputs"]["logits"])
+    padded = np.array(run["padded_outputs"]["logits"])[:, :length]
+    if name == "model_dynamic_int8.onnx":
+      at_words = np.arange(length) < np.array([len(s.split()) for s in short])[:, None]
+      assert np.mean((logits.argmax(-1) == padded.argmax(-1))[at_words]) >= 0.9, name
+    else:
+      np.testing.assert_allclose(logits, padded, atol=1e-5, err_msg=name)
+
 
 @pytest.mark.parametrize("task,folder", [("squad/v1.1", "squadv1"), ("squad/v2.0", "squad")])
 def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, folder):
@@ -86,7 +108,14 @@ def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, 
   inputs = got[names[0]]["inputs"]
   assert len(inputs["input_ids"]) >= len(questions) + 4  # long contexts: several windows
   reference = reference_outputs(trial, inputs)
+  # QA's windows are max_seq_length long: every file's token axis is fixed (read from
+  # the file), and deploy.json says so.
+  length = config.max_seq_length
+  assert json.loads((output / "deploy.json").read_text())["input_lengths"] == {
+      name: length for name in names}
   for name, run in got.items():
+    assert run["declared"] == {k: [None, length] for k in registry.DEPLOYABLE[
+        "qa"].inputs}, name
     records = run["records"]
     assert [r["id"] for r in records] == [str(i) for i in range(len(questions))]
     if "float32" in name:

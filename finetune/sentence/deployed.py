@@ -1,12 +1,14 @@
 """A sentence task's exported model as the reader (export/reader.py) sees it: texts to
-its input_ids, input_mask, segment_ids; its probabilities and label_id (or score) to
---predict's records. numpy only: shipped with the export."""
+its input_ids, input_mask, segment_ids (as long as the batch's longest text); its
+probabilities and label_id (or score) to --predict's records. numpy only: shipped with
+the export."""
 
 import collections
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from finetune.padding import cut_to_longest
 from finetune.sentence.features import encode
 
 _Example = collections.namedtuple("_Example", "text_a text_b")
@@ -26,7 +28,7 @@ class Reader:
                        ("pairs of texts" if self.info["pair"] else "one text per input"))
     examples = [_Example(a, None if texts_b is None else texts_b[i])
                 for i, a in enumerate(texts_a)]
-    return encode(self.tokenizer, examples, self.info["max_seq_length"])
+    return cut_to_longest(encode(self.tokenizer, examples, self.info["max_seq_length"]))
 
   def records(self, outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:
     if self.info["regression"]:

@@ -1,12 +1,14 @@
 """A tagging task's exported model as the reader (export/reader.py) sees it: sentences
 (words split at whitespace, or lists of words) to its input_ids, input_mask,
-segment_ids, word_positions; its logits [B, L, labels] to --predict's records (index,
-words, one B-/I-/O tag per word). numpy only: shipped with the export."""
+segment_ids, word_positions (as long as the batch's longest sentence); its logits
+[B, L, labels] to --predict's records (index, words, one B-/I-/O tag per word). numpy
+only: shipped with the export."""
 
 from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
+from finetune.padding import cut_to_longest
 from finetune.tagging.data import TaggingExample
 from finetune.tagging.features import encode, prediction_records
 
@@ -26,7 +28,7 @@ class Reader:
     for index, sentence in enumerate(sentences):
       words = tuple(sentence.split() if isinstance(sentence, str) else sentence)
       examples.append(TaggingExample(index, words, ("",) * len(words), ("O",) * len(words)))
-    features = encode(self.tokenizer, examples, self.info["max_seq_length"])
+    features = cut_to_longest(encode(self.tokenizer, examples, self.info["max_seq_length"]))
     self._last = examples, features["word_label_mask"]
     return {name: features[name] for name in INPUTS}
 
