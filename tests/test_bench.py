@@ -167,21 +167,22 @@ def test_bench_finetunings_bad_flags_and_a_failed_child_are_one_line_each(
       f"error: --conll-dir: not given, and {tmp_path / 'none'} (its default) does not "
       "exist; give the folder holding train.txt")
 
-  # A child that crashed: its row is the last line of its traceback, the table goes on
-  # and the bench exits 1.
+  # A child that crashed: its row is child.measure's one line (the last line of its
+  # traceback and the file holding it), the table goes on and the bench exits 1.
+  failure = ("bench.bench_finetuning.run_impl exited 1: RuntimeError: out of luck (its "
+             "stderr: /tmp/bench_child_1.log)")
+
   def crashed(function, kwargs, row, *args):
     if row["impl"] == "hf":
-      raise child.ChildFailed("bench.bench_finetuning.run_impl exited 1: Traceback ...",
-                              "RuntimeError: out of luck")
+      raise child.ChildFailed(failure)
     return {**row, "unavailable": "not run here"}
   monkeypatch.setattr(peers, "measure", crashed)
   monkeypatch.setattr(sys, "argv", ["bench_finetuning", "--model-size", "debug",
                                     "--impls", "ours,hf", "--rounds", "1"])
   assert bench_finetuning.main() == 1
   lines = capsys.readouterr().out.strip().splitlines()
-  assert "| hf | failed: RuntimeError: out of luck |" in lines
-  assert json.loads(lines[-1])["hf"] == {
-      "unavailable": "failed: RuntimeError: out of luck"}
+  assert f"| hf | failed: {failure} |" in lines
+  assert json.loads(lines[-1])["hf"] == {"unavailable": f"failed: {failure}"}
 
 
 def test_a_bfloat16_row_on_a_cpu_without_its_arithmetic_is_one_line_and_no_process(
