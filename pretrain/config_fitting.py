@@ -32,6 +32,11 @@ def checked_and_sized(config: PretrainingConfig
   start's generator size.
   """
   if not os.path.isfile(config.vocab_file):
+    if input_pipeline.matching_files(config):  # built with --vocab-file elsewhere
+      raise InputError(f"{config.vocab_file}: vocabulary not found beside the records "
+                       f"{config.pretrain_tfrecords}; set vocab_file to the vocab.txt "
+                       "they were built with (build_pretraining_dataset.py's "
+                       "--vocab-file)")
     raise InputError(f"{config.vocab_file}: vocabulary not found; run "
                      f"`{input_pipeline.build_command(config)}` first (or set vocab_file)")
   config = config.with_vocab_file_size()

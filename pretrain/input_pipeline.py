@@ -35,11 +35,17 @@ def build_command(config: PretrainingConfig) -> str:
   return command
 
 
-def input_files(config: PretrainingConfig) -> List[str]:
+def matching_files(config: PretrainingConfig) -> List[str]:
   """The shards matching config.pretrain_tfrecords (comma-separated patterns)."""
   files = []
   for pattern in config.pretrain_tfrecords.split(","):
     files += sorted(glob.glob(pattern.strip()))
+  return files
+
+
+def input_files(config: PretrainingConfig) -> List[str]:
+  """matching_files, refused when there are none."""
+  files = matching_files(config)
   if not files:
     raise InputError(f"no pre-training data: nothing matches {config.pretrain_tfrecords}"
                      f"; run `{build_command(config)}` first (or set pretrain_tfrecords)")

@@ -5,6 +5,8 @@ found wrong; the commands run in this process (main(argv)), their output read ba
 
 import json
 import os
+import re
+import shlex
 import shutil
 
 import numpy as np
@@ -14,8 +16,10 @@ import build_pretraining_dataset
 import run_finetuning
 import run_pretraining
 from export.reader import Reader
-from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import write_reviews_task
+from pretrain import input_pipeline, trainer
+from pretrain.config_fitting import checked_and_sized
+from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
+from tests.helpers import head_of, write_reviews_task
 from tools import compare_runs, hparams_reference, litert_ops, squad_eval
 from tools import export_lite
 from tools import tokenize as tokenize_tool
@@ -45,6 +49,40 @@ def a_file(tmp_path):
   path = tmp_path / "notes.txt"
   path.write_text("kept\n")
   return path
+
+
+# The README's commands as written
+def readme_argv(script: str) -> list:
+  """The flags of the README's command line of `script`, its optional [...] left out."""
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read().replace("\\\n", " ")
+  line = re.search(rf"^python {re.escape(script)} (.*)$", text, re.M).group(1)
+  return shlex.split(re.sub(r"\[[^]]*\]", "", line))
+
+
+def test_the_readmes_data_command_leaves_what_its_pretraining_command_reads(
+    tmp_path, monkeypatch, capsys):
+  """Step 1 on a corpus in my_corpus/ (a vocab.txt at hand too, should it be named),
+  then step 2 up to its first step: both as the README writes them. Records without
+  their vocabulary (built with a --vocab-file kept elsewhere) are said to be so."""
+  monkeypatch.chdir(tmp_path)
+  head_of(shared_path("corpus", "english_corpus.txt"), "my_corpus/part.txt", 3000)
+  shutil.copyfile(shared_path("vocab", "bert_uncased_vocab.txt"), "vocab.txt")
+  assert build_pretraining_dataset.main(
+      readme_argv("build_pretraining_dataset.py") + ["--no-progress"]) == 0
+  read = []
+  monkeypatch.setattr(trainer, "_run", lambda config, _: read.append(
+      (input_pipeline.input_files(config), checked_and_sized(config)[0].vocab_file)))
+  assert run_pretraining.main(readme_argv("run_pretraining.py")) == 0
+  assert read == [(["data/pretrain_tfrecords/pretrain_data.tfrecord-0-of-2",
+                    "data/pretrain_tfrecords/pretrain_data.tfrecord-1-of-2"],
+                   "data/vocab.txt")]
+  os.remove("data/vocab.txt")
+  capsys.readouterr()
+  assert one_error(capsys, run_pretraining.main(readme_argv("run_pretraining.py"))) == (
+      "error: data/vocab.txt: vocabulary not found beside the records "
+      "data/pretrain_tfrecords/pretrain_data.tfrecord*; set vocab_file to the vocab.txt "
+      "they were built with (build_pretraining_dataset.py's --vocab-file)")
 
 
 # run_finetuning.py
