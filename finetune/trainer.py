@@ -96,6 +96,12 @@ class Finetuner:
       self.model_config.check_sequence_length(config.max_seq_length, weights.location)
     else:
       self.model_config = config.model_config()
+    if (not self.start and not config.debug
+        and len(vocab) != self.model_config.vocab_size):
+      # The data dir's vocabulary is another model's (the quick start's electra_tiny):
+      # the missing model is the cause, not the vocabulary.
+      raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
+                       f"checkpoint; {how_to_get_a_model(config)}")
     source = self.start.weights.location if self.start else "the configured model"
     check_vocab_size(self.vocab_path, len(vocab), self.model_config.vocab_size, source,
                      "use the vocab.txt the model was pre-trained with")
@@ -202,13 +208,7 @@ class Finetuner:
       return open_start(config.init_checkpoint)
     if config.debug:
       return None
-    for path in (os.path.join(config.pretrained_model_dir, "export"),
-                 config.pretrained_model_dir):
-      try:
-        return open_start(path)
-      except CheckpointError:
-        pass
-    return None
+    return pretrained_in(config.pretrained_model_dir)
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (resume.check_resume compares it): the
@@ -544,14 +544,33 @@ def num_train_steps(num_features: int, config: FinetuningConfig) -> int:
   return int(num_features // config.train_batch_size * config.num_train_epochs)
 
 
+def pretrained_in(model_dir: str) -> Optional[PretrainedStart]:
+  """The weights pre-trained in a model dir of the data dir (its export/, else its run's
+  checkpoints), opened; None when it holds none."""
+  for path in (os.path.join(model_dir, "export"), model_dir):
+    try:
+      return open_start(path)
+    except CheckpointError:
+      pass
+  return None
+
+
 def how_to_get_a_model(config: FinetuningConfig) -> str:
-  """Where a pre-trained model comes from, in the commands' real flags."""
-  return (f"pre-train one with `python run_pretraining.py --model-name {config.model_name}"
-          f" --data-dir {config.data_dir}` (after `python build_pretraining_dataset.py "
-          f"--data-dir {config.data_dir}`), or pass --init-checkpoint DIR with a released "
-          "ELECTRA checkpoint (electra_small.zip of github.com/google-research/electra, "
-          "unpacked; its vocab.txt is used); \"debug\": true in --hparams runs a tiny "
-          "random model instead")
+  """Where a pre-trained model comes from, in the commands' real flags: first the
+  others pre-trained in the data dir."""
+  models = os.path.dirname(config.pretrained_model_dir)
+  names = sorted(os.listdir(models)) if os.path.isdir(models) else []
+  others = [name for name in names if name != config.model_name
+            and os.path.isdir(os.path.join(models, name))
+            and pretrained_in(os.path.join(models, name))]
+  found = (f"--model-name {' or '.join(others)} names one pre-trained in {models}; or "
+           if others else "")
+  return (f"{found}pre-train one with `python run_pretraining.py --model-name "
+          f"{config.model_name} --data-dir {config.data_dir}` (after `python "
+          f"build_pretraining_dataset.py --data-dir {config.data_dir}`), or pass "
+          "--init-checkpoint DIR with a released ELECTRA checkpoint (electra_small.zip "
+          "of github.com/google-research/electra, unpacked; its vocab.txt is used); "
+          "\"debug\": true in --hparams runs a tiny random model instead")
 
 
 def format_scores(scores: Dict[str, Dict[str, float]]) -> str:

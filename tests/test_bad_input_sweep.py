@@ -172,6 +172,23 @@ def test_a_task_file_that_is_a_directory_is_named_as_one(finetuned, capsys, tmp_
       f"error: {tmp_path / 'train.csv'}: the train file of task reviews is a directory")
 
 
+def test_no_model_of_the_name_is_said_so_not_blamed_on_the_vocabulary(tmp_path, capsys,
+                                                                      monkeypatch):
+  """docs/finetuning.md's command for a task of your own after the quick start, whose
+  data/vocab.txt (8,192 tokens) is another model's and no electra_small was trained."""
+  monkeypatch.chdir(tmp_path)
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data, layers=1)
+  vocab = data / "vocab.txt"
+  vocab.write_text("".join(vocab.read_text().splitlines(keepends=True)[:8192]))
+  write_reviews_task(tmp_path, 16)
+  assert one_error(capsys, run_finetuning.main(["--task", "task.json"])).startswith(
+      "error: no pre-trained model: data/models/electra_small holds no checkpoint; "
+      "--model-name tiny names one pre-trained in data/models; or pre-train one with "
+      "`python run_pretraining.py --model-name electra_small --data-dir data`")
+
+
 def test_files_that_are_not_utf8_are_named(tmp_path, capsys):
   hparams_file = tmp_path / "hparams.json"
   hparams_file.write_bytes(b'{"learning_rate": 1e-4, "note": "caf\xe9"}')
