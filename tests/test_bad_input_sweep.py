@@ -21,7 +21,7 @@ from pretrain.config_fitting import checked_and_sized
 from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
 from tests.helpers import head_of, write_reviews_task
 from tools import compare_runs, hparams_reference, litert_ops, squad_eval
-from tools import export_lite
+from tools import export_hf, export_lite, reference_outputs
 from tools import tokenize as tokenize_tool
 
 FINETUNE_HPARAMS = json.dumps({"max_seq_length": 16, "train_batch_size": 8,
@@ -249,6 +249,27 @@ def test_a_hugging_face_config_field_is_named_once(tmp_path, capsys):
                               "--init-checkpoint", str(tmp_path)])
   assert one_error(capsys, code) == (
       f"error: {tmp_path / 'config.json'}: hidden_size \"x\": expected an integer >= 1")
+
+
+def test_a_hugging_face_config_that_contradicts_its_weights_names_both_sizes(tmp_path,
+                                                                            capsys):
+  write_tiny_pretrained_model(tmp_path, layers=1)  # hidden_size 32
+  hf = tmp_path / "hf"
+  assert export_hf.main(["--checkpoint", str(tmp_path / "models" / "tiny" / "export"),
+                         "--vocab", str(tmp_path / "vocab.txt"), "--output",
+                         str(hf)]) == 0
+  config = json.loads((hf / "config.json").read_text())
+  (hf / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+  np.savez(tmp_path / "in.npz", **{name: np.ones([1, 4], np.int32) for name in (
+      "input_ids", "input_mask", "segment_ids")})
+  capsys.readouterr()
+  code = reference_outputs.main(["--checkpoint", str(hf), "--inputs",
+                                 str(tmp_path / "in.npz"), "--output",
+                                 str(tmp_path / "out.npz")])
+  assert one_error(capsys, code) == (
+      f"error: {hf / 'config.json'}: hidden_size 64, but the weights in "
+      f"{hf / 'model.safetensors'} have 32 (electra.encoder.layer.0.output.LayerNorm."
+      "weight is [32]); expected the config.json saved with these weights")
 
 
 # build_pretraining_dataset.py

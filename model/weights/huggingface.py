@@ -381,6 +381,35 @@ def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
   return path, weights
 
 
+# Where the weights show config.json's sizes: the first dimension of a weight (named in
+# ELECTRA's scope, as _weights renames), and the count of the encoder's layers.
+SIZE_WEIGHTS = {
+    "vocab_size": "electra.embeddings.word_embeddings.weight",
+    "embedding_size": "electra.embeddings.LayerNorm.weight",
+    "hidden_size": "electra.encoder.layer.0.output.LayerNorm.weight",
+    "intermediate_size": "electra.encoder.layer.0.intermediate.dense.weight",
+    "max_position_embeddings": "electra.embeddings.position_embeddings.weight",
+    "type_vocab_size": "electra.embeddings.token_type_embeddings.weight"}
+LAYER = re.compile(r"^electra\.encoder\.layer\.(\d+)\.")
+
+
+def check_sizes(folder: str, file: str, weights: Dict[str, np.ndarray]):
+  """Refuses a config.json whose sizes contradict its weights' shapes (an edited or
+  another model's config.json), naming the field and both values: the model built from
+  it would otherwise miss weights or find them of the wrong shape."""
+  config = hf_config(folder)
+  held = {field: (weights[name].shape[0], f"{name} is {list(weights[name].shape)}")
+          for field, name in SIZE_WEIGHTS.items() if name in weights}
+  layers = {int(m.group(1)) for m in map(LAYER.match, weights) if m}
+  if layers:
+    held["num_hidden_layers"] = (max(layers) + 1, f"layers 0-{max(layers)}")
+  for field, (size, shown) in held.items():
+    if field in config and config[field] != size:
+      raise CheckpointError(f"{folder}/config.json: {field} {config[field]}, but the "
+                            f"weights in {file} have {size} ({shown}); expected the "
+                            "config.json saved with these weights")
+
+
 def load(mapping, path: str, what: str):
   """Assigns the mapping from transformers' weights, each looked up by hf_name (kernels
   transposed); every one must be present with its shape, and nothing of the encoder
@@ -402,6 +431,7 @@ def load(mapping, path: str, what: str):
   files = {folder: _weights(folder) for folder in groups}
   for folder, entries in groups.items():
     file, weights = files[folder]
+    check_sizes(folder, file, weights)
     missing = [name for name, _, _, _ in entries if name not in weights]
     if missing:
       raise CheckpointError(f"{file}: {len(missing)} weight(s) the {what} needs are "
