@@ -183,7 +183,9 @@ def make_dataset(files: List[str], batch_size: int, max_seq_length: int, *,
   workers = input_context.num_input_pipelines if input_context else 1
   worker = input_context.input_pipeline_id if input_context else 0
   shard_files = workers > 1 and len(files) >= workers
-  d = tf.data.Dataset.from_tensor_slices(files)
+  # Absolute: a checkpointed iterator names the file it reads, which a run resumed from
+  # another working directory must find.
+  d = tf.data.Dataset.from_tensor_slices([os.path.abspath(f) for f in files])
   if shard_files:
     d = d.shard(workers, worker)
   if training:

@@ -19,10 +19,11 @@ from export.reader import Reader
 from pretrain import input_pipeline, trainer
 from pretrain.config_fitting import checked_and_sized
 from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
-from tests.helpers import head_of, write_reviews_task
+from tests.helpers import head_of, make_data_dir, write_reviews_task
 from tools import compare_runs, hparams_reference, litert_ops, squad_eval
 from tools import export_hf, export_lite, reference_outputs
 from tools import tokenize as tokenize_tool
+from util import cli
 
 FINETUNE_HPARAMS = json.dumps({"max_seq_length": 16, "train_batch_size": 8,
                                "num_train_epochs": 1, "export_serving": False})
@@ -237,6 +238,43 @@ def test_a_shard_that_is_not_a_tfrecord_is_named_without_tensorflow_internals(
   assert one_error(capsys, code) == (
       f"error: {shard}: not a readable TFRecord file (corrupted record at 0 (Is this "
       "even a TFRecord file?)); rebuild it")
+
+
+def test_a_relative_data_dir_resumes_from_anywhere_and_moved_data_starts_over(
+    tmp_path, capsys, monkeypatch):
+  """The checkpointed input position names its shards absolutely; one naming shards
+  that moved since is a note, and the data starts over in a fresh iterator."""
+  (tmp_path / "a").mkdir()
+  (tmp_path / "b").mkdir()
+  make_data_dir(str(tmp_path / "a" / "data"), seq_length=32, num_lines=300)
+
+  def pretrain(where, data_dir, steps):
+    monkeypatch.chdir(tmp_path / where)
+    capsys.readouterr()
+    code = run_pretraining.main(["--model-name", "m", "--data-dir", data_dir, "--hparams",
+                                 json.dumps({"debug": True, "max_seq_length": 32,
+                                             "num_train_steps": steps, "do_eval": False,
+                                             "save_checkpoints_steps": 2})])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+  pretrain("a", "data", 2)
+  assert "no input position" not in pretrain("b", "../a/data", 4)
+  os.rename(tmp_path / "a" / "data", tmp_path / "a" / "moved")
+  resumed = pretrain("b", "../a/moved", 6)
+  assert "note: no input position for ../a/moved/models/m/ckpt-4 (" in resumed
+  assert "; the data starts over\nresuming from ../a/moved/models/m/ckpt-4" in resumed
+
+
+def test_a_compiled_functions_error_is_its_reason(capsys):
+  """Not "Graph execution error:", the first line of every error in a tf.function."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  @tf.function
+  def gather(ids):  # a lambda's error would carry no stack
+    return tf.gather(ids, 5)
+  assert one_error(capsys, cli.run_command(lambda: gather(tf.constant([1, 2, 3])))) == (
+      "error: indices = 5 is not in [0, 3)")
 
 
 def test_a_hugging_face_config_field_is_named_once(tmp_path, capsys):

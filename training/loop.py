@@ -341,8 +341,12 @@ class TrainLoop:
     restored = self.restore()
     if not restored and init_fn is not None:
       init_fn()
-    if restored and data_manager is not None:
-      self._restore_input_position(data_manager, restored)
+    if (restored and data_manager is not None
+        and not self._restore_input_position(data_manager, restored)):
+      # A failed restore can leave the iterator half-restored (at its end): the data
+      # starts over in a new one.
+      iterator = self.iterator(dataset_fn)
+      data_manager = self._data_manager(iterator)
     start = self.start_step = int(self.step.numpy())
     if self.chief:
       drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
@@ -370,9 +374,10 @@ class TrainLoop:
         plot_curves(os.path.join(settings.model_dir, LOG_NAME),
                     os.path.join(settings.model_dir, CURVES_NAME))
 
-  def _restore_input_position(self, data_manager, restored: str):
-    """Puts the input where the restored checkpoint's step left it, or says the data
-    starts over (none saved, or a state that does not read whole)."""
+  def _restore_input_position(self, data_manager, restored: str) -> bool:
+    """Puts the input where the restored checkpoint's step left it (True), or says the
+    data starts over (False: none saved, or a state that does not read whole, such as
+    one naming files that moved)."""
     data_state = os.path.join(data_manager.directory,
                               f"{CHECKPOINT_NAME}-{int(self.step.numpy())}")
     problem = "none saved"
@@ -385,6 +390,7 @@ class TrainLoop:
     if problem is not None and self.chief:
       print(f"note: no input position for {restored} ({problem}); the data starts over",
             flush=True)
+    return problem is None
 
   def _train_steps(self, train_step, iterator, start: int, restored: Optional[str],
                    manager, data_manager, writer) -> Dict[str, float]:

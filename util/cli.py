@@ -39,9 +39,14 @@ def error_message(e: BaseException) -> Optional[str]:
 
 
 def op_error_text(e) -> str:
-  """The first line of a TensorFlow OpError's message without the op's names and graph
-  context, which say nothing to a user (its messages name the file and the reason)."""
-  message = " ".join((e.message.strip().splitlines() or [""])[0].split())
+  """The first line of a TensorFlow OpError's message (of a compiled function's, the
+  first after the failed node's stack) without the op's names and graph context, which
+  say nothing to a user (its messages name the file and the reason)."""
+  lines = e.message.strip().splitlines()
+  if lines and lines[0].startswith("Graph execution error"):
+    lines = [line for line in lines[1:] if line.strip() and not line.startswith(
+        ("Detected at node", " ", "\t"))]
+  message = " ".join((lines or [""])[0].split())
   return _OP_CONTEXT.sub("", message) or type(e).__name__
 
 
