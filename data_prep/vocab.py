@@ -49,11 +49,12 @@ def load_vocab(path: str) -> Vocab:
   """Reads and validates a BERT vocab.txt; a clear VocabError for anything else."""
   if not path:
     raise VocabError("--vocab-file: no vocabulary file given")
+  # Named by path: commands give it by several flags and hyperparameters.
   if os.path.isdir(path):
-    raise VocabError(f"--vocab-file: {path} is a directory; expected a BERT vocab.txt file "
-                     "(one WordPiece token per line)")
+    raise VocabError(f"{path}: is a directory; expected a BERT vocab.txt file (one "
+                     "WordPiece token per line)")
   if not os.path.isfile(path):
-    raise VocabError(f"--vocab-file: {path} does not exist")
+    raise VocabError(f"{path}: does not exist; expected a BERT vocab.txt file")
   with open(path, "rb") as f:
     data = f.read()
   if path.endswith(".model") or b"\x00" in data[:4096]:
@@ -63,7 +64,8 @@ def load_vocab(path: str) -> Vocab:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
-    raise VocabError(f"{path}: line {line}: not UTF-8 text; expected a BERT vocab.txt")
+    raise VocabError(f"{path}: line {line}: not UTF-8 text; expected a BERT vocab.txt "
+                     "in UTF-8")
   # A byte-order mark (some Windows editors write one) is no part of the first token.
   lines = text.removeprefix("\ufeff").split("\n")
   if lines and lines[-1] == "":

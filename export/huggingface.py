@@ -17,6 +17,7 @@ from typing import Dict, List
 
 import safetensors.numpy
 
+from data_prep.vocab import load_vocab
 from export.source import Finetuned, load_finetuned
 from finetune.tagging import features as tagging_features
 from model.config import ModelConfig
@@ -109,8 +110,7 @@ def _json_files(config: Dict[str, object], lower_case: bool,
 
 
 def _check_vocab(vocab: str, sizes: ModelConfig):
-  with open(vocab, encoding="utf-8") as f:
-    vocab_size = sum(1 for _ in f)
+  vocab_size = len(load_vocab(vocab))  # a file that is no vocab.txt refused by name
   if vocab_size != sizes.vocab_size:
     raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
                      f"of {sizes.vocab_size}; pass the model's vocab.txt with --vocab")

@@ -351,6 +351,19 @@ def test_litert_ops_names_a_file_that_is_not_a_model(tmp_path, capsys):
         f"error: {path}: {says}")
 
 
+def test_export_hf_names_a_vocabulary_that_is_not_utf8_or_not_there(tmp_path, capsys):
+  write_tiny_pretrained_model(tmp_path, layers=1)
+  latin1, missing = tmp_path / "latin1.txt", tmp_path / "none.txt"
+  latin1.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\xe9\n")
+  for vocab, says in ((latin1, "line 6: not UTF-8 text; expected a BERT vocab.txt in "
+                               "UTF-8"),
+                      (missing, "does not exist; expected a BERT vocab.txt file")):
+    code = export_hf.main(["--checkpoint", str(tmp_path / "models" / "tiny" / "export"),
+                           "--vocab", str(vocab), "--output", str(tmp_path / "hf")])
+    assert one_error(capsys, code) == f"error: {vocab}: {says}"
+  assert not (tmp_path / "hf").exists()
+
+
 def test_hparams_reference_output_that_cannot_be_written(tmp_path, capsys):
   blocking = a_file(tmp_path)
   assert one_error(capsys, hparams_reference.main(["--output", str(blocking / "h.md")])) \
