@@ -18,7 +18,7 @@ class BuildConfig:
   blanks_separate_docs: bool = True
   do_lower_case: bool = True
   strip_accents: bool = True
-  seed: int = hparams.field(0, at_least=0)
+  seed: int = hparams.field(0, **hparams.SEED)
   num_out_files: Optional[int] = hparams.field(None, at_least=1)
   static_masking: bool = False
   mask_prob: float = hparams.field(0.15, above=0, below=1)

@@ -136,7 +136,7 @@ def parse_args(argv=None):
   parser.add_argument("--output", default="anatomy.json")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, sentences={"at_least": 1}, steps={"at_least": 1},
-                  seed={"at_least": 0})
+                  seed=hparams.SEED)
   cli.check_given(parser, args, "output")
   return args
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 from bench import ROOT
-from util import cli
+from util import cli, hparams
 
 # Each arm's results live under <data-dir>/models/<name>; --pretrained-name keeps a
 # second pre-trained model's fine-tuning runs apart from the first's.
@@ -170,7 +170,7 @@ def main():
                       help="print how alike each arm's encoder outputs are")
   parser.add_argument("--table", action="store_true", help="print the results table")
   args = parser.parse_args()
-  cli.check_flags(parser, args, trials={"at_least": 1}, seed={"at_least": 0},
+  cli.check_flags(parser, args, trials={"at_least": 1}, seed=hparams.SEED,
                   squad_train_articles={"at_least": 1})
   args.tasks = [t for t in args.tasks.split(",") if t]
   args.names = {**ARMS, "pretrained": args.pretrained_name}

@@ -51,7 +51,7 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   # that reads only scores: matplotlib's import and drawing were a tenth of the CPU of
   # a 2-step run.
   write_curves: bool = hparams.field(True, resumable=True)
-  seed: int = hparams.field(0, at_least=0)
+  seed: int = hparams.field(0, **hparams.SEED)
 
   # Training.
   learning_rate: float = hparams.field(1e-4, above=0)

@@ -117,7 +117,7 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   num_eval_steps: int = hparams.field(100, at_least=1, resumable=True)
   keep_checkpoint_max: int = hparams.field(5, at_least=1, resumable=True)
   log_every_steps: int = hparams.field(10, at_least=1, resumable=True)
-  seed: int = hparams.field(0, at_least=0)
+  seed: int = hparams.field(0, **hparams.SEED)
 
   # Generator.
   uniform_generator: bool = hparams.field(False, meaning=True)

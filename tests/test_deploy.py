@@ -240,7 +240,8 @@ def test_an_op_litert_lacks_is_named(finetuned):
 
 @pytest.mark.parametrize("flags,message", [
     (["--output", ""], "--output '': expected a path"),
-    (["--output", "o", "--seed", "-1"], "--seed -1: expected an integer >= 0"),
+    (["--output", "o", "--seed", "-1"],
+     "--seed -1: expected an integer in [0, 4294967295]"),
     (["--output", "o", "--calibration-examples", "0"],
      "--calibration-examples 0: expected an integer >= 1")])
 def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):

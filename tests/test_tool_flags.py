@@ -12,7 +12,11 @@ from util import cli
 
 CASES = [
     (replaced_tokens.main, ["--checkpoint", "c", "--text", "t", "--corrupt", "--seed",
-                            "-1"], "--seed -1: expected an integer >= 0"),
+                            "-1"], "--seed -1: expected an integer in [0, 4294967295]"),
+    # A seed past NumPy's and TensorFlow's: its range, not their out-of-range error.
+    (replaced_tokens.main, ["--checkpoint", "c", "--text", "t", "--corrupt", "--seed",
+                            "99999999999999999999"],
+     "--seed 99999999999999999999: expected an integer in [0, 4294967295]"),
     (replaced_tokens.main, ["--checkpoint", "", "--text", "t"],
      "--checkpoint '': expected a path"),
     (export_hf.main, ["--checkpoint", "c", "--output", ""], "--output '': expected a path"),
@@ -39,7 +43,8 @@ def test_a_tools_bad_flag_is_one_line_at_parse_time(tmp_path, capsys, monkeypatc
 
 def test_the_experiments_flags_share_the_rules(capsys):
   from experiments import encoder_anatomy  # pylint: disable=g-import-not-at-top
-  for argv, message in ((["--seed", "-1"], "--seed -1: expected an integer >= 0"),
+  for argv, message in ((["--seed", "-1"],
+                         "--seed -1: expected an integer in [0, 4294967295]"),
                         (["--steps", "0"], "--steps 0: expected an integer >= 1"),
                         (["--output", ""], "--output '': expected a path")):
     with pytest.raises(SystemExit):
@@ -53,6 +58,15 @@ def test_the_experiments_flags_share_the_rules(capsys):
     assert encoder_anatomy.main(["--data-dir", "d", "--random", "r", "--hparams",
                                  text]) == 2
     assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_a_runs_seed_has_the_flags_range(tmp_path, capsys):
+  """Refused with the hyperparameters, not by NumPy's seeding once the run starts."""
+  import run_pretraining  # pylint: disable=import-outside-toplevel
+  assert run_pretraining.main(["--model-name", "x", "--data-dir", str(tmp_path),
+                               "--hparams", '{"seed": 4294967296}']) == 2
+  assert capsys.readouterr().err == (
+      "error: --hparams: seed 4294967296: expected an integer in [0, 4294967295]\n")
 
 
 def test_check_flags_converts_and_keeps_a_valid_value():

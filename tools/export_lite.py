@@ -25,7 +25,7 @@ import sys
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from export import registry  # pylint: disable=wrong-import-position
-from util import cli  # pylint: disable=wrong-import-position
+from util import cli, hparams  # pylint: disable=wrong-import-position
 
 
 def forms_flag(value: str):
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0, help="of the calibration sample")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
-                  seed={"at_least": 0})
+                  seed=hparams.SEED)
   cli.check_given(parser, args, "model_dir", "output")
 
   def write() -> int:

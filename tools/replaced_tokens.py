@@ -19,7 +19,7 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from util import cli  # pylint: disable=wrong-import-position
+from util import cli, hparams  # pylint: disable=wrong-import-position
 
 
 def read_lines(path: str):
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
   parser.add_argument("--cased", action="store_true",
                       help="the model's tokenizer keeps case and accents")
   args = parser.parse_args(argv)
-  cli.check_flags(parser, args, seed={"at_least": 0})
+  cli.check_flags(parser, args, seed=hparams.SEED)
   cli.check_given(parser, args, "checkpoint", "input")
 
 

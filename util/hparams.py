@@ -54,15 +54,21 @@ class Allowed:
   def __str__(self) -> str:
     if self.choices is not None:
       return "one of " + ", ".join(json.dumps(c) for c in self.choices)
-    low = (f"[{self.at_least:g}" if self.at_least is not None else
-           f"({self.above:g}" if self.above is not None else None)
-    high = (f"{self.at_most:g}]" if self.at_most is not None else
-            f"{self.below:g})" if self.below is not None else None)
+    shown = lambda bound: f"{bound:g}" if isinstance(bound, float) else str(bound)
+    low = (f"[{shown(self.at_least)}" if self.at_least is not None else
+           f"({shown(self.above)}" if self.above is not None else None)
+    high = (f"{shown(self.at_most)}]" if self.at_most is not None else
+            f"{shown(self.below)})" if self.below is not None else None)
     if low and high:
       return f"in {low}, {high}"
     if low:
       return (">= " if low[0] == "[" else "> ") + low[1:]
     return ("<= " if high[-1] == "]" else "< ") + high[:-1]
+
+
+# Every seed's range, of fields and flags alike: Keras' set_random_seed seeds NumPy's
+# legacy generator, which takes no more; TensorFlow's int64 seeds hold it too.
+SEED = {"at_least": 0, "at_most": 2**32 - 1}
 
 
 def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
