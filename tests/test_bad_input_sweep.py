@@ -364,6 +364,30 @@ def test_export_hf_names_a_vocabulary_that_is_not_utf8_or_not_there(tmp_path, ca
   assert not (tmp_path / "hf").exists()
 
 
+def test_reference_outputs_names_inputs_it_cannot_read(tmp_path, capsys):
+  """Read before the checkpoint is: an empty or cut file, an array of objects, one of
+  no [batch, seq] shape."""
+  empty, cut, objects = (tmp_path / f"{name}.npz" for name in ("empty", "cut", "objects"))
+  empty.write_bytes(b"")
+  np.savez(objects, **{name: np.array([[{}]], object) for name in (
+      "input_ids", "input_mask", "segment_ids")})
+  cut.write_bytes(objects.read_bytes()[:100])
+  for inputs, reason in ((empty, "No data left in file"), (cut, "File is not a zip file"),
+                         (objects, "Object arrays cannot be loaded when "
+                                   "allow_pickle=False")):
+    code = reference_outputs.main(["--checkpoint", str(tmp_path), "--inputs", str(inputs),
+                                   "--output", str(tmp_path / "out.npz")])
+    assert one_error(capsys, code) == (
+        f"error: {inputs}: cannot read as .npz ({reason}); expected a .npz of input_ids, "
+        "input_mask, segment_ids of shape [batch, seq]")
+  np.savez(objects, input_ids=np.int32(1), input_mask=np.int32(1), segment_ids=np.int32(1))
+  code = reference_outputs.main(["--checkpoint", str(tmp_path), "--inputs", str(objects),
+                                 "--output", str(tmp_path / "out.npz")])
+  assert one_error(capsys, code) == (
+      f"error: {objects}: input_ids has shape []; expected [batch, seq]")
+  assert not (tmp_path / "out.npz").exists()
+
+
 def test_hparams_reference_output_that_cannot_be_written(tmp_path, capsys):
   blocking = a_file(tmp_path)
   assert one_error(capsys, hparams_reference.main(["--output", str(blocking / "h.md")])) \

@@ -18,6 +18,7 @@ checkpoint's variable shapes.
 import argparse
 import json
 import sys
+import zipfile
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
@@ -32,20 +33,25 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def read_inputs(path: str):
+  expected = f"expected a .npz of {', '.join(INPUT_NAMES)} of shape [batch, seq]"
   try:
     data = np.load(path)
-  except (OSError, ValueError) as e:
-    raise ValueError(f"{path}: cannot read as .npz ({e})") from None
-  missing = [n for n in INPUT_NAMES if n not in data]
+    missing = [n for n in INPUT_NAMES if n not in data]
+    arrays = {} if missing else {n: data[n] for n in INPUT_NAMES}  # read here
+  # An empty or cut file: EOFError, BadZipFile; an array of objects: ValueError.
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise ValueError(f"{path}: cannot read as .npz ({cli.first_line(e)}); "
+                     f"{expected}") from None
   if missing:
-    raise ValueError(f"{path}: missing array(s) {', '.join(missing)}; expected "
-                     f"{', '.join(INPUT_NAMES)} of shape [batch, seq]")
-  arrays = {n: data[n] for n in INPUT_NAMES}
+    raise ValueError(f"{path}: missing array(s) {', '.join(missing)}; {expected}")
   shape = arrays["input_ids"].shape
   for name, array in arrays.items():
-    if array.ndim != 2 or array.shape != shape:
-      raise ValueError(f"{path}: {name} has shape {list(array.shape)}, expected "
-                       f"[batch, seq] equal to input_ids {list(shape)}")
+    if array.ndim != 2:
+      raise ValueError(f"{path}: {name} has shape {list(array.shape)}; expected "
+                       "[batch, seq]")
+    if array.shape != shape:
+      raise ValueError(f"{path}: {name} has shape {list(array.shape)}; expected "
+                       f"input_ids' {list(shape)}")
     if not np.issubdtype(array.dtype, np.integer):
       raise ValueError(f"{path}: {name} has dtype {array.dtype}, expected int32")
   return {n: a.astype(np.int32) for n, a in arrays.items()}
