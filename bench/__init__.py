@@ -5,11 +5,30 @@ experiments/, the tools the docs send users to in tools/.
 The library's packages never import this one: benches use the seams the commands use
 (Pretrainer and Finetuner.train_loop, TrainLoop.train_step and iterator, the phases'
 dataset_fn), so what they time is what the commands run.
+
+Their flags are checked as they are parsed, as the tools' are: numbers by
+util/cli.py's check_flags, files by its check_files, lists by choice_list here; a
+failing child process is one line (bench/child.py's ChildFailed).
 """
 
+import argparse
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 # BERT's uncased vocabulary: 30,522 tokens, the presets' vocab_size.
 BERT_VOCAB = os.path.join(SHARED_DATA, "vocab", "bert_uncased_vocab.txt")
+
+
+def choice_list(choices):
+  """An argparse type: a comma-separated list of `choices` (repeats dropped); argparse
+  refuses anything else in one line naming the flag, with the choices."""
+  def parse(text: str):
+    values = list(dict.fromkeys(v.strip() for v in text.split(",")))
+    wrong = [v for v in values if v not in choices]
+    if wrong:
+      raise argparse.ArgumentTypeError(
+          f"{wrong[0]!r}: expected a comma-separated list of "
+          f"{', '.join(choices)}")
+    return values
+  return parse

@@ -17,9 +17,10 @@ round of each configuration) with the bf16 speed-ups.
 import argparse
 import json
 import os
+import sys
 
 from bench import bench_finetuning, bench_pretraining, child, peers
-from util import cpu
+from util import cli, cpu
 
 BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 PRECISIONS = tuple(peers.POLICIES.values())  # Keras policies: float32, mixed_bfloat16
@@ -73,7 +74,7 @@ def time_ops(threads: int) -> dict:
           for name in ops}
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--pretrain-batch", type=int, default=32)
   parser.add_argument("--pretrain-steps", type=int, default=2)
@@ -83,12 +84,28 @@ def main():
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--ops", action="store_true",
                       help="time single ops instead of training steps")
-  args = parser.parse_args()
-  if args.ops:
-    print(json.dumps(cpu_flags()))
-    print("| op | float32 | bfloat16 | bf16 / float32 |\n|---|---|---|---|")
-    print(json.dumps({"threads": args.threads, "bf16_time_ratio": time_ops(args.threads)}))
-    return
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, pretrain_batch={"at_least": 1},
+                  pretrain_steps={"at_least": 1}, finetune_steps={"at_least": 1},
+                  finetune_warmup={"at_least": 1}, rounds={"at_least": 1},
+                  threads={"at_least": 1})
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  return cli.run_command(lambda: (time_ops_table if args.ops else compare)(args))
+
+
+def time_ops_table(args: argparse.Namespace) -> int:
+  print(json.dumps(cpu_flags()))
+  print("| op | float32 | bfloat16 | bf16 / float32 |\n|---|---|---|---|")
+  print(json.dumps({"threads": args.threads, "bf16_time_ratio": time_ops(args.threads)}))
+  return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+  """Both steps in both precisions, each round; then the table of the best rounds."""
   flags = cpu_flags()
   print(json.dumps(flags), flush=True)
   runs = {("pretraining", p): [] for p in PRECISIONS}
@@ -131,7 +148,8 @@ def main():
     figures[f"{phase}_bf16_speedup"] = round(speedup, 3)
     print(f"{phase}: mixed_bfloat16 / float32 = {speedup:.3f}x")
   print(json.dumps(figures))
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

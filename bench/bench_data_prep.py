@@ -25,7 +25,8 @@ import sys
 import tempfile
 import time
 
-from bench import BERT_VOCAB, ROOT, SHARED_DATA
+from bench import BERT_VOCAB, ROOT, SHARED_DATA, child
+from util import cli
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -86,7 +87,9 @@ def child_result(code: str, root: str = ROOT):
   """Runs Python `code` in a fresh process in `root` (whose modules it imports); the JSON
   of its last RESULT line."""
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=root)
+                          check=False, cwd=root)
+  if result.returncode:
+    raise child.failed(f"a child in {root}", result.returncode, result.stderr)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
 
@@ -154,7 +157,7 @@ def bench_python_pipeline(corpus, vocab_file, max_lines, out_dir):
   return tokens / (time.process_time() - t0)
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--corpus", default=os.path.join(SHARED_DATA, "corpus",
@@ -165,7 +168,20 @@ def main():
   parser.add_argument("--python-lines", type=int, default=None,
                       help="lines for the pure-Python pipeline (default: all)")
   parser.add_argument("--skip-scaling", action="store_true")
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, sample_every={"at_least": 1},
+                  python_lines={"at_least": 1})
+  cli.check_files(parser, args, "corpus", "vocab")
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  return cli.run_command(lambda: measure(args))
+
+
+def measure(args: argparse.Namespace) -> int:
+  """Every measurement in turn, each row printed as it is taken; then the table."""
   corpus = os.path.abspath(args.corpus)
   rows = []
 
@@ -218,7 +234,8 @@ def main():
   print("\n| measurement | value | note |\n|---|---|---|")
   for name, value, note in rows:
     print(f"| {name} | {value} | {note} |")
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

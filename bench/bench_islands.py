@@ -15,6 +15,8 @@ import json
 import os
 import time
 
+from util import cli
+
 
 def time_islands(batch: int, seq: int, hidden: int, heads: int, intermediate: int,
                  dropout: float, threads: int, calls: int) -> dict:
@@ -67,7 +69,7 @@ def time_islands(batch: int, seq: int, hidden: int, heads: int, intermediate: in
   return milliseconds
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--seq-length", type=int, default=128)
@@ -77,7 +79,10 @@ def main():
   parser.add_argument("--dropout", type=float, default=0.1)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--calls", type=int, default=15)
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, **{name: {"at_least": 1} for name in (
+      "batch_size", "seq_length", "hidden_size", "heads", "intermediate_size", "threads",
+      "calls")})
   if args.hidden_size % args.heads:
     parser.error(f"--hidden-size {args.hidden_size} is not a multiple of --heads "
                  f"{args.heads}")

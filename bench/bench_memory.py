@@ -16,8 +16,10 @@ JSON line with all the figures and the ratios to "default".
 import argparse
 import json
 import os
+import sys
 
-from bench import bench_pretraining, bench_qa_memory, child
+from bench import bench_pretraining, bench_qa_memory, child, choice_list
+from util import cli
 
 VARIANTS = {"default": {}, "recompute": {"recompute": True},
             "autodiff_gelu": {"autodiff_gelu": True}}
@@ -27,8 +29,6 @@ def measure(task: str, variant: str, batch: int, steps: int) -> dict:
   if task == "pretraining":
     function = bench_pretraining.run_ours
     kwargs = {"batch_size": batch, "steps": steps, **VARIANTS[variant]}
-  elif variant == "autodiff_gelu":
-    raise SystemExit("--variants: autodiff_gelu is measured for pre-training only")
   else:
     function = bench_qa_memory.run_setting
     kwargs = {"batch": batch, "accumulation": 1, "steps": steps, **VARIANTS[variant]}
@@ -40,21 +40,30 @@ def measure(task: str, variant: str, batch: int, steps: int) -> dict:
   return {"peak_rss_mib": figures["peak_rss_mib"], "seconds_per_step": round(seconds, 2)}
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--task", default="pretraining", choices=("pretraining", "squad"))
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--steps", type=int, default=3)
-  parser.add_argument("--variants", default="default,recompute",
+  parser.add_argument("--variants", type=choice_list(VARIANTS),
+                      default=["default", "recompute"],
                       help="comma-separated, of " + ", ".join(VARIANTS))
-  args = parser.parse_args()
-  variants = args.variants.split(",")
-  unknown = [v for v in variants if v not in VARIANTS]
-  if unknown:
-    raise SystemExit(f"--variants: unknown {', '.join(unknown)}; expected some of "
-                     f"{', '.join(VARIANTS)}")
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, batch_size={"at_least": 1}, steps={"at_least": 1})
+  if args.task == "squad" and "autodiff_gelu" in args.variants:
+    parser.error("--variants autodiff_gelu is measured for --task pretraining only")
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  return cli.run_command(lambda: compare(args))
+
+
+def compare(args: argparse.Namespace) -> int:
+  """Each variant in its own process, then the figures and ratios to "default"."""
   results = {}
-  for variant in variants:
+  for variant in args.variants:
     results[variant] = measure(args.task, variant, args.batch_size, args.steps)
     print(json.dumps({"variant": variant, **results[variant]}), flush=True)
   base = results.get("default", {})
@@ -68,7 +77,8 @@ def main():
                     else 512, "precision": "float32", "steps": args.steps,
                     "threads": os.environ.get("TF_NUM_INTRAOP_THREADS", "default"),
                     "variants": results, **ratios}))
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -18,9 +18,10 @@ import subprocess
 import sys
 import time
 
-from bench import ROOT, SHARED_DATA
+from bench import ROOT, SHARED_DATA, child
 from training.curves import LOG_NAME, read_log
 from training.runtime import loopback_cluster
+from util import cli
 
 CORPUS = os.path.join(SHARED_DATA, "corpus", "english_corpus.txt")
 
@@ -35,9 +36,12 @@ def build_data(work_dir: str, corpus_mb: float) -> str:
     text = f.read(int(corpus_mb * (1 << 20)))
   with open(os.path.join(corpus_dir, "part.txt"), "wb") as f:
     f.write(text[:text.rfind(b"\n") + 1])
-  subprocess.run([sys.executable, "build_pretraining_dataset.py", "--corpus-dir",
-                  corpus_dir, "--data-dir", data_dir, "--vocab-size", "4000",
-                  "--num-out-files", "4", "--no-progress"], cwd=ROOT, check=True)
+  build = subprocess.run([sys.executable, "build_pretraining_dataset.py", "--corpus-dir",
+                          corpus_dir, "--data-dir", data_dir, "--vocab-size", "4000",
+                          "--num-out-files", "4", "--no-progress"], cwd=ROOT,
+                         stderr=subprocess.PIPE, text=True, check=False)
+  if build.returncode:
+    raise child.failed("build_pretraining_dataset.py", build.returncode, build.stderr)
   return data_dir
 
 
@@ -59,10 +63,10 @@ def pretrain(data_dir: str, model_dir: str, hparams: dict, workers: int) -> floa
         [sys.executable, "run_pretraining.py", "--model-name", "electra_small",
          "--data-dir", data_dir, "--hparams", json.dumps(run_hparams)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-  for process in processes:
+  for index, process in enumerate(processes):
     _, err = process.communicate()
     if process.returncode:
-      raise SystemExit(f"a worker failed:\n{err[-3000:]}")
+      raise child.failed(f"worker {index}", process.returncode, err)
   return time.time() - start
 
 
@@ -73,13 +77,21 @@ def windows(log, name: str, width: int):
           for end in range(width, steps[-1] + 1, width)}
 
 
-def main():
+def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--steps", type=int, default=200)
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--corpus-mb", type=float, default=2.0)
   parser.add_argument("--work-dir", default="/tmp/bench_multi_worker")
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, steps={"at_least": 1}, batch_size={"at_least": 1},
+                  corpus_mb={"kind": float, "above": 0})
+  cli.check_given(parser, args, "work_dir")
+  return cli.run_command(lambda: compare(args))
+
+
+def compare(args: argparse.Namespace) -> int:
+  """One worker, then two, on the same data; their windowed losses and wall times."""
   data_dir = build_data(args.work_dir, args.corpus_mb)
   hparams = {"debug": True, "num_train_steps": args.steps, "log_every_steps": 1,
              "train_batch_size": args.batch_size, "max_seq_length": 128,
@@ -101,7 +113,8 @@ def main():
         f"(1 thread each) {seconds['two_workers']:.0f} s")
   print(json.dumps({"steps": args.steps, "global_batch": args.batch_size,
                     "window": width, "loss_windows": curves, "wall_s": seconds}))
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -35,10 +35,14 @@ precision.
 import argparse
 import json
 import os
+import sys
 import tempfile
 
-from bench import BERT_VOCAB, child, peers
+from bench import BERT_VOCAB, child, choice_list, peers
 from bench.steps import CLOCKS, time_first_and_steps
+from util import cli
+
+IMPLS = ("ours", "ours_unfused", "hf")
 
 
 def write_random_data(folder: str, seq_length: int, vocab_size: int, count: int = 512):
@@ -124,7 +128,7 @@ def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 12
       "peak_gpu_mib": round(peak_gpu / 2**20)}
 
 
-def main():
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--model-size", default="small")
   parser.add_argument("--batch-size", type=int, default=128)
@@ -132,10 +136,10 @@ def main():
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--use-xla", action="store_true")
   parser.add_argument("--vocab-file", default=BERT_VOCAB)
-  parser.add_argument("--impl", default="ours", choices=("ours", "ours_unfused", "hf"),
+  parser.add_argument("--impl", default="ours", choices=IMPLS,
                       help="ours_unfused: the transformer layer's elementwise work "
                       "unfused (model/fused.py off)")
-  parser.add_argument("--impls", default=None,
+  parser.add_argument("--impls", type=choice_list(IMPLS), default=None,
                       help="comma-separated --impl values, each run in its own process, "
                       "alternating for --rounds rounds; then a table of the best of each")
   peers.add_arguments(parser)
@@ -153,8 +157,22 @@ def main():
                       "to measure what that gradient saves (with the layer unfused: the "
                       "fused layer computes its own GELU)")
   child.add_arguments(parser)
-  args = parser.parse_args()
-  impls = args.impls.split(",") if args.impls else [args.impl]
+  args = parser.parse_args(argv)
+  # --seq-length as build_pretraining_dataset.py's --max-seq-length: room for text.
+  cli.check_flags(parser, args, batch_size={"at_least": 1}, seq_length={"at_least": 8},
+                  steps={"at_least": 1}, rounds={"at_least": 1}, threads={"at_least": 0})
+  cli.check_files(parser, args, "vocab_file")
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  return cli.run_command(lambda: measure_rows(args))
+
+
+def measure_rows(args: argparse.Namespace) -> int:
+  """Each row, each round, in a process of its own; then the table, for --impls."""
+  impls = args.impls or [args.impl]
   shared = {"model_size": args.model_size, "batch_size": args.batch_size,
             "seq_length": args.seq_length, "steps": args.steps, "clock": args.clock,
             "threads": args.threads, "vocab_file": args.vocab_file}
@@ -184,6 +202,7 @@ def main():
     peer = args.peers[0] if impls[-1] == "hf" else None
     compare(rows, results,
             lambda precision: peers.row_label(impls[-1], peer, precision))
+  return 0
 
 
 def run_hf(model_size: str, batch_size: int, seq_length: int, steps: int, threads: int,
@@ -285,4 +304,4 @@ def compare(rows: dict, results: dict, reference):
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

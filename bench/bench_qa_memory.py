@@ -14,10 +14,12 @@ are those of batch / accumulation examples. Prints one JSON line per setting.
 
 import argparse
 import json
+import sys
 import tempfile
 
 from bench import child
 from bench.steps import finetuning_step, time_steps
+from util import cli
 
 SEQ, VOCAB = 512, 30522
 
@@ -42,16 +44,40 @@ def run_setting(batch: int, accumulation: int, steps: int, recompute: bool = Fal
           "seconds_per_step": round(seconds, 2)}
 
 
-def main():
+def settings_list(text: str) -> list:
+  """--settings: (batch, accumulation) pairs from comma-separated BATCHxACCUMULATION."""
+  try:
+    settings = [tuple(int(n) for n in item.split("x")) for item in text.split(",")]
+  except ValueError:
+    settings = []
+  if not settings or any(len(s) != 2 or min(s) < 1 for s in settings):
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: expected comma-separated BATCHxACCUMULATION of integers >= 1, such "
+        "as 8x1,32x4")
+  return settings
+
+
+def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--settings", default="8x1,16x1,32x1,32x4",
+  parser.add_argument("--settings", type=settings_list, default="8x1,16x1,32x1,32x4",
                       help="comma-separated BATCHxACCUMULATION")
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--recompute", action="store_true",
                       help="gradient checkpointing of the transformer layers")
-  args = parser.parse_args()
-  for setting in args.settings.split(","):
-    batch, accumulation = map(int, setting.split("x"))
+  args = parser.parse_args(argv)
+  cli.check_flags(parser, args, steps={"at_least": 1})
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  return cli.run_command(lambda: measure_settings(args))
+
+
+def measure_settings(args: argparse.Namespace) -> int:
+  """Each setting in its own process, one JSON line each (a failed one: its line)."""
+  for batch, accumulation in args.settings:
+    setting = f"{batch}x{accumulation}"
     try:
       result = child.measure(run_setting, {"batch": batch, "accumulation": accumulation,
                                            "steps": args.steps,
@@ -59,7 +85,8 @@ def main():
     except child.ChildFailed as e:
       result = {"setting": setting, "error": str(e)}
     print(json.dumps(result), flush=True)
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

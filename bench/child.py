@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,9 +40,11 @@ def add_arguments(parser):
                       "(auto), or on / off")
 
 
-class ChildFailed(RuntimeError):
-  """The child exited with an error; the message is one line, ending with the last
-  line of its stderr (a traceback's exception) and the file that holds all of it."""
+class ChildFailed(ValueError):
+  """The child exited with an error; the message is one line: how it ended, the last
+  line of its stderr (a traceback's exception) and the file that holds all of it. A
+  ValueError: a bench shows it as one line of its own (cli.run_command), never the
+  child's traceback."""
 
   @property
   def line(self) -> str:
@@ -49,9 +52,22 @@ class ChildFailed(RuntimeError):
     return cli.first_line(self)
 
 
-class ChildError(ChildFailed, ValueError):
+class ChildError(ChildFailed):
   """The child refused its input in one line (util/cli.py's): that line is the message,
-  which a command shows as its own (a ValueError)."""
+  which a command shows as its own."""
+
+
+def failed(what: str, returncode: int, stderr: str) -> ChildFailed:
+  """The failure of child process `what`, which ended with `returncode` and `stderr`."""
+  last = (stderr.strip().splitlines() or [""])[-1]
+  if returncode == cli.EXIT_ERROR and last.startswith("error: "):
+    return ChildError(last[len("error: "):])
+  with tempfile.NamedTemporaryFile("w", prefix="bench_child_", suffix=".log",
+                                   delete=False) as log:
+    log.write(stderr)
+  ended = (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
+           else f"exited {returncode}")
+  return ChildFailed(f"{what} {ended}: {last or 'no output'} (its stderr: {log.name})")
 
 
 def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
@@ -74,15 +90,8 @@ def measure(function, kwargs: dict, threads: int = 0, isa: str = "native",
       [sys.executable, "-m", "bench.child", json.dumps([module, function.__name__, kwargs])],
       cwd=ROOT, env=env, capture_output=True, text=True, check=False)
   lines = run.stdout.strip().splitlines()
-  last = (run.stderr.strip().splitlines() or [""])[-1]
-  if run.returncode == cli.EXIT_ERROR and last.startswith("error: "):
-    raise ChildError(last[len("error: "):])
   if run.returncode or not lines:
-    with tempfile.NamedTemporaryFile("w", prefix="bench_child_", suffix=".log",
-                                     delete=False) as log:
-      log.write(run.stderr)
-    raise ChildFailed(f"{module}.{function.__name__} exited {run.returncode}: "
-                      f"{last or 'no output'} (its stderr: {log.name})")
+    raise failed(f"{module}.{function.__name__}", run.returncode, run.stderr)
   return json.loads(lines[-1])
 
 

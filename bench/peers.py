@@ -25,11 +25,10 @@ x steps/s, over the peak of the cores its threads may use (util/cpu.py; its bflo
 peak for bfloat16 rows; "peak unknown" where the CPU states no maximum clock).
 """
 
-import argparse
 import contextlib
 from typing import Optional
 
-from bench import child
+from bench import child, choice_list
 from bench.steps import CLOCKS, time_steps
 from util import cli, cpu
 
@@ -37,20 +36,6 @@ PEERS = ("eager", "compiled")
 # A row's precision and ours' Keras policy for it (the config's mixed_precision).
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 NO_BF16 = "no bfloat16 arithmetic on this CPU"
-
-
-def choice_list(choices):
-  """An argparse type: a comma-separated list of `choices` (repeats dropped); argparse
-  refuses anything else in one line naming the flag, with the choices."""
-  def parse(text: str):
-    values = list(dict.fromkeys(v.strip() for v in text.split(",")))
-    wrong = [v for v in values if v not in choices]
-    if wrong:
-      raise argparse.ArgumentTypeError(
-          f"{wrong[0]!r}: expected a comma-separated list of "
-          f"{', '.join(choices)}")
-    return values
-  return parse
 
 
 def add_arguments(parser):
