@@ -341,3 +341,9 @@ ADVERSARIAL = [
     "don't won't it's rock'n'roll", "e.g. i.e. U.S.A. 3.14 1,000,000 10:30 50%",
     "\U0001d400\U0001d401 \U000e0001 \U000f0000", "\u00ad soft\u00adhyphen",
 ]
+
+
+def tiny_vocab_text(size: int) -> str:
+  """A vocab.txt of `size` tokens: BERT's special tokens first, then t5, t6, ..."""
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  return "".join(f"{t}\n" for t in special + [f"t{i}" for i in range(5, size)])

@@ -16,7 +16,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
 from tests.conftest import write_tiny_pretrained_model
-from tests.helpers import write_reviews_task
+from tests.helpers import tiny_vocab_text, write_reviews_task
 from tools import export_hf, reference_outputs
 from tools import tokenize as tokenize_tool
 
@@ -73,7 +73,7 @@ def checkpoint(tmp_path):
   folder = tmp_path / "ckpt"
   pair = ElectraPair(ModelConfig.from_size("debug", vocab_size=64)).build_variables()
   save_original(pair, str(folder / "model.ckpt"))
-  (folder / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(64)))
+  (folder / "vocab.txt").write_text(tiny_vocab_text(64))
   with open(folder / "config.json", "w", encoding="utf-8") as f:
     json.dump(pair.model_config.to_dict(), f)
   return folder

@@ -20,6 +20,7 @@ from model.weights import CheckpointError, by_name, huggingface, original
 from model.weights.formats import open_weights
 from model.weights.original import original_variables, save_original
 from export import huggingface as hf_export
+from tests.helpers import tiny_vocab_text
 from tools import export_hf
 from util import cli
 
@@ -37,7 +38,7 @@ def released(tmp_path_factory):
   pair = ElectraPair(CONFIG).build_variables()
   folder = root / "electra_small"
   save_original(pair, str(folder / "electra_small"))
-  (folder / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(CONFIG.vocab_size)))
+  (folder / "vocab.txt").write_text(tiny_vocab_text(CONFIG.vocab_size))
   for part in by_name.PARTS:
     hf_export.export(str(folder), str(root / "hf" / part), part)
   return dict(pair=pair, folder=folder, hf=root / "hf", root=root)

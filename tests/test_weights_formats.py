@@ -16,6 +16,7 @@ from model.weights.formats import FORMATS, open_weights
 from model.weights.original import original_variables, save_original
 from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from export import huggingface as hf_export
+from tests.helpers import tiny_vocab_text
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=2,
                                     num_attention_heads=1, intermediate_size=32,
@@ -30,7 +31,7 @@ def paths(tmp_path_factory):
   pair = ElectraPair(CONFIG).build_variables()
   vocab = root / "original" / "vocab.txt"
   prefix = save_original(pair, str(root / "original" / "model.ckpt-3"))
-  vocab.write_text("".join(f"t{i}\n" for i in range(CONFIG.vocab_size)))
+  vocab.write_text(tiny_vocab_text(CONFIG.vocab_size))
   for part in ("discriminator", "generator"):
     hf_export.export(str(root / "original"), str(root / "hf" / part), part)
   # A pre-training run dir as the loop leaves it: its record and ckpt-<step>, the
