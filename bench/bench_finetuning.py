@@ -16,7 +16,8 @@ pipeline; TrainLoop.train_step), timed after --warmup steps (before 2026-11-23 t
 timing also held a second run's start-up: restore, tracing, the final checkpoint and
 plot, which understated ours by about a quarter at 15 steps). The peer is transformers'
 ElectraForSequenceClassification (ElectraForTokenClassification for chunk) with
-torch.optim.AdamW and gradient clipping at 1.0, of the same config's sizes; it must be
+torch's fused AdamW (the Trainer's default; before 2026-11-28 its unfused default) and
+gradient clipping at 1.0, of the same config's sizes; it must be
 installed for the benchmark only: pip install torch==2.13.0 transformers==5.23.0
 
 The batches. Without --task (the results before it stay comparable): random token ids,
@@ -228,8 +229,7 @@ def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
   sizes = finetuning_config(TASK, hparams_of(model_size)).model_config()
   model = architecture(ElectraConfig(**config_json(
       sizes, architecture.__name__, num_labels=num_labels, **more))).train()
-  optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, eps=1e-6,
-                                weight_decay=0.01)
+  optimizer = peers.optimizer(model.parameters(), 3e-4)
   wrap, forward = peers.torch_variant(peer, precision)
   runs = wrap(model)  # the same weights, as the peer runs them
   stream = itertools.cycle(inputs)

@@ -16,7 +16,7 @@ after one untimed step (tracing), each configuration in its own process
 --impl hf runs the same ELECTRA step built from Hugging Face transformers' PyTorch
 ElectraForMaskedLM (generator) + ElectraForPreTraining (discriminator) of the config's
 sizes: shared embeddings, the original's masking, generator logits at the masked
-positions only, Gumbel sampling, loss = MLM + disc_weight x discriminator, AdamW and
+positions only, Gumbel sampling, loss = MLM + disc_weight x discriminator, fused AdamW and
 clipping at 1.0. It needs torch and transformers, installed for the benchmark only:
 pip install torch==2.13.0 transformers==5.23.0.
 
@@ -227,8 +227,7 @@ def run_hf(model_size: str, batch_size: int, seq_length: int, steps: int, thread
   generator.electra.embeddings = discriminator.electra.embeddings  # shared, one copy
   generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
   params = {id(p): p for m in (generator, discriminator) for p in m.parameters()}
-  optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, eps=1e-6,
-                                weight_decay=0.01)
+  optimizer = peers.optimizer(list(params.values()), 5e-4)
   # The modules as the peer runs them; the masking, sampling and optimizer stay eager.
   wrap, forward = peers.torch_variant(peer, precision)
   generator_encoder, discriminator_model = wrap(generator.electra), wrap(discriminator)

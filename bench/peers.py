@@ -5,7 +5,8 @@ A row is one implementation in one precision, each in its own process (bench/chi
 - ours, or the peer (transformers' PyTorch modules) run "eager", as transformers runs
   by default, or "compiled": its modules under torch.compile (inductor, the default
   backend, which builds C++ kernels with the machine's compiler at the first step; the
-  data's masking and the optimizer stay eager, as in the eager peer);
+  data's masking and the optimizer stay eager, as in the eager peer; the optimizer is
+  the Trainer's default, torch's fused AdamW: `optimizer`);
 - "float32", or "bfloat16": ours under the Keras policy mixed_bfloat16 (the config's
   mixed_precision), the peer's forward passes under torch.autocast("cpu",
   dtype=torch.bfloat16); in both the weights and the optimizer stay float32. On a CPU
@@ -107,6 +108,15 @@ def torch_variant(peer: str, precision: str):
   if precision == "bfloat16":
     return wrap, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
   return wrap, contextlib.nullcontext
+
+
+def optimizer(parameters, learning_rate: float):
+  """The peer's AdamW as transformers' Trainer builds it by default on torch >= 2.8
+  ("adamw_torch_fused": one fused kernel for every tensor, where torch's own default
+  loops over them), with the project's epsilon and weight decay."""
+  import torch  # pylint: disable=import-outside-toplevel
+  return torch.optim.AdamW(parameters, lr=learning_rate, eps=1e-6, weight_decay=0.01,
+                           fused=True)
 
 
 def compilations() -> int:
