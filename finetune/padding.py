@@ -62,10 +62,10 @@ def cut_to_longest(features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
   return cut(features, int(token_counts(features).max(initial=0)), features)
 
 
-def pad_tokens(array: np.ndarray, max_length: int) -> np.ndarray:
-  """A token-axis output (axis 1) of a cut batch padded back to max_length with zeros,
-  at positions no reader of the outputs looks at (they hold no token), so that the
-  batches' outputs concatenate."""
+def pad_tokens(array: np.ndarray, max_length: int, value: float = 0) -> np.ndarray:
+  """A token-axis output (axis 1) of a cut batch padded back to max_length with
+  `value`, at positions that hold no token (a reader of the outputs skips them, or
+  ranks them last), so that the batches' outputs concatenate."""
   widths = [(0, 0)] * array.ndim
   widths[1] = (0, max_length - array.shape[1])
-  return np.pad(array, widths)
+  return np.pad(array, widths, constant_values=value)

@@ -39,8 +39,8 @@ class TaskRunner:
   # The features with a token axis (axis 1, max_seq_length long) that a batch is cut
   # at (finetune/padding.py); None: the family's batches keep max_seq_length.
   token_features: Optional[Tuple[str, ...]] = padding.TOKEN_FEATURES
-  # Whether the head's output has a token (or word) axis at axis 1.
-  token_outputs: bool = False
+  # The shortest a cut batch may be: the head's own need (QA's beam of start positions).
+  shortest_batch: int = 1
 
   def __init__(self, task, config, tokenizer):
     """`config` is the run's FinetuningConfig, `tokenizer` a data_prep Tokenizer."""
@@ -49,6 +49,11 @@ class TaskRunner:
   @property
   def head_name(self) -> str:
     return SHARED_HEADS.get(self.task.name, self.task.name)
+
+  def padded_outputs(self, outputs, max_length: int):
+    """The head's outputs of a cut batch (finetune/padding.py) with each token-axis
+    output padded back to max_length, where a padded batch's reader would find it."""
+    return outputs
 
   def prepare_examples(self, examples: list, split: str) -> list:
     """The examples a split is featurized from (e.g. augmented for training)."""

@@ -252,24 +252,26 @@ class Finetuner:
     size, n = batch_size or self.config.eval_batch_size, len(features["input_ids"])
     keys, max_length = self.token_features(), self.config.max_seq_length
     counts = padding.token_counts(features)
-    padded_heads = {r.head_name for r in self.runners if r.token_outputs}
+    runners = {r.head_name: r for r in self.runners}
+    shortest = max(r.shortest_batch for r in self.runners)
     chunks = []
     for start in range(0, n, size):
       batch = {k: v[start:start + size] for k, v in features.items()}
       if keys:
         length = int(padding.batch_lengths(counts[start:start + size],
                                            self.config.batch_length_multiple, max_length))
-        batch = padding.cut(batch, length, keys)
+        batch = padding.cut(batch, min(max_length, max(length, shortest)), keys)
       outputs = tf.nest.map_structure(lambda t: t.numpy(), call(batch))
-      chunks.append({head: tf.nest.map_structure(
-          lambda a: padding.pad_tokens(a, max_length), out) if head in padded_heads
-                     else out for head, out in outputs.items()})
+      if keys:
+        outputs = {head: runners[head].padded_outputs(out, max_length)
+                   for head, out in outputs.items()}
+      chunks.append(outputs)
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *chunks)
 
   def token_features(self) -> Tuple[str, ...]:
     """The features this run's batches are cut at (every task's token features), or ()
     when they keep max_seq_length: batch_length_multiple 0, a TPU (static shapes), or
-    a task whose family's batches are not cut (QA)."""
+    a task whose family's batches are not cut (its runner's token_features None)."""
     if (not self.config.batch_length_multiple
             or isinstance(self.strategy, tf.distribute.TPUStrategy)
             or any(r.token_features is None for r in self.runners)):

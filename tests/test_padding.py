@@ -2,6 +2,7 @@
 and scores as batches padded to max_seq_length, on a few traced shapes."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from finetune import config as finetune_config
 from finetune import padding, trainer
 from model.dropout import kept_units
 from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import chunk_data, head_of
+from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
 from training.curves import LOG_NAME, read_log
 
 MAX_LENGTH = 64
@@ -100,6 +101,62 @@ def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_pa
   # Tagging's outputs are read at the words only.
   read = features["word_label_mask"] > 0 if task == "chunk" else slice(None)
   np.testing.assert_allclose(outputs[read], padded[read], atol=1e-5)
+
+
+def test_qa_windows_cut_to_their_longest_answer_as_padded_ones(tmp_path):
+  # SQuAD 2.0 windows (joint head, answerability classifier) of one short context each
+  # (its first 250 characters, the questions answered there): every batch is cut; the
+  # beam (100 starts) is longer than any window, so evaluation's batches stay at least
+  # that long.
+  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  for paragraph in (p for a in articles[:2] for p in a["paragraphs"]):
+    paragraph["context"] = paragraph["context"][:250]
+    paragraph["qas"] = [q for q in paragraph["qas"] if all(
+        a["answer_start"] + len(a["text"]) <= 250 for a in q["answers"])] or paragraph[
+            "qas"][:0]
+  data = tmp_path / "data"
+  for split, part in (("train", articles[:1]), ("dev", articles[1:2])):
+    document = squad_subset(part, 6, 3)
+    for article in document["data"]:
+      article["paragraphs"] = [p for p in article["paragraphs"] if p["qas"]]
+    write_json(data / "finetuning_data" / "squad" / f"{split}.json", as_v2(document))
+  write_tiny_pretrained_model(data)
+  settings = {"max_seq_length": 128, "beam_size": 100, "num_train_epochs": 1.0}
+  cut, cut_result, cut_log = run(data, "squad/v2.0", 8, tmp_path, **settings)
+  _, fixed_result, fixed_log = run(data, "squad/v2.0", 0, tmp_path, **settings)
+  assert sorted(cut_log) == sorted(fixed_log) and len(cut_log) >= 2
+  np.testing.assert_allclose([cut_log[s]["loss"] for s in sorted(cut_log)],
+                             [fixed_log[s]["loss"] for s in sorted(fixed_log)], rtol=1e-5)
+  for metric, value in cut_result["scores"]["squad/v2.0 dev"].items():
+    assert value == pytest.approx(fixed_result["scores"]["squad/v2.0 dev"][metric],
+                                  abs=1e-4), metric
+  train = cut.train_features()
+  order = cut.example_order(len(train["input_ids"]), 8 * len(cut_log), seed=1)
+  assert cut.train_lengths(train, order).max() < 128
+  # The answers and their n-best lists (text, probability) are those of padded batches.
+  def written(name, kind):
+    path = tmp_path / name / "results" / "squad_v2.0_qa" / f"squad_v2.0_dev_{kind}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+  assert written("m8", "preds") == written("m0", "preds")
+  for qid, entries in written("m8", "nbest").items():
+    fixed = written("m0", "nbest")[qid]
+    assert [e["text"] for e in entries] == [e["text"] for e in fixed]
+    np.testing.assert_allclose([e["probability"] for e in entries],
+                               [e["probability"] for e in fixed], atol=1e-5)
+
+
+def test_qa_logits_are_padded_back_off_every_span_and_its_beams_kept():
+  from finetune.qa.head import OFF_SPAN  # pylint: disable=import-outside-toplevel
+  from finetune.qa.runner import QARunner  # pylint: disable=import-outside-toplevel
+  logits = np.array([[0.5, -2.0, OFF_SPAN + 0.3]], np.float32)
+  top = np.array([[1, 0]])
+  padded = QARunner.padded_outputs(None, {"start_logits": logits, "end_logits": logits,
+                                          "start_top_index": top}, 5)
+  for name in ("start_logits", "end_logits"):
+    np.testing.assert_array_equal(padded[name], np.concatenate(
+        [logits, np.full([1, 2], OFF_SPAN, np.float32)], 1))
+  assert padded["start_top_index"] is top
 
 
 def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):

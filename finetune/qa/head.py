@@ -21,6 +21,7 @@ import tensorflow as tf
 import tf_keras
 
 HIDDEN_UNITS = 512  # the original's qa_hidden and answerable layers
+OFF_SPAN = -1000.0  # added to the logits of positions a span may not touch
 
 
 def _gelu(x):
@@ -77,7 +78,7 @@ class SpanHead(tf_keras.layers.Layer):
     length = tf.shape(sequence_output)[1]
     allowed = tf.cast(batch["input_mask"] * batch["segment_ids"], tf.float32)
     allowed = tf.maximum(allowed, tf.one_hot(0, length))  # [CLS]: "no answer"
-    penalty = 1000.0 * (allowed - 1.0)
+    penalty = -OFF_SPAN * (allowed - 1.0)
     start_logits = tf.cast(tf.squeeze(self.start_dense(sequence_output), -1),
                            tf.float32) + penalty
     outputs = {"start_logits": start_logits}

@@ -22,6 +22,7 @@ from finetune.qa import head as qa_head
 from finetune.qa import postprocess as qa_postprocess
 from finetune.qa import serving as qa_serving
 from finetune.qa import squad_metrics
+from finetune import padding
 from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT, TaskRunner
 from util.files import atomic_write
@@ -29,11 +30,6 @@ from util.files import atomic_write
 
 class QARunner(TaskRunner):
   """Span extraction: windows of one question and part of its context."""
-
-  # Its batches keep max_seq_length: its outputs (logits, top indexes, beams) index
-  # positions, which a cut batch would have to give back at full length; what cutting
-  # would save is in bench/RESULTS.md ("Batches cut to their longest example").
-  token_features = None
 
   def __init__(self, task, config, tokenizer):
     super().__init__(task, config, tokenizer)
@@ -91,6 +87,19 @@ class QARunner(TaskRunner):
         c.joint_prediction, c.beam_size, c.answerable_classifier,
         c.answerable_uses_start_logits,
         name="task_specific/" + self.head_name.replace("/", "_"))
+
+  @property
+  def shortest_batch(self) -> int:
+    """The joint head takes the beam_size best starts of a window's positions."""
+    c = self.settings
+    return c.beam_size if c.joint_prediction else 1
+
+  def padded_outputs(self, outputs, max_length):
+    # Cut positions are padding, off every span: they get the head's off-span logit.
+    # The top indexes and beams index positions that hold tokens, as in a padded batch.
+    return {name: padding.pad_tokens(value, max_length, qa_head.OFF_SPAN)
+            if name in ("start_logits", "end_logits") else value
+            for name, value in outputs.items()}
 
   def loss(self, outputs, batch):
     return qa_head.span_loss(outputs, batch, self.settings.answerable_weight)

@@ -29,7 +29,9 @@ class TaggingRunner(TaskRunner):
   # The word arrays are max_seq_length long too and hold fewer words than tokens.
   token_features = padding.TOKEN_FEATURES + (
       "word_positions", "word_labels", "word_label_mask")
-  token_outputs = True
+
+  def padded_outputs(self, outputs, max_length):
+    return padding.pad_tokens(outputs, max_length)
 
   def features(self, examples, split) -> Dict[str, np.ndarray]:
     return tagging_features.encode(self.tokenizer, examples, self.config.max_seq_length)
