@@ -29,7 +29,7 @@ from finetune import tasks as task_registry
 
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
                                               litert_mixed_int8, onnx_files)}
-# The forms read without TensorFlow through the reader bundle ("all" of tools.export_lite).
+# The forms read without TensorFlow through the reader bundle ("all" of tools.export).
 DEPLOYMENT = ("litert", "onnx")
 
 
