@@ -64,8 +64,8 @@ class Job:
     family's batches are cut to their longest example (its runner's token_features),
     so the files convert with a dynamic sequence axis; QA's stays max_seq_length. (In
     LiteRT the reshapes whose shapes follow a free axis leave XNNPACK, between its
-    partitions; an electra_small-sized file at 128 tokens measured within 3% of one
-    converted at that length, and 7-11x faster at 10 tokens.)"""
+    partitions; such a file ran about as fast as one converted at full length, and much
+    faster on short inputs: bench/RESULTS.md, "Inference at the input's length".)"""
     finetuned, deployable = self.finetuned, self.deployable
     length = None if finetuned.runner.token_features else finetuned.max_seq_length
     spec = [tf.TensorSpec([None, length], tf.int32, name=name)
