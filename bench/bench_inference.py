@@ -8,7 +8,7 @@ The model is of any family the exports take, read from its run record: a sentenc
 task's (classification or regression), a tagging task's (chunking) or a question
 answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving SavedModel (raw strings,
 tokenizer and, for QA, windowing and answer extraction in the graph), LiteRT float32 /
-dynamic int8 / full int8 / mixed int8 and ONNX float32 / dynamic int8 (tools.export_lite's
+dynamic int8 / full int8 / mixed int8 and ONNX float32 / dynamic int8 (tools.export's
 files, run through its reader), and the PyTorch peer on the same weights (tools.export_hf's
 transformers directory: AutoModelForSequenceClassification, ForTokenClassification or
 ForQuestionAnswering) in float32 and with torch's dynamic int8 quantization of its

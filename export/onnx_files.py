@@ -83,11 +83,10 @@ def quantize_onnx(source: str, path: str):
   gemms_as_matmuls(proto.graph)
   onnx.checker.check_model(proto)
   # 7-bit weights (reduce_range): on a CPU without VNNI (AVX2 only), onnxruntime's
-  # uint8 x int8 product sums pairs into int16, which 8-bit weights overflow: a test's
-  # chunking model kept 68% of its float tags there. A scale per output column
-  # (per_channel) buys the lost bit back. All-MiniLM-L6-v2 fine-tuned on chunking, on a
-  # 2-core AVX2 AMD EPYC: F1 91.64 in float32; 91.34 with 8-bit weights per tensor,
-  # 89.09 with 7-bit, 91.54 with 7-bit per column, at 1.01-1.08x the time of the first.
+  # uint8 x int8 product sums pairs into int16, which 8-bit weights overflow (a test's
+  # chunking model lost a third of its float tags there). A scale per output column
+  # (per_channel) buys the lost bit back, at about the time of 8-bit weights
+  # (bench/RESULTS.md, "An AVX2 CPU").
   quantize_dynamic(proto, path, weight_type=QuantType.QInt8, reduce_range=True,
                    per_channel=True)
 

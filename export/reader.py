@@ -1,4 +1,4 @@
-"""Runs an exported model (tools.export_lite) without TensorFlow: shipped as reader.py
+"""Runs an exported model (tools.export) without TensorFlow: shipped as reader.py
 in the export folder, beside the project modules it needs (its family's reader module,
 named in deploy.json, the tokenizer and featurization, copied as they are), so its ids
 are the project's. Needs numpy and the model's runtime only: ai-edge-litert for .tflite,

@@ -29,7 +29,7 @@ from finetune import tasks as task_registry
 
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
                                               litert_mixed_int8, onnx_files)}
-# The forms read without TensorFlow through the reader bundle ("all" of tools.export_lite).
+# The forms read without TensorFlow through the reader bundle ("all" of tools.export).
 DEPLOYMENT = ("litert", "onnx")
 
 
@@ -64,8 +64,8 @@ class Job:
     family's batches are cut to their longest example (its runner's token_features),
     so the files convert with a dynamic sequence axis; QA's stays max_seq_length. (In
     LiteRT the reshapes whose shapes follow a free axis leave XNNPACK, between its
-    partitions; an electra_small-sized file at 128 tokens measured within 3% of one
-    converted at that length, and 7-11x faster at 10 tokens.)"""
+    partitions; such a file ran about as fast as one converted at full length, and much
+    faster on short inputs: bench/RESULTS.md, "Inference at the input's length".)"""
     finetuned, deployable = self.finetuned, self.deployable
     length = None if finetuned.runner.token_features else finetuned.max_seq_length
     spec = [tf.TensorSpec([None, length], tf.int32, name=name)

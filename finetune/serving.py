@@ -110,7 +110,8 @@ class ServingModule(tf.Module):
 
     # The tokenizer and the encoder are traced once, as functions of their own that every
     # task's signature calls: tracing their ragged and Keras graphs again in each
-    # signature took most of an export's time (52 s for GLUE's ten tasks).
+    # signature took most of an export's time (bench/RESULTS.md,
+    # "Figures moved from code comments").
     strings = tf.TensorSpec([None], tf.string)
     ids = tf.TensorSpec([None, None], tf.int32)
     self.tokenize = tf.function(self.tokenizer, input_signature=[strings],

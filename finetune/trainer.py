@@ -244,7 +244,8 @@ class Finetuner:
     example (finetune/padding.py) and its token-axis outputs padded back."""
     if id(model) not in self._predict_fns:
       # No autograph (nothing here branches on tensors): converting the Keras layers'
-      # code took ~3 s of every run's first evaluation.
+      # code slowed every run's first evaluation (bench/RESULTS.md,
+      # "Figures moved from code comments").
       self._predict_fns[id(model)] = tf.function(
           lambda batch: model(batch, training=False), reduce_retracing=True,
           autograph=False)

@@ -28,14 +28,11 @@ feed-forward's residual sum and both LayerNorms (float32 layers) in float32; the
 layer's output float32. Inside an island XLA may keep float32 between two bfloat16 ops
 where TensorFlow rounds each op's output, so the two differ within bfloat16 rounding.
 
-Measured and left out (2026-11-27, 2-core Intel Xeon with AVX-512, one thread, batch
-32 x 128, loaded machine): the query, key and value products as one, their kernels side
-by side (oneDNN took 21 ms for the 256 -> 768 product against 8 for the three
-256 -> 256 ones); the GELU's derivative kept from its forward island (the island with
-two outputs took 69 against 12 ms); the softmax inside the mask + dropout island (15
-against 12 ms forward and backward); dropout's Philox numbers computed inside the
-islands, the same bits (XLA left them unvectorized: 16 ms, 48 in 32-bit arithmetic,
-against TensorFlow's 16 ms draw).
+Tried and left out, each slower (bench/RESULTS.md, "Figures moved from code comments"):
+the query, key and value products as one, their kernels side by side; the GELU's
+derivative kept from its forward island (an island with two outputs); the softmax
+inside the mask + dropout island; dropout's Philox numbers computed inside the islands,
+the same bits (XLA left them unvectorized).
 """
 
 import tensorflow as tf
@@ -72,8 +69,8 @@ def _compiled(fn):
 def _sum_rows(x, trailing: int = 1):
   """Sum over every axis but the `trailing` last ones: a bias's gradient. Written as a
   product with a row of ones: XLA's CPU reductions over leading axes read memory
-  column by column, about 6x slower than the whole island (50 against 17 ms for the
-  GELU's gradient at batch 32 x 128)."""
+  column by column, slower than the whole island (bench/RESULTS.md, "Figures moved
+  from code comments")."""
   kept = x.shape[-trailing:]
   rows = tf.reshape(x, [-1, kept.num_elements()])
   ones = tf.ones([1, tf.shape(rows)[0]], x.dtype)
@@ -177,9 +174,9 @@ def qkv_heads(query, key, value, query_bias, key_bias, value_bias, query_scale: 
 
 def masked_softmax_dropout(scores, mask, key, rate: float, layout=None):
   """softmax(scores + (1 - mask) * -1e9), then dropout with `key`'s mask (its units
-  counted in `layout`, kept_units'). The
-  softmax itself is TensorFlow's: its CPU kernel is faster than XLA's (whose row
-  reductions are not vectorized), 13 against 15 ms forward and backward per layer."""
+  counted in `layout`, kept_units'). The softmax itself is TensorFlow's: its CPU kernel
+  is faster than XLA's, whose row reductions are not vectorized (bench/RESULTS.md,
+  "Figures moved from code comments")."""
   @tf.custom_gradient
   def island(scores, *key):
     # The scores come from the compiled q/k/v island, whose call grappler cannot see

@@ -7,9 +7,8 @@ run checks this estimate against what the machine has first (training/runtime.py
 The count is of float32 tensors a training step holds at its peak: what each layer
 keeps for the backward pass, the attention's [heads, S, S] tensors, the MLM head's
 logits, and per weight its value, gradient and two Adam slots. Calibrated on
-electra_small at 128 tokens: it gives 52 MiB per sequence of activations where the
-measured peak grows by 53 MiB per sequence
-(docs/studies/2026-11-21-speed-against-the-peer.md).
+electra_small at 128 tokens against the measured peak's growth per sequence
+(bench/RESULTS.md, "Figures moved from code comments").
 """
 
 import dataclasses
@@ -27,8 +26,8 @@ INTERMEDIATE_TENSORS = 2  # the FFN's input to GELU and its output
 ATTENTION_TENSORS = 3  # per head and key: the scores, probabilities and dropout mask
 MLM_HEAD_TENSORS = 3  # per masked position and vocabulary entry: logits, softmax, gradient
 BYTES_PER_PARAMETER = 4 * FLOAT_BYTES  # the weight, its gradient, Adam's two slots
-# What TensorFlow itself takes besides (measured: ~1.8 GiB for electra_small at batch 16,
-# of which ~0.8 GiB activations).
+# What TensorFlow itself takes besides, as measured for electra_small
+# (bench/RESULTS.md, "Figures moved from code comments").
 RUNTIME_BYTES = 1 << 30
 
 

@@ -23,7 +23,7 @@ from export import folder as export_folder, litert, registry, source
 from tools import litert_ops
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
-from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
                                    shared_glue_models)
 from tools import export_hf, export_lite
@@ -250,6 +250,15 @@ def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   assert raised.value.code == 2
   assert capsys.readouterr().err.splitlines()[-1].endswith(f": error: {message}")
   assert not os.listdir(tmp_path)
+
+
+def test_the_command_runs_by_its_name(tmp_path):
+  """python -m tools.export (the tests above call it by its former name, export_lite)."""
+  run = subprocess.run([sys.executable, "-m", "tools.export", "--model-dir", str(tmp_path),
+                        "--output", "o", "--seed", "-1"], cwd=ROOT, capture_output=True,
+                       text=True)
+  assert run.returncode == 2 and run.stderr.splitlines()[-1] == (
+      "export.py: error: --seed -1: expected an integer in [0, 4294967295]")
 
 
 def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys):

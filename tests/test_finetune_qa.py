@@ -4,6 +4,8 @@ hand-built cases, the span head against NumPy, and end-to-end SQuAD 1.1 + 2.0 ru
 import json
 import logging
 import os
+import re
+import string
 
 import numpy as np
 import pytest
@@ -25,6 +27,12 @@ from finetune import trainer
 from finetune.errors import DataError
 from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.helpers import as_v2, squad_subset, write_json
+
+
+def normalized(answer: str) -> str:
+  """SQuAD's comparison form: lowercase, no punctuation, articles or extra spaces."""
+  answer = "".join(ch for ch in answer.lower() if ch not in string.punctuation)
+  return " ".join(re.sub(r"\b(a|an|the)\b", " ", answer).split())
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +74,11 @@ def test_windows_recover_every_shared_dev_answer(bert_tokenizer):
     gold = example.answers[0].text
     recovered[example.qid] = text
     if tokenizer.ids(gold) == ids[w, start:end + 1].tolist():
-      assert squad_metrics.exact_match(text, gold), (example.qid, text, gold)
+      assert normalized(text) == normalized(gold), (example.qid, text, gold)
     else:
       # The gold answer is part of a word piece ("Japan" in "Japanese"): the pieces
       # cannot express it and the span covers the whole piece, as in the original.
-      assert squad_metrics.normalize_answer(gold) in squad_metrics.normalize_answer(text)
+      assert normalized(gold) in normalized(text)
       sub_piece.append(example.qid)
   # Every piece is scored in exactly one window; every answer fits some window here.
   assert owners.tolist() == [1] * len(context_ids)

@@ -1,76 +1,10 @@
-"""Exports a fine-tuned model for LiteRT and ONNX Runtime (int8 included), or in any
-other export form.
+"""The export command's former name: `python -m tools.export_lite` runs tools.export."""
 
-  python -m tools.export_lite --model-dir DIR --output OUT
-      [--format litert|onnx|all|litert_mixed_int8|saved_model|huggingface|original[,...]]
-      [--calibration-examples N] [--data-dir DATA] [--seed S]
-
-DIR is a fine-tuned model directory of run_finetuning.py (<model_dir>_<trial>) of one
-task: sentence classification or regression, tagging (chunking) or question answering
-(SQuAD 1.1/2.0, MRQA). OUT, a new folder, receives model_float32.tflite,
-model_dynamic_int8.tflite and model_full_int8.tflite (litert, the default; the full-int8
-model calibrated on N examples of the task's training split, read under DATA, by
-default the run's data_dir), model_float32.onnx and model_dynamic_int8.onnx (onnx),
-both with "all"; with those, vocab.txt, deploy.json and reader.py, which tokenizes as
-the project does and runs a model file with ai-edge-litert or onnxruntime alone,
-giving --predict's records. litert_mixed_int8 (model_mixed_int8.tflite: full int8 with
-the FFN outputs and residual sums float32, for real pre-trained encoders, whose
-activation outliers int8 clips), saved_model, huggingface (sentence tasks) and original
-(the encoder in the original checkpoint format) are the other forms (export/).
-"""
-
-import argparse
 import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from export import registry  # pylint: disable=wrong-import-position
-from util import cli, hparams  # pylint: disable=wrong-import-position
-
-
-def forms_flag(value: str):
-  """--format: a form, "all" (litert and onnx), or several joined by commas."""
-  forms = []
-  for name in value.split(","):
-    for form in (registry.DEPLOYMENT if name == "all" else [name]):
-      if form not in registry.WRITERS:
-        raise argparse.ArgumentTypeError(
-            f"{name!r}: expected all or one of {', '.join(registry.WRITERS)}, several "
-            "joined by commas")
-      if form not in forms:
-        forms.append(form)
-  return forms
-
-
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--model-dir", required=True,
-                      help="a fine-tuned trial dir (<model_dir>_<trial>)")
-  parser.add_argument("--output", required=True, help="the new export folder")
-  parser.add_argument("--format", type=forms_flag, default=["litert"],
-                      help="litert (default), onnx, all (both), litert_mixed_int8, "
-                           "saved_model, huggingface, original; several joined by commas")
-  parser.add_argument("--calibration-examples", type=int, default=256,
-                      help="training examples the full- and mixed-int8 models are "
-                           "calibrated on")
-  parser.add_argument("--data-dir", default="",
-                      help="where the task's training split is (default: the run's)")
-  parser.add_argument("--seed", type=int, default=0, help="of the calibration sample")
-  args = parser.parse_args(argv)
-  cli.check_flags(parser, args, calibration_examples={"at_least": 1},
-                  seed=hparams.SEED)
-  cli.check_given(parser, args, "model_dir", "output")
-
-  def write() -> int:
-    files = registry.export(args.model_dir, args.output, args.format,
-                            args.calibration_examples, args.data_dir, args.seed)
-    reader = (" and reader.py" if any(registry.WRITERS[f].READER for f in args.format)
-              else "")
-    print(f"wrote {args.output}: {', '.join(f.rsplit('/', 1)[-1] for f in files)}"
-          + reader)
-    return 0
-  return cli.run_command(write)
-
+from tools.export import main  # pylint: disable=wrong-import-position
 
 if __name__ == "__main__":
   sys.exit(main())

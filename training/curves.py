@@ -124,7 +124,7 @@ def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 
   fig, axes = plt.subplots(rows, cols, figsize=(PANEL_WIDTH * cols, PANEL_HEIGHT * rows),
                            squeeze=False)
   # Fixed margins, not tight_layout: measuring the labels draws the figure once more,
-  # a third of the drawing's time (0.7 of 2.1 CPU-s for 18 panels).
+  # a third of the drawing's time (bench/RESULTS.md, "The test suite's time").
   width, height = PANEL_WIDTH * cols, PANEL_HEIGHT * rows
   axes_width = PANEL_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
   axes_height = PANEL_HEIGHT - MARGIN_BOTTOM - MARGIN_TOP

@@ -24,7 +24,8 @@ TF_ONEDNN_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # bfloat16 arithmetic in hardware
 # mixed_bfloat16's speed over float32 where the CPU has BF16_FLAGS: bench/bench_bf16.py
 # on a 2-core AMD EPYC with AVX512_BF16 (bench/RESULTS.md, "oneDNN on AVX2 CPUs, an AVX2
-# CPU emulated, and bfloat16 ..."); on an AVX2 CPU it was 0.06-0.10x.
+# CPU emulated, and bfloat16 ..."); without them it is slower ("bfloat16 on this CPU
+# without AVX-512 BF16").
 BF16_SPEEDUP = {"pre-training": 1.20, "fine-tuning": 1.32}
 # What cpu_info reads: the flags, model and a clock, and the CPU's maximum clock (kHz),
 # which a virtual machine often lacks.

@@ -23,13 +23,13 @@ from util import cli, cpu, stderr
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 # tf.keras is then tf_keras (Keras 2, what this project and tf-models-official build
-# on); otherwise TensorFlow also imports Keras 3 as it loads: about 0.8 s of CPU in
-# every command (bench/RESULTS.md, "Start-up").
+# on); otherwise TensorFlow also imports Keras 3 as it loads, which every command's
+# start pays for (bench/RESULTS.md, "Start-up").
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # Python's cyclic collector runs after every 700 new objects by default, and loading
 # TensorFlow makes millions that live as long as the command: collected less often,
-# importing TensorFlow took 11% less CPU (fastest of six starts on a 2-core Intel Xeon,
-# 4.60 -> 4.08 CPU-s). Garbage in cycles is still collected, in larger batches.
+# importing TensorFlow takes less CPU (bench/RESULTS.md, "Start-up"). Garbage in cycles
+# is still collected, in larger batches.
 gc.set_threshold(50_000, 20, 20)
 try:
   ONEDNN_CHOICE = cpu.onednn_choice(cpu.cpu_info())

@@ -1,48 +1,20 @@
-"""SQuAD exact match and F1 as the official v1.1 and v2.0 evaluation scripts define them.
+"""SQuAD scores by the official v1.1 and v2.0 evaluators (tf-models-official's copies of
+the scripts the original shipped), in percent, and the checks `tools.squad_eval` makes
+before scoring a prediction file.
 
-Answers are compared after the official normalization (lowercase, drop punctuation and
-the articles a/an/the, collapse whitespace), taking the best score over the gold answers.
-SQuAD 2.0 adds the HasAns/NoAns breakdown and, given no-answer probabilities (or any
-score where larger means "no answer"), the threshold that maximizes each metric.
-
-`python -m tools.squad_eval` scores a prediction file with it, as the official scripts do.
+Added here: v2.0's scores at a no-answer threshold of the caller's (the official module
+applies 1.0) and its best thresholds under the names the runs record (best_exact,
+best_f1, ...: the module's final_exact, final_f1, ...), only when no-answer scores are
+given, as the official script; questions and scores outside the data set are left out.
 """
 
-import collections
 import json
-import re
-import string
+import logging
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
+
 from finetune.errors import DataError
-
-_PUNCTUATION = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(text: str) -> str:
-  text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-  return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def exact_match(prediction: str, gold: str) -> bool:
-  return normalize_answer(prediction) == normalize_answer(gold)
-
-
-def token_f1(prediction: str, gold: str, empty_equals_empty: bool = True) -> float:
-  """Bag-of-tokens F1 after normalization.
-
-  With no tokens on either side, v2.0 scores 1 if both are empty (a correct "no
-  answer"); v1.1 has no unanswerable questions and scores 0 (`empty_equals_empty=False`).
-  """
-  predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
-  if empty_equals_empty and (not predicted or not expected):
-    return float(predicted == expected)
-  common = sum((collections.Counter(predicted) & collections.Counter(expected)).values())
-  if common == 0:
-    return 0.0
-  precision, recall = common / len(predicted), common / len(expected)
-  return 2 * precision * recall / (precision + recall)
 
 
 def _questions(dataset: Sequence[Mapping]):
@@ -57,78 +29,50 @@ def is_v2(dataset: Sequence[Mapping]) -> bool:
              for qa in _questions(dataset))
 
 
+def _not_unanswered(record: logging.LogRecord) -> bool:
+  return not record.getMessage().startswith("Unanswered question")
+
+
 def evaluate_v1(dataset: Sequence[Mapping], predictions: Mapping[str, str]) -> Dict:
   """v1.1 scores; a question without a prediction scores 0, as the official script."""
-  exact = f1 = total = 0.0
-  for qa in _questions(dataset):
-    total += 1
-    if qa["id"] not in predictions:
-      continue
-    golds = [answer["text"] for answer in qa["answers"]]
-    prediction = predictions[qa["id"]]
-    exact += max(exact_match(prediction, gold) for gold in golds)
-    f1 += max(token_f1(prediction, gold, empty_equals_empty=False) for gold in golds)
-  return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
-
-
-def _best_threshold(predictions, scores, na_probs, has_answer):
-  """Threshold on na_probs maximizing the mean score, searched as the official script."""
-  best = current = sum(1 for qid in scores if not has_answer[qid])
-  best_threshold = 0.0
-  for qid in sorted(na_probs, key=lambda q: na_probs[q]):
-    if qid not in scores:
-      continue
-    if has_answer[qid]:
-      current += scores[qid]
-    elif predictions[qid]:
-      current -= 1
-    if current > best:
-      best, best_threshold = current, na_probs[qid]
-  return 100.0 * best / len(scores), best_threshold
+  # The official module logs a line per such question; tools.squad_eval counts them.
+  absl_logger = logging.getLogger("absl")
+  absl_logger.addFilter(_not_unanswered)
+  try:
+    official = squad_evaluate_v1_1.evaluate(dataset, predictions)
+  finally:
+    absl_logger.removeFilter(_not_unanswered)
+  return {"exact_match": 100.0 * official["exact_match"],
+          "f1": 100.0 * official["final_f1"]}
 
 
 def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
                 na_probs: Optional[Mapping[str, float]] = None,
                 na_prob_thresh: float = 1.0) -> Dict:
-  """v2.0 scores over the predicted questions, with the official field names."""
-  has_answer, exact_raw, f1_raw = {}, {}, {}
-  for qa in _questions(dataset):
-    qid = qa["id"]
-    if qid not in predictions:
-      continue
-    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
-    has_answer[qid] = bool(qa["answers"])
-    exact_raw[qid] = float(max(exact_match(predictions[qid], g) for g in golds))
-    f1_raw[qid] = max(token_f1(predictions[qid], g) for g in golds)
-  if not exact_raw:
+  """v2.0 scores over the predicted questions, with the official field names; a
+  question whose no-answer score exceeds `na_prob_thresh` is answered "" (no answer)."""
+  scored = {qa["id"]: predictions[qa["id"]] for qa in _questions(dataset)
+            if qa["id"] in predictions}
+  if not scored:
     raise DataError("no prediction matches a question of the data set")
-  probs = na_probs if na_probs is not None else {qid: 0.0 for qid in exact_raw}
-
-  def thresholded(raw):
-    # Above the threshold the model says "no answer": right exactly when there is none.
-    return {qid: float(not has_answer[qid]) if probs.get(qid, 0.0) > na_prob_thresh
-            else score for qid, score in raw.items()}
-
-  exact, f1 = thresholded(exact_raw), thresholded(f1_raw)
-
-  def summary(qids: List[str]):
-    return {"exact": 100.0 * sum(exact[q] for q in qids) / len(qids),
-            "f1": 100.0 * sum(f1[q] for q in qids) / len(qids), "total": len(qids)}
-
-  result = summary(list(exact))
-  result = {"exact_match": result["exact"], **result}
-  for prefix, wanted in (("HasAns", True), ("NoAns", False)):
-    qids = [q for q in exact if has_answer[q] == wanted]
-    if qids:
-      result.update({f"{prefix}_{k}": v for k, v in summary(qids).items()})
+  answered = scored
   if na_probs is not None:
-    missing = [qid for qid in exact_raw if qid not in na_probs]
+    missing = [qid for qid in scored if qid not in na_probs]
     if missing:
       raise DataError(f"no no-answer probability for question {missing[0]} "
                       f"({len(missing)} missing)")
-    for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
-      best, threshold = _best_threshold(predictions, raw, na_probs, has_answer)
-      result[f"best_{name}"], result[f"best_{name}_thresh"] = best, threshold
+    # In the caller's order: the threshold search visits tied scores in it.
+    na_probs = {qid: p for qid, p in na_probs.items() if qid in scored}
+    answered = {qid: "" if na_probs[qid] > na_prob_thresh else text
+                for qid, text in scored.items()}
+  at_threshold = squad_evaluate_v2_0.evaluate(dataset, answered)
+  result = {"exact_match": at_threshold["exact"]}
+  result.update((name, value) for name, value in at_threshold.items()
+                if not name.startswith(("final_", "pr_")))  # pr_: plots' areas
+  if na_probs is not None:
+    best = squad_evaluate_v2_0.evaluate(dataset, scored, na_probs)
+    result.update((name.replace("final_", "best_"), value) for name, value in best.items()
+                  if name.startswith("final_"))
   return result
 
 
