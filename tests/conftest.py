@@ -1,19 +1,15 @@
-"""Shared test fixtures: the project root on sys.path and ../shared/data; each test in a
-folder of its own."""
+"""The suite's set-up and fixtures: the project root on sys.path, the XLA cache, each test
+in a folder of its own. Helpers that tests share are in helpers.py."""
 
-import contextlib
 import gc
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import filelock
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 # The commands tests start run in the test's own folder (below), not the checkout: the
@@ -74,64 +70,3 @@ def float32_policy_after_each_test():
   yield
   if "tf_keras" in sys.modules:
     sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
-
-
-def shared_path(*parts: str) -> str:
-  """Path under ../shared/data; a test that needs it fails in CI and skips elsewhere."""
-  path = os.path.join(SHARED_DATA, *parts)
-  if not os.path.exists(path):
-    if os.environ.get("CI"):
-      pytest.fail(f"{path} is missing: CI must run with ../shared beside the checkout")
-    pytest.skip(f"{path} is missing (../shared/data not beside the checkout)")
-  return path
-
-
-def shared_folder(tmp_path_factory, name, make):
-  """The folder <name>, filled once per test session by make(folder) for every test that
-  only reads it, whichever pytest-xdist worker asks first (the workers' temp folders
-  share a parent; a file lock makes the others wait for it)."""
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent
-  home = root / name
-  done = root / f"{name}.done"
-  with filelock.FileLock(f"{home}.lock"):
-    if not done.exists():
-      shutil.rmtree(home, ignore_errors=True)  # a run killed while making it
-      home.mkdir()
-      make(home)
-      done.write_text("")
-  return home
-
-
-def write_tiny_pretrained_model(data, layers=2):
-  """<data>/vocab.txt (BERT's) and a tiny random model named "tiny" of `layers`
-  transformer layers, exported where run_pretraining.py exports
-  (<data>/models/tiny/export/), for fine-tuning tests."""
-  from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
-  from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
-  from model.weights.original import save_original  # pylint: disable=g-import-not-at-top
-  with open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb") as f:
-    (data / "vocab.txt").write_bytes(f.read())
-  config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
-                                      num_hidden_layers=layers, embedding_size=16,
-                                      max_position_embeddings=128))
-  save_original(ElectraPair(config).build_variables(),
-                str(data / "models" / "tiny" / "export" / "model.ckpt"))
-
-
-@contextlib.contextmanager
-def run_lock_held_elsewhere(directory):
-  """Yields the Popen of another process holding `directory`'s run lock (as a live run
-  does, through util.files.run_lock); kills it (SIGKILL, no clean-up) on exit."""
-  code = ("import sys, time\nfrom util import files\nwith files.run_lock(sys.argv[1]):\n"
-          "  print('held', flush=True)\n  time.sleep(600)\n")
-  holder = subprocess.Popen([sys.executable, "-c", code, str(directory)],
-                            stdout=subprocess.PIPE, text=True)
-  try:
-    assert holder.stdout.readline() == "held\n"
-    yield holder
-  finally:
-    holder.kill()
-    holder.wait()
-    holder.stdout.close()

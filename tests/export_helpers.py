@@ -19,8 +19,8 @@ import tf_keras
 
 from finetune import config as finetune_config
 from finetune import predict, trainer
-from tests.conftest import shared_folder, shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
+from tests.helpers import (as_v2, chunk_data, head_of, shared_folder, shared_path,
+                           squad_subset, write_json, write_tiny_pretrained_model)
 from tools import export_lite
 
 # Words that BERT's cleaning, lower-casing, accent stripping or punctuation split change,

@@ -18,8 +18,8 @@ import run_pretraining
 from export.reader import Reader
 from pretrain import input_pipeline, trainer
 from pretrain.config_fitting import checked_and_sized
-from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
-from tests.helpers import head_of, make_data_dir, write_reviews_task
+from tests.helpers import (head_of, make_data_dir, ROOT, shared_path, write_reviews_task,
+                           write_tiny_pretrained_model)
 from tools import compare_runs, hparams_reference, litert_ops, squad_eval
 from tools import export_hf, export_lite, reference_outputs
 from tools import tokenize as tokenize_tool

@@ -20,7 +20,7 @@ from bench import steps as bench_steps
 from bench.steps import finetuning_step
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningModel
-from tests.conftest import shared_path
+from tests.helpers import shared_path
 from util import cpu
 
 

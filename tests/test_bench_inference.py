@@ -17,7 +17,7 @@ import pytest
 
 from bench import bench_inference, child
 from export import huggingface
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.export_helpers import (TRANSFORMERS_QA_HEAD, shared_chunk_model,
                                    shared_glue_models, shared_squad_model)
 

@@ -32,7 +32,7 @@ from data_prep import tokenizer as tokenizer_lib
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
 from data_prep import records
-from tests.conftest import ROOT, shared_path
+from tests.helpers import ROOT, shared_path
 
 import build_pretraining_dataset
 

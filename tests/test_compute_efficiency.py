@@ -25,8 +25,7 @@ import sys
 import pytest
 
 from experiments import compute_efficiency, finetuning_runs
-from tests.conftest import shared_path
-from tests.helpers import bert_dir
+from tests.helpers import bert_dir, shared_path
 from tools import flops as flops_tool
 
 STUDY = [sys.executable, "-m", "experiments.compute_efficiency"]

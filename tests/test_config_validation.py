@@ -22,8 +22,7 @@ from finetune import tasks as task_registry
 from finetune import trainer as finetune_trainer
 from model.config import ModelConfig
 from pretrain import config as pretrain_config
-from tests.conftest import write_tiny_pretrained_model
-from tests.helpers import write_reviews_task
+from tests.helpers import write_reviews_task, write_tiny_pretrained_model
 from util import hparams
 
 CONFIGS = [pretrain_config.PretrainingConfig, finetune_config.FinetuningConfig,

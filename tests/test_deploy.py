@@ -23,7 +23,7 @@ from export import folder as export_folder, litert, registry, source
 from tools import litert_ops
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
-from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
+from tests.helpers import ROOT, shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
                                    shared_glue_models)
 from tools import export_hf, export_lite

@@ -16,7 +16,7 @@ from finetune.sentence import data as sentence_data
 from finetune.sentence.submission import write_glue_submission
 from finetune.sentence.task import SentenceExample, both_orders
 from finetune.errors import DataError
-from tests.conftest import ROOT, shared_path
+from tests.helpers import ROOT, shared_path
 
 # (task, GLUE folder, label set, {split: (header?, text_a col, text_b col, label col)}).
 SHARED_GLUE = [

@@ -19,8 +19,8 @@ from model.weights.original import save_original
 from model import flops as model_flops
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from tests.conftest import run_lock_held_elsewhere, shared_path, write_tiny_pretrained_model
-from tests.helpers import head_of, sentence, write_reviews_task
+from tests.helpers import (head_of, run_lock_held_elsewhere, sentence, shared_path,
+                           write_reviews_task, write_tiny_pretrained_model)
 from training.curves import LOG_NAME, read_log
 
 

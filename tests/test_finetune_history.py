@@ -13,8 +13,7 @@ import tensorflow as tf
 
 from finetune import config as finetune_config
 from finetune import trainer
-from tests.conftest import ROOT
-from tests.helpers import chunk_data
+from tests.helpers import chunk_data, ROOT
 
 # 6 steps an epoch (48 sentences, batch 8), a checkpoint every 2; the learning rate
 # moves the F1 from epoch to epoch (else a score taken again could not be told apart).

@@ -25,8 +25,8 @@ from finetune.qa import postprocess as qa_postprocess
 from finetune.qa import squad_metrics
 from finetune import trainer
 from finetune.errors import DataError
-from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, squad_subset, write_json
+from tests.helpers import (as_v2, shared_path, squad_subset, write_json,
+                           write_tiny_pretrained_model)
 
 
 def normalized(answer: str) -> str:

@@ -13,7 +13,7 @@ from finetune.tagging import metrics as tagging_metrics
 from finetune.qa import data as qa_data
 from finetune.tagging import data as tagging_data
 from finetune.errors import DataError
-from tests.conftest import shared_path
+from tests.helpers import shared_path
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from finetune.errors import DataError
 from finetune.qa import squad_metrics
 from tools import squad_eval
-from tests.conftest import shared_path
+from tests.helpers import shared_path
 
 
 @pytest.fixture(scope="module")

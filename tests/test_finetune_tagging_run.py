@@ -13,8 +13,7 @@ from finetune import config as finetune_config
 from finetune import tasks, trainer
 from finetune.tagging import data as tagging_data
 from finetune.tagging.runner import TaggingRunner
-from tests.conftest import shared_path
-from tests.helpers import chunk_data
+from tests.helpers import chunk_data, shared_path
 
 
 @pytest.fixture(scope="module")

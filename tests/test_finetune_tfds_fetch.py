@@ -18,7 +18,7 @@ import tensorflow_datasets as tfds
 
 from finetune import config as finetune_config
 from finetune import tfds_source, trainer
-from tests.conftest import ROOT, shared_path
+from tests.helpers import ROOT, shared_path
 from util import cli
 
 

@@ -3,7 +3,7 @@ now: a field added, changed or commented anew needs the page written again."""
 
 import os
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import hparams_reference
 
 

@@ -24,8 +24,7 @@ from model.weights.original import original_variables, save_original
 from model.weights.start import open_start
 from pretrain import config_fitting
 from pretrain.config import load_config
-from tests.conftest import shared_path
-from tests.helpers import bert_dir, make_data_dir
+from tests.helpers import bert_dir, make_data_dir, shared_path
 from tools import export_hf, reference_outputs
 
 SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,

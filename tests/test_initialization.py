@@ -18,7 +18,7 @@ from model.weights.original import save_original
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.initialization import apply_init_scheme, prior_discriminator_head, sinusoids
-from tests.conftest import shared_path
+from tests.helpers import shared_path
 from tools import export_hf
 
 SEQ = 128

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import ROOT, SHARED_DATA
+from tests.helpers import ROOT, SHARED_DATA
 
 # The quick start's vocabulary has 8,192 tokens asked for and 8,058 learned.
 STRAY_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PACKAGES = ("util", "training", "model", "data_prep", "pretrain", "finetune", "export",
             "tools")

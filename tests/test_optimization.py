@@ -11,7 +11,7 @@ import tensorflow as tf
 import tf_keras
 
 from training import optimization
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def reference_learning_rate(step, lr, total, warmup, power):

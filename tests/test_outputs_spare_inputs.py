@@ -15,8 +15,7 @@ import run_pretraining
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
-from tests.conftest import write_tiny_pretrained_model
-from tests.helpers import tiny_vocab_text, write_reviews_task
+from tests.helpers import tiny_vocab_text, write_reviews_task, write_tiny_pretrained_model
 from tools import export_hf, reference_outputs
 from tools import tokenize as tokenize_tool
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 from finetune import config as finetune_config
 from finetune import padding, trainer
 from model.dropout import kept_units
-from tests.conftest import shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
+from tests.helpers import (as_v2, chunk_data, head_of, shared_path, squad_subset,
+                           write_json, write_tiny_pretrained_model)
 from training.curves import LOG_NAME, read_log
 
 MAX_LENGTH = 64

@@ -16,8 +16,8 @@ from finetune import config as finetune_config
 from finetune import trainer
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
-from tests.conftest import ROOT, shared_path, write_tiny_pretrained_model
-from tests.helpers import as_v2, chunk_data, head_of, squad_subset, write_json
+from tests.helpers import (as_v2, chunk_data, head_of, ROOT, shared_path, squad_subset,
+                           write_json, write_tiny_pretrained_model)
 
 
 def train(data, task, overrides):

@@ -26,8 +26,8 @@ from pretrain import config_fitting, input_pipeline, run_record, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
-from tests.conftest import ROOT, run_lock_held_elsewhere
-from tests.helpers import make_data_dir, start_workers, wait_for_workers, write_records
+from tests.helpers import (make_data_dir, ROOT, run_lock_held_elsewhere, start_workers,
+                           wait_for_workers, write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted

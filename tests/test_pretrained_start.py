@@ -19,7 +19,7 @@ from model.weights import huggingface
 from model.weights.original import original_variables, save_original
 from model.weights.formats import open_weights
 from pretrain import config as pretrain_config
-from tests.conftest import shared_path, write_tiny_pretrained_model
+from tests.helpers import shared_path, write_tiny_pretrained_model
 from util.hparams import HParamsError
 
 SIZES = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -14,9 +14,8 @@ import transformers
 
 import run_finetuning
 from model.weights.run_files import FINETUNING_RECORD
-from tests.conftest import shared_path
 from export import huggingface as hf_export, source
-from tests.helpers import head_of
+from tests.helpers import head_of, shared_path
 from tools import export_lite
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "and", "film",

@@ -21,11 +21,11 @@ from finetune.qa import postprocess
 from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from finetune.tagging import features as tagging_features
-from tests.conftest import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (ODD_CONTEXT, TRANSFORMERS_QA_HEAD,
                                    call_in_clean_process, predict_questions,
                                    shared_chunk_model, shared_squad_model)
-from tests.helpers import ADVERSARIAL, code_point_lines, head_of
+from tests.helpers import (ADVERSARIAL, code_point_lines, head_of, shared_path,
+                           write_tiny_pretrained_model)
 
 
 @pytest.mark.parametrize("lower_case", [True, False])

@@ -13,8 +13,7 @@ import pytest
 
 import run_finetuning
 from finetune import trainer
-from tests.conftest import ROOT, write_tiny_pretrained_model
-from tests.helpers import write_reviews_task
+from tests.helpers import ROOT, write_reviews_task, write_tiny_pretrained_model
 from util import cpu, startup, stderr
 
 QUIET_TF = ("import tensorflow as tf; tf.config.list_physical_devices('GPU'); tf.constant(1); "

@@ -23,7 +23,7 @@ from finetune.runner import TaskRunner
 from finetune.sentence.features import encode
 from finetune.sentence.head import SentenceHead
 from finetune.sentence.task import SentenceExample
-from tests.conftest import ROOT, shared_path
+from tests.helpers import ROOT, shared_path
 from training import resume
 from util import hparams
 

@@ -11,8 +11,7 @@ from data_prep import reference_tokenizer as ref
 from tools import tokenize as tokenize_command
 from data_prep.tokenizer import Tokenizer, basic_words
 from data_prep.vocab import load_vocab
-from tests.conftest import shared_path
-from tests.helpers import ADVERSARIAL, code_point_lines
+from tests.helpers import ADVERSARIAL, code_point_lines, shared_path
 
 BOTH_CASINGS = pytest.mark.parametrize("lower_case", [True, False])
 

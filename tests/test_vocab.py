@@ -6,7 +6,7 @@ import pytest
 
 from data_prep import reference_tokenizer as ref
 from data_prep import vocab as vocab_lib
-from tests.conftest import shared_path
+from tests.helpers import shared_path
 
 
 def test_bert_vocab_loads_with_the_special_ids_bert_has():

@@ -15,8 +15,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, shared_path
-from tests.helpers import make_data_dir
+from tests.helpers import make_data_dir, ROOT, shared_path
 from util import files
 
 PR_CAPBSET_DROP = 24
