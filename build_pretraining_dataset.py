@@ -51,10 +51,14 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--blanks-separate-docs", type=_bool, default=True,
                       help="whether blank lines end documents (default: true)")
   parser.add_argument("--do-lower-case", dest="do_lower_case", action="store_true",
-                      help="lower-case the text (default)")
+                      help="lower-case the text (default: as the vocabulary is; a "
+                           "learned one is lower-cased)")
   parser.add_argument("--no-lower-case", dest="do_lower_case", action="store_false")
   parser.add_argument("--do-strip-accents", dest="strip_accents", action="store_true",
-                      help="strip accents when lower-casing (default)")
+                      help="strip accents when lower-casing (default: as the vocabulary "
+                           "is; a learned one keeps them when its corpus has letters "
+                           "that stripping changes, as Hangul or kana: "
+                           "docs/pretraining.md)")
   parser.add_argument("--no-strip-accents", dest="strip_accents", action="store_false")
   parser.add_argument("--seed", type=int, default=0,
                       help="random seed of example packing and static masking; the same "
@@ -71,8 +75,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="replace the contents of a non-empty --output-dir")
   parser.add_argument("--no-progress", dest="progress", action="store_false",
                       help="no progress lines")
-  parser.set_defaults(do_lower_case=True, strip_accents=True)
+  parser.set_defaults(do_lower_case=None, strip_accents=None)
   args = parser.parse_args(argv)
+  if args.do_lower_case is False and args.strip_accents:
+    parser.error("--do-strip-accents strips accents when lower-casing, and "
+                 "--no-lower-case keeps the text as it is; give one of them")
   # A flag the other one makes unused is refused, not silently dropped.
   if args.mask_prob is not None and not args.static_masking:
     parser.error("--mask-prob is the masking probability of --static-masking; give both "

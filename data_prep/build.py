@@ -13,7 +13,9 @@ failed or interrupted run leaves nothing behind. Workers stop when their parent 
 and the temporary directory of a killed build is removed by the next one.
 """
 
+import collections
 import contextlib
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -32,9 +34,10 @@ import numpy as np
 from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep import lines as lines_lib
+from data_prep import normalization as normalization_lib
 from data_prep import records
 from data_prep.build_config import BuildConfig, Stats
-from data_prep.vocab import Vocab, VocabError, load_vocab
+from data_prep.vocab import Vocab, load_vocab
 from util import cli
 from util import files as files_lib
 from util.progress import Progress, format_count
@@ -55,17 +58,30 @@ def default_num_out_files(corpus_bytes: int, num_processes: int) -> int:
   return max(num_processes, math.ceil(shards / num_processes) * num_processes)
 
 
-def check_vocab_case(vocab: Vocab, lower_case: bool):
-  """A cased vocab with lower-casing (or the reverse) is almost surely a mistake."""
-  words = [t for t in vocab.tokens if not (t.startswith("[") and t.endswith("]"))]
-  cased = sum(t != t.lower() for t in words)
-  if lower_case and cased > 0.01 * len(words):
-    raise VocabError(f"{vocab.path}: a cased vocabulary ({cased} tokens with capitals) "
-                     "used with --do-lower-case; pass --no-lower-case, or use an "
-                     "uncased vocab.txt")
-  if not lower_case and cased == 0:
-    raise VocabError(f"{vocab.path}: an uncased vocabulary used with --no-lower-case: "
-                     "every capitalised word would be [UNK]; drop --no-lower-case")
+def with_normalization(config: BuildConfig) -> BuildConfig:
+  """The config with the text's normalisation settled (normalization_of), both fields
+  set."""
+  if config.do_lower_case is not None and config.strip_accents is not None:
+    return config
+  return dataclasses.replace(config, **normalization_of(
+      config, load_vocab(config.vocab_file)).fields())
+
+
+def normalization_of(config: BuildConfig, vocab: Vocab
+                     ) -> normalization_lib.Normalization:
+  """The pair the build normalises the text with: the one the vocabulary's folder
+  records (the flags may not contradict it), else the one its tokens show, the flags
+  given deciding what they name (normalization.decide_for_vocab)."""
+  folder = os.path.dirname(os.path.abspath(config.vocab_file))
+  if normalization_lib.read(folder) is None:
+    return normalization_lib.decide_for_vocab(vocab.tokens, config.vocab_file,
+                                              config.do_lower_case, config.strip_accents)
+  flags = {("do_lower_case", True): "--do-lower-case",
+           ("do_lower_case", False): "--no-lower-case",
+           ("strip_accents", True): "--do-strip-accents",
+           ("strip_accents", False): "--no-strip-accents"}
+  return normalization_lib.settle([folder], config.do_lower_case, config.strip_accents,
+                                  asked=lambda name, value: flags[name, value])
 
 
 def check_output_dir(output_dir: str, overwrite: bool):
@@ -76,7 +92,7 @@ def check_output_dir(output_dir: str, overwrite: bool):
       raise BuildError(f"--output-dir: {output_dir} is not empty; pass --overwrite to "
                        "replace its contents")
     others = sorted(name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
-                    for name in os.listdir(output_dir) if not _is_shard(name))
+                    for name in os.listdir(output_dir) if not _is_built(name))
     if others:
       raise BuildError(
           f"--output-dir: {output_dir} also holds what a build does not write ("
@@ -92,18 +108,20 @@ def check_output_dir(output_dir: str, overwrite: bool):
     raise BuildError(f"--output-dir: cannot write in {parent}")
 
 
-def _is_shard(name: str) -> bool:
-  """Whether a file name is one a build writes (records.FILE_PATTERN)."""
-  return re.fullmatch(records.FILE_PATTERN.format(index=r"\d+", count=r"\d+")
-                      .replace(".", r"\."), name) is not None
+def _is_built(name: str) -> bool:
+  """Whether a file name is one a build writes (records.FILE_PATTERN, and the
+  normalisation's record)."""
+  shard = records.FILE_PATTERN.format(index=r"\d+", count=r"\d+").replace(".", r"\.")
+  return name == normalization_lib.FILE or re.fullmatch(shard, name) is not None
 
 
 def build(config: BuildConfig) -> Stats:
   """Writes the TFRecords of `config` (its values checked when it was made); returns the
   summed statistics."""
   check_output_dir(config.output_dir, config.overwrite)
-  vocab = load_vocab(config.vocab_file)
-  check_vocab_case(vocab, config.do_lower_case)
+  config = with_normalization(config)  # the vocabulary refused here if it must be
+  normalization = normalization_lib.Normalization(config.do_lower_case,
+                                                  config.strip_accents)
   files = corpus_lib.list_files(
       config.corpus_dir, note=lambda line: print(line, file=sys.stderr, flush=True))
   corpus_bytes = sum(os.path.getsize(path) for path in files)
@@ -124,6 +142,8 @@ def build(config: BuildConfig) -> Stats:
       if stats.examples == 0:
         raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines "
                          "only)")
+      # The records' normalisation, which pre-training reads and records.
+      normalization_lib.write(tmp_dir, normalization)
       # Again: something may have appeared meanwhile.
       check_output_dir(output_dir, config.overwrite)
     if stats.long_lines:
@@ -251,8 +271,15 @@ def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
 def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
   from data_prep.tokenizer import Tokenizer
 
+  config = with_normalization(config)  # settled by build(), unless called alone
   vocab = load_vocab(config.vocab_file)
-  tokenizer = Tokenizer(vocab, config.do_lower_case, config.strip_accents)
+  normalization = normalization_lib.Normalization(config.do_lower_case,
+                                                  config.strip_accents)
+  tokenizer = Tokenizer(vocab, *normalization)
+  # Characters counted one by one: those of lines that are not ASCII, and the ASCII
+  # ones the vocabulary lacks.
+  characters = collections.Counter()
+  watched = normalization_lib.absent_ascii(vocab.tokens, normalization)
   builder = examples_lib.ExampleBuilder(config.max_seq_length, vocab.cls_id, vocab.sep_id,
                                         random.Random(config.seed * 1_000_003 + job))
   stats = Stats()
@@ -264,8 +291,9 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
     batches = ExampleBatches(config, job, vocab, writer)
     for batch, file_bytes, place in lines_lib.line_batches(
         spans, config.blanks_separate_docs, stats):
-      ids, offsets, lengths = lines_lib.tokenize_batch(
-          tokenizer, [line for line in batch if line is not None], stats)
+      texts = [line for line in batch if line is not None]
+      stats.characters += normalization_lib.count_characters(texts, characters, watched)
+      ids, offsets, lengths = lines_lib.tokenize_batch(tokenizer, texts, stats)
       if lengths.size and lengths.max() > long_line:
         _count_long_lines(batch, place, lengths, long_line, stats)
       row = 0
@@ -282,6 +310,9 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
         last_report = time.time()
         report(job, stats.file_bytes, stats.tokens)
     batches.flush()
+  stats.changed_characters = normalization_lib.changed(characters, normalization)
+  stats.absent_characters = normalization_lib.absent(characters, vocab.tokens,
+                                                     normalization)
   stats.single_segment = builder.single_segment
   stats.short_target = builder.short_target
   stats.loop_seconds = time.time() - start
@@ -370,8 +401,10 @@ class ExampleBatches:
 
 def print_summary(stats: Stats, output_dir: str, stream=None):
   stream = stream or sys.stdout
-  files = sorted(os.listdir(output_dir))
+  files = sorted(name for name in os.listdir(output_dir)
+                 if name != normalization_lib.FILE)
   size = sum(os.path.getsize(os.path.join(output_dir, name)) for name in files)
+  normalization = normalization_lib.read(output_dir)
   rows = [
       ("documents", f"{stats.documents:,}"),
       ("lines", f"{stats.lines:,}"),
@@ -379,6 +412,12 @@ def print_summary(stats: Stats, output_dir: str, stream=None):
       ("examples", f"{stats.examples:,} ({_pct(stats.single_segment, stats.examples)} "
                    f"single-segment, {_pct(stats.short_target, stats.examples)} "
                    "short target)"),
+      ("normalisation", f"{normalization} "
+                        f"({normalization_lib.flag_that_changes(normalization)})"),
+      ("changed beyond case", normalization_lib.describe(stats.changed_characters,
+                                                         stats.characters)),
+      ("not in the vocabulary", normalization_lib.describe(stats.absent_characters,
+                                                           stats.characters)),
       ("[UNK] rate", _pct(stats.unk_tokens, stats.tokens)),
       ("padding rate", _pct(stats.positions - stats.real_positions, stats.positions)),
       ("invalid UTF-8 bytes replaced", f"{stats.invalid_bytes:,}"),

@@ -1,5 +1,6 @@
 """What a data build is asked (BuildConfig, checked when made) and what it did (Stats)."""
 
+import collections
 import dataclasses
 from typing import Optional
 
@@ -16,8 +17,10 @@ class BuildConfig:
   max_seq_length: int = hparams.field(128, at_least=8)
   num_processes: int = hparams.field(1, at_least=1)
   blanks_separate_docs: bool = True
-  do_lower_case: bool = True
-  strip_accents: bool = True
+  # The text's normalisation (data_prep/normalization.py); None: decided by the build
+  # from the vocabulary, or the corpus it learns one from.
+  do_lower_case: Optional[bool] = None
+  strip_accents: Optional[bool] = None
   seed: int = hparams.field(0, **hparams.SEED)
   num_out_files: Optional[int] = hparams.field(None, at_least=1)
   static_masking: bool = False
@@ -43,6 +46,12 @@ class Stats:
   real_positions: int = 0
   positions: int = 0
   invalid_bytes: int = 0
+  characters: int = 0  # of the lines, white space aside
+  # Those the normalisation changes beyond case, and those no token holds: {char: count}.
+  changed_characters: collections.Counter = dataclasses.field(
+      default_factory=collections.Counter)
+  absent_characters: collections.Counter = dataclasses.field(
+      default_factory=collections.Counter)
   file_bytes: int = 0  # of the corpus files read (compressed bytes of compressed files)
   # Lines of over LONG_LINE_FACTOR x max_seq_length word-pieces, and the first one.
   long_lines: int = 0
@@ -58,6 +67,6 @@ class Stats:
     for field in dataclasses.fields(self):
       if field.name in ("long_line_place", "long_line_tokens"):
         continue
-      combine = max if field.name == "loop_seconds" else sum
-      setattr(self, field.name, combine((getattr(self, field.name),
-                                         getattr(other, field.name))))
+      mine, theirs = getattr(self, field.name), getattr(other, field.name)
+      setattr(self, field.name,
+              max(mine, theirs) if field.name == "loop_seconds" else mine + theirs)

@@ -3,6 +3,8 @@
 Layout under --data-dir (the original's): corpus/, vocab.txt, pretrain_tfrecords/.
 Whatever is not given is made: the built-in default corpus (data_prep.default_corpus)
 when there is no corpus, a vocabulary learned from the corpus when there is no vocab.
+The text's normalisation (data_prep/normalization.py) is decided from the corpus for a
+learned vocabulary, and written beside the data dir's vocab.txt.
 """
 
 import collections
@@ -16,6 +18,7 @@ from data_prep import build as build_lib
 from data_prep.build_config import BuildConfig
 from data_prep import corpus as corpus_lib
 from data_prep import default_corpus
+from data_prep import normalization as normalization_lib
 from data_prep import vocab as vocab_lib
 
 DEFAULT_CORPUS_BYTES = 6 << 20  # about a minute of harvesting, a minute of building
@@ -46,6 +49,28 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
 
 
+def corpus_characters(corpus_dir: str):
+  """(the counts of the corpus's characters on lines that are not ASCII, how many
+  characters it holds, white space aside), streamed."""
+  counts, total = collections.Counter(), 0
+  for path in corpus_lib.list_files(corpus_dir):
+    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
+                                                           os.path.getsize(path))):
+      total += normalization_lib.count_characters(
+          corpus_lib.decode(block)[0].split("\n"), counts)
+  return counts, total
+
+
+def learned_normalization(config: BuildConfig) -> normalization_lib.Decision:
+  """The normalisation of a vocabulary learned from the corpus: the flags', else
+  decided from the corpus's characters (a pass over it)."""
+  open_question = config.strip_accents is None and config.do_lower_case is not False
+  counts, total = (corpus_characters(config.corpus_dir) if open_question
+                   else (collections.Counter(), 0))
+  return normalization_lib.decide_for_corpus(counts, total, config.do_lower_case,
+                                             config.strip_accents)
+
+
 def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
   corpus_dir = options.corpus_dir or os.path.join(options.data_dir, "corpus")
   vocab_file = options.vocab_file or os.path.join(options.data_dir, "vocab.txt")
@@ -65,12 +90,20 @@ def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
     t0 = time.time()
     log(f"no vocab given: learning a {options.vocab_size}-token WordPiece vocabulary from "
         f"{corpus_dir} into {vocab_file}")
-    learn_vocab_from_corpus(corpus_dir, vocab_file, options.vocab_size,
-                            config.do_lower_case, config.strip_accents)
+    decision = learned_normalization(config)
+    normalization = decision.normalization
+    log(f"  the text {normalization}: {decision.reason}; "
+        f"{normalization_lib.flag_that_changes(normalization)}")
+    learn_vocab_from_corpus(corpus_dir, vocab_file, options.vocab_size, *normalization)
+    normalization_lib.write(os.path.dirname(os.path.abspath(vocab_file)), normalization)
     log(f"  {len(vocab_lib.load_vocab(vocab_file)):,} tokens in {time.time() - t0:.0f}s")
   t0 = time.time()
   stats = build_lib.build(config)
   log(f"wrote {output_dir} in {time.time() - t0:.1f}s")
+  vocab_folder = os.path.dirname(os.path.abspath(vocab_file))
+  if options.vocab_file is None and normalization_lib.read(vocab_folder) is None:
+    # The data dir's vocabulary, read by the later steps: its normalisation beside it.
+    normalization_lib.write(vocab_folder, normalization_lib.read(output_dir))
   build_lib.print_summary(stats, output_dir, stream=sys.stdout)
   return stats
 

@@ -1,8 +1,8 @@
 """The reader bundle beside the model files that need it: vocab.txt, deploy.json (the
-task, its family's reader module and the fields it reads, lengths, lower-casing, the
-files and the input length each takes) and reader.py (export/reader.py) with every
-project module it and the family's reader import, found by following their module-level
-imports and copied as they are."""
+task, its family's reader module and the fields it reads, lengths, the text's
+normalisation (do_lower_case, strip_accents), the files and the input length each
+takes) and reader.py (export/reader.py) with every project module it and the family's
+reader import, found by following their module-level imports and copied as they are."""
 
 import ast
 import json
@@ -71,10 +71,9 @@ def input_lengths(folder: str, files: List[str]) -> Dict[str, object]:
 def write(finetuned: Finetuned, deployable: Deployable, folder: str, files: List[str],
           calibrated: int):
   """vocab.txt, deploy.json and the reader with the modules it imports."""
-  settings = finetuned.settings
   shutil.copyfile(finetuned.vocab_file, os.path.join(folder, "vocab.txt"))
   info = {"task": finetuned.task.name, "family": finetuned.family.name,
-          "reader": deployable.reader, "lower_case": settings["do_lower_case"],
+          "reader": deployable.reader, **finetuned.normalization.fields(),
           "max_seq_length": finetuned.max_seq_length, "inputs": list(deployable.inputs),
           "models": files, "input_lengths": input_lengths(folder, files),
           "calibration_examples": calibrated,

@@ -17,6 +17,7 @@ from typing import Dict, List
 
 import safetensors.numpy
 
+from data_prep import normalization as normalization_lib
 from data_prep.vocab import load_vocab
 from export.source import Finetuned, load_finetuned
 from finetune.tagging import features as tagging_features
@@ -62,20 +63,23 @@ def write(job, folder: str, log) -> List[str]:
   weights, config, sizes = _finetuned_weights(finetuned)
   _check_vocab(finetuned.vocab_file, sizes)
   names = _write_files(folder, weights, config, sizes, finetuned.vocab_file,
-                       finetuned.settings["do_lower_case"], atomic=False)
+                       finetuned.normalization, atomic=False)
   log(f"wrote the Hugging Face files ({config['architectures'][0]})")
   return names
 
 
-def _pretrained(path: str, part: str, vocab: str):
-  """(weights, config.json, model sizes, vocab.txt) of a part of a pre-trained model;
-  the vocabulary `vocab`, else the model's."""
+def _pretrained(path: str, part: str, vocab: str, cased: bool):
+  """(weights, config.json, model sizes, vocab.txt, the text's normalisation) of a part
+  of a pre-trained model; the vocabulary `vocab`, else the model's; `cased`: --cased."""
   opened = open_weights(path)
   pair = opened.load_pair(part=part)
   weights = hf.state_dict(original_variables(pair, part))
   sizes = pair.model_config if part == "discriminator" else pair.generator_model_config
   kind = hf.DISCRIMINATOR if part == "discriminator" else hf.GENERATOR
-  return weights, hf.config_json(sizes, kind), sizes, opened.vocab(vocab)
+  vocab = opened.vocab(vocab)
+  asked = False if cased else None
+  return weights, hf.config_json(sizes, kind), sizes, vocab, normalization_lib.of_model(
+      vocab, opened.folder, asked, asked, asked=normalization_lib.as_cased_flag)
 
 
 def _finetuned_weights(loaded: Finetuned):
@@ -103,10 +107,10 @@ def _finetuned_weights(loaded: Finetuned):
   return weights, config, sizes
 
 
-def _json_files(config: Dict[str, object], lower_case: bool,
+def _json_files(config: Dict[str, object], normalization: normalization_lib.Normalization,
                 sizes: ModelConfig) -> Dict[str, Dict[str, object]]:
   return {"config.json": config,
-          **hf.tokenizer_files(lower_case, sizes.max_position_embeddings)}
+          **hf.tokenizer_files(*normalization, sizes.max_position_embeddings)}
 
 
 def _check_vocab(vocab: str, sizes: ModelConfig):
@@ -117,7 +121,8 @@ def _check_vocab(vocab: str, sizes: ModelConfig):
 
 
 def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,
-                 lower_case: bool, atomic: bool = True) -> List[str]:
+                 normalization: normalization_lib.Normalization,
+                 atomic: bool = True) -> List[str]:
   """The directory's files in `folder` (each whole or not at all when `atomic`; the
   registry's folder is renamed into place whole)."""
   opener = atomic_write if atomic else open
@@ -126,7 +131,7 @@ def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,
   with opener(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f, \
       open(vocab, encoding="utf-8") as source:
     shutil.copyfileobj(source, f)
-  files = _json_files(config, lower_case, sizes)
+  files = _json_files(config, normalization, sizes)
   for name, value in files.items():
     with opener(os.path.join(folder, name), "w", encoding="utf-8") as f:
       json.dump(value, f, indent=2)
@@ -134,10 +139,12 @@ def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,
 
 
 def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
-           lower_case: bool = True) -> str:
+           cased: bool = False) -> str:
   """Writes HF_DIR (a new or empty directory, or an earlier export's: its files are
   replaced one by one, each whole) of a pre-trained checkpoint or a fine-tuned model
-  dir; returns the transformers class it holds."""
+  dir; returns the transformers class it holds. The text's normalisation is the one
+  the model records (--cased, `cased`, asks for cased text: for a model that records
+  none, as a released one)."""
   folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
   if os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
     if part:
@@ -148,12 +155,16 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
     if reason:
       raise ValueError(f"{folder}: {reason}")
     weights, config, sizes = _finetuned_weights(loaded)
-    lower_case = loaded.settings["do_lower_case"]
+    normalization = loaded.normalization
+    if cased and normalization.lower_case:
+      raise ValueError(f"--cased: {folder} was fine-tuned on text {normalization} (its "
+                       f"{FINETUNING_RECORD}); drop --cased")
     vocab = vocab or loaded.vocab_file
   else:
-    weights, config, sizes, vocab = _pretrained(checkpoint, part or "discriminator", vocab)
+    weights, config, sizes, vocab, normalization = _pretrained(
+        checkpoint, part or "discriminator", vocab, cased)
   _check_vocab(vocab, sizes)
-  written = [WEIGHTS, "vocab.txt", *_json_files(config, lower_case, sizes)]
+  written = [WEIGHTS, "vocab.txt", *_json_files(config, normalization, sizes)]
   check_output("--output", output, {"--checkpoint": folder, "--vocab": vocab},
                writes=written)
   # Its files are replaced: only in a folder of an export's files (hidden ones aside).
@@ -164,6 +175,6 @@ def export(checkpoint: str, output: str, part: str = "", vocab: str = "",
                      f"({listed(others)}); give a new or empty folder, or one of an "
                      "earlier export")
   make_folder(output, output)
-  _write_files(output, weights, config, sizes, vocab, lower_case)
+  _write_files(output, weights, config, sizes, vocab, normalization)
   return config["architectures"][0]
 

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from data_prep.normalization import from_fields
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 
@@ -35,8 +36,8 @@ class Reader:
   def __init__(self, folder: str):
     with open(os.path.join(folder, INFO_FILE), encoding="utf-8") as f:
       self.info = json.load(f)
-    lower = self.info["lower_case"]
-    tokenizer = Tokenizer(load_vocab(os.path.join(folder, "vocab.txt")), lower, lower)
+    tokenizer = Tokenizer(load_vocab(os.path.join(folder, "vocab.txt")),
+                          *from_fields(self.info))
     self.family = importlib.import_module(self.info["reader"]).Reader(self.info, tokenizer)
 
   def inputs(self, *texts, **options) -> Dict[str, np.ndarray]:

@@ -18,6 +18,6 @@ def refusal(job) -> str:
 def write(job, folder: str, log) -> List[str]:
   finetuned = job.finetuned
   serving.export(finetuned.model, [finetuned.runner], finetuned.tokenizer().vocab,
-                 finetuned.settings["do_lower_case"], finetuned.max_seq_length, folder)
+                 finetuned.normalization, finetuned.max_seq_length, folder)
   log(f"wrote {serving.SAVED_MODEL}/")
   return [serving.SAVED_MODEL]

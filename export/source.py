@@ -7,6 +7,7 @@ from typing import Dict
 
 import tensorflow as tf
 
+from data_prep import normalization
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import tasks as task_registry
@@ -39,9 +40,13 @@ class Finetuned:
   def max_seq_length(self) -> int:
     return self.settings["max_seq_length"]
 
+  @property
+  def normalization(self) -> normalization.Normalization:
+    """The text's normalisation, as the run recorded it."""
+    return normalization.from_fields(self.settings)
+
   def tokenizer(self) -> Tokenizer:
-    lower = self.settings["do_lower_case"]
-    return Tokenizer(load_vocab(self.vocab_file), lower, lower)
+    return Tokenizer(load_vocab(self.vocab_file), *self.normalization)
 
 
 def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -> Finetuned:
@@ -82,9 +87,8 @@ def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -
                      f"was trained with at {os.path.join(folder, 'vocab.txt')}")
   # The run's config as it trained (its runner reads its family's fields from it).
   config = FinetuningConfig.from_record(settings)
-  lower = settings["do_lower_case"]
-  runner = task_registry.runner_for(task, config,
-                                    Tokenizer(load_vocab(vocab_file), lower, lower))
+  runner = task_registry.runner_for(task, config, Tokenizer(
+      load_vocab(vocab_file), *normalization.from_fields(settings)))
   model = FinetuningModel(sizes, {runner.head_name: runner.make_head(sizes)})
   # One batch of the run's length builds every variable (the QA head's beam needs the
   # length; the tagging head reads word_positions).

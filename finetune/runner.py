@@ -26,6 +26,15 @@ PREDICT_SPLIT = "predict"
 SHARED_HEADS = {"glue/ax": "glue/mnli"}
 
 
+def scope_name(name: str) -> str:
+  """`name` as TensorFlow takes it in a scope, layer or signature name: "/" as "_", and
+  each other character outside [A-Za-z0-9_.-] as "_u" and its code point in hex, so
+  that names in any script stay apart (a task named "영화평" has the head
+  "task_specific/_uc601_ud654_ud3c9")."""
+  return "".join("_" if char == "/" else char if char.isascii() and (
+      char.isalnum() or char in "_.-") else f"_u{ord(char):04x}" for char in name)
+
+
 def label_entropy(labels: np.ndarray) -> float:
   """Cross-entropy, in nats, of predicting every label by the labels' frequencies."""
   _, counts = np.unique(labels, return_counts=True)
@@ -54,6 +63,11 @@ class TaskRunner:
     """The head's outputs of a cut batch (finetune/padding.py) with each token-axis
     output padded back to max_length, where a padded batch's reader would find it."""
     return outputs
+
+  @property
+  def head_layer_name(self) -> str:
+    """The name of the head's Keras layer (its variables' scope)."""
+    return "task_specific/" + scope_name(self.head_name)
 
   def prepare_examples(self, examples: list, split: str) -> list:
     """The examples a split is featurized from (e.g. augmented for training)."""

@@ -40,6 +40,7 @@ from typing import List
 import tensorflow as tf
 
 from finetune.graph_tokenizer import GraphTokenizer
+from finetune.runner import scope_name
 from util.files import atomic_directory
 
 SAVED_MODEL = "saved_model"
@@ -100,9 +101,9 @@ class ServingModule(tf.Module):
   """The model's variables, the tokenizer and one prediction function per task (each
   runner's serving_function builds its task's from this module's parts)."""
 
-  def __init__(self, model, runners, vocab, lower_case: bool, max_seq_length: int):
+  def __init__(self, model, runners, vocab, normalization, max_seq_length: int):
     super().__init__(name="serving")
-    self.tokenizer = GraphTokenizer(vocab.tokens, lower_case, lower_case)
+    self.tokenizer = GraphTokenizer(vocab.tokens, *normalization)
     self.model_variables = list(model.variables)
     self.length = max_seq_length
     self.cls_id, self.sep_id, self.unk_id = vocab.cls_id, vocab.sep_id, vocab.unk_id
@@ -127,15 +128,16 @@ class ServingModule(tf.Module):
     functions = {}
     for runner in runners:
       function = runner.serving_function(self)
-      functions[runner.task.name.replace("/", "_")] = function
+      functions[scope_name(runner.task.name)] = function
       functions.setdefault("serving_default", function)
     self.functions = functions
 
 
-def export(model, runners, vocab, lower_case: bool, max_seq_length: int,
+def export(model, runners, vocab, normalization, max_seq_length: int,
            model_dir: str) -> str:
-  """Writes <model_dir>/saved_model (temp dir, then renamed); returns its path."""
-  module = ServingModule(model, runners, vocab, lower_case, max_seq_length)
+  """Writes <model_dir>/saved_model (temp dir, then renamed); returns its path.
+  `normalization`: the text's (data_prep/normalization.py), which the graph applies."""
+  module = ServingModule(model, runners, vocab, normalization, max_seq_length)
   path = os.path.join(model_dir, SAVED_MODEL)
   with atomic_directory(path) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.functions)

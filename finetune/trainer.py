@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from data_prep import normalization
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import padding, serving, tasks as task_registry
@@ -49,7 +50,7 @@ RUN_CONFIG = FINETUNING_RECORD
 EPOCH_SCORES = "epoch_scores.json"
 # What a trial writes in its model dir beside its record and the loop's files: with
 # those, all that overwrite_model_dir and keep_all_models false delete.
-TRIAL_FILES = (RUN_VOCAB, serving.SAVED_MODEL, EPOCH_SCORES)
+TRIAL_FILES = (RUN_VOCAB, normalization.FILE, serving.SAVED_MODEL, EPOCH_SCORES)
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
@@ -105,8 +106,13 @@ class Finetuner:
     source = self.start.weights.location if self.start else "the configured model"
     check_vocab_size(self.vocab_path, len(vocab), self.model_config.vocab_size, source,
                      "use the vocab.txt the model was pre-trained with")
-    self.tokenizer = Tokenizer(vocab, lower_case=config.do_lower_case,
-                               accents=config.do_lower_case)
+    # The text's normalisation, as its vocabulary and start record it: the config
+    # holds it from here on, so the run's record does.
+    self.normalization = normalization.of_model(
+        self.vocab_path, self.start.weights.folder if self.start else "",
+        config.do_lower_case, config.strip_accents)
+    self.config = config = dataclasses.replace(config, **self.normalization.fields())
+    self.tokenizer = Tokenizer(vocab, *self.normalization)
     self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
     names = {task.name for task in self.tasks}
     for runner in self.runners:
@@ -364,6 +370,7 @@ class Finetuner:
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
       vocab_fields = keep_vocab(model_dir, self.vocab_path)
+      normalization.write(model_dir, self.normalization)
       # Each epoch's scores, kept beside the record as they are taken: a checkpoint past
       # an epoch no longer holds its weights, so a resumed or re-run trial keeps them.
       scores_path = os.path.join(model_dir, EPOCH_SCORES)
@@ -410,7 +417,7 @@ class Finetuner:
                      for e in scored]
       if config.export_serving and kept:
         exported = serving.export(model, self.runners, self.tokenizer.vocab,
-                                  config.do_lower_case, config.max_seq_length, model_dir)
+                                  self.normalization, config.max_seq_length, model_dir)
         self.log(f"wrote the serving SavedModel {exported}")
     else:
       with self.strategy.scope():

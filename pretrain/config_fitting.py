@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Optional, Tuple
 
+from data_prep import normalization
 from model.config import check_vocab_size
 from model.weights.start import PretrainedStart, open_start
 from pretrain import input_pipeline
@@ -29,7 +30,8 @@ def checked_and_sized(config: PretrainingConfig
 
   Left at its default, vocab_size follows the vocabulary file (a built dataset may
   carry a learned vocabulary); set explicitly, it must match. The config takes the
-  start's generator size.
+  text normalisation its inputs record (with_normalization) and the start's generator
+  size.
   """
   if not os.path.isfile(config.vocab_file):
     if input_pipeline.matching_files(config):  # built with --vocab-file elsewhere
@@ -43,11 +45,27 @@ def checked_and_sized(config: PretrainingConfig
   if config.vocab_size != PretrainingConfig.vocab_size:
     print(f"vocab_size {config.vocab_size}, from {config.vocab_file}", flush=True)
   start = open_start(config.init_checkpoint)  # after the vocabulary: it may download
+  config = with_normalization(config, start)
   if start:
     config = fit_to_start(config, start)
   if config.do_train:
     warn_of_discriminator_settings(config)
   return config, start
+
+
+def with_normalization(config: PretrainingConfig,
+                       start: Optional[PretrainedStart] = None) -> PretrainingConfig:
+  """The config with the text normalisation the records and the vocabulary were built
+  with, and the start's weights trained with (tokenizer_config.json beside each, which
+  must agree; the original's where none records one), which the run records; one the
+  config asks that contradicts them is refused."""
+  records = sorted({os.path.dirname(path)
+                    for path in input_pipeline.matching_files(config)})
+  vocab = os.path.dirname(os.path.abspath(config.vocab_file))
+  model = [start.weights.folder] if start else []
+  pair = normalization.settle([*records, vocab, *model], config.do_lower_case,
+                              config.strip_accents)
+  return dataclasses.replace(config, **pair.fields())
 
 
 def warn_of_discriminator_settings(config: PretrainingConfig):

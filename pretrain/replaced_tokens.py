@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_prep import masking, records
+from data_prep import masking, normalization, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from model.weights.formats import open_weights
@@ -45,10 +45,16 @@ class Scored:
 
 class Scorer:
 
-  def __init__(self, checkpoint: str, vocab: str = "", lower_case: bool = True,
+  def __init__(self, checkpoint: str, vocab: str = "", cased: bool = False,
                corrupt: bool = False):
+    """`cased` (--cased) asks for cased text; the text's normalisation is otherwise
+    the one the model or its vocabulary records (tokenizer_config.json)."""
     weights = open_weights(checkpoint)
-    vocab = load_vocab(weights.vocab(vocab))
+    vocab_file = weights.vocab(vocab)
+    asked = False if cased else None
+    text_normalization = normalization.of_model(vocab_file, weights.folder, asked, asked,
+                                                asked=normalization.as_cased_flag)
+    vocab = load_vocab(vocab_file)
     self.pair = weights.load_pair(part="pair" if corrupt else "discriminator")
     config = self.pair.model_config
     if len(vocab) != config.vocab_size:
@@ -56,7 +62,7 @@ class Scorer:
                        f"vocabulary of {config.vocab_size}; pass the model's vocab.txt "
                        "with --vocab")
     self.vocab = vocab
-    self.tokenizer = Tokenizer(vocab, lower_case=lower_case, accents=lower_case)
+    self.tokenizer = Tokenizer(vocab, *text_normalization)
     self.max_pieces = config.max_position_embeddings - 2  # [CLS] and [SEP]
 
   def _batch(self, pieces: Sequence[List[int]]):

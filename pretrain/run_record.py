@@ -7,6 +7,7 @@ reading, comparing and atomic writing; this module says what pre-training record
 import os
 from typing import Dict, Optional
 
+from data_prep import normalization
 from model.weights.run_dir import TRAINED_PART
 from model.weights.run_files import PRETRAINING_RECORD
 from model.weights.start import PretrainedStart, in_todays_name, record_name
@@ -21,7 +22,8 @@ EXPORT_DIR = "export"
 EVAL_DIR = "eval"  # TensorBoard's eval scalars
 # What a run writes in its model dir beside its record and the loop's files, as glob
 # patterns: with those, all that overwrite_model_dir deletes.
-RUN_FILES = (EXPORT_DIR, EVAL_DIR, EVAL_CURVE_NAME, os.path.splitext(RESULTS_TXT)[0] + ".*")
+RUN_FILES = (EXPORT_DIR, EVAL_DIR, EVAL_CURVE_NAME,
+             os.path.splitext(RESULTS_TXT)[0] + ".*", normalization.FILE)
 # What fine-tuning writes in the pre-trained model's folder (finetune/config.py's
 # model_dir and results_dir), which stays.
 FINETUNING_OUTPUTS = ("finetuning_models", "results")
@@ -34,6 +36,7 @@ def run_signature(config: PretrainingConfig,
   (the fields declare which: hparams.field's resumable)."""
   resumable = hparams.resumable_fields(config)
   values = {k: v for k, v in config.to_dict().items() if k not in resumable}
+  values.update(run_normalization(config).fields())  # never null, fitted or not
   values["init_checkpoint"] = record_name(start)
   return {"model": config.model_config().to_dict(), **values}
 
@@ -81,3 +84,12 @@ def write_run_config(config: PretrainingConfig, step: int = 0,
   resume.write_run_config(config.model_dir, RUN_CONFIG, run_signature(config, start),
                           config=config.to_dict(), history=history, start=first,
                           **{TRAINED_PART: objective_for(config).exported_part})
+  # Its text's normalisation beside its checkpoints, as beside every vocabulary, for
+  # the steps that start from them.
+  normalization.write(config.model_dir, run_normalization(config))
+
+
+def run_normalization(config: PretrainingConfig) -> normalization.Normalization:
+  """The text normalisation the run's config settled (config_fitting); a config not
+  fitted has none, which reads as the original's."""
+  return normalization.from_fields(config.to_dict())

@@ -6,8 +6,8 @@ record run_record.py's; this module adds what is specific to pre-training: state
 per-step seeds for masking and sampling, the eval metrics written to
 <model_dir>/results/unsup_results.{txt,json}, and the export of the trained generator
 and discriminator in the original release's format (<model_dir>/export:
-model.ckpt-<step>, config.json in BertConfig form and vocab.txt), which is also what
-fine-tuning loads.
+model.ckpt-<step>, config.json in BertConfig form, vocab.txt and its normalisation's
+tokenizer_config.json), which is also what fine-tuning loads.
 """
 
 import json
@@ -17,6 +17,7 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from data_prep import normalization
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
@@ -30,7 +31,7 @@ from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
 from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
-                                 write_run_config)
+                                 run_normalization, write_run_config)
 from training import resume, runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
@@ -224,6 +225,7 @@ class Pretrainer:
     with files.atomic_write(os.path.join(folder, "config.json")) as f:
       json.dump(self.model.model_config.to_dict(), f, indent=2, sort_keys=True)
     shutil.copyfile(self.config.vocab_file, os.path.join(folder, "vocab.txt"))
+    normalization.write(folder, run_normalization(self.config))
     return prefix
 
 
@@ -281,7 +283,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
        "vocab_file": config.vocab_file},
       writes=[os.path.join(folder, name) for folder in
               ["", *(f"step_{step}" for step in export_steps)]
-              for name in ("config.json", "vocab.txt", "checkpoint")],
+              for name in ("config.json", "vocab.txt", normalization.FILE, "checkpoint")],
       remedy="copy it out of the export folder first, or use another model_dir")
   with runtime.run_dir_lock(config, config.model_dir):
     return _run(config, export_steps)

@@ -69,8 +69,9 @@ def read_records(output_dir, max_predictions=None):
 
 
 def file_bytes(output_dir):
+  """The shards' bytes (the build's tokenizer_config.json aside: test_languages.py)."""
   return {name: open(os.path.join(output_dir, name), "rb").read()
-          for name in sorted(os.listdir(output_dir))}
+          for name in sorted(os.listdir(output_dir)) if name != "tokenizer_config.json"}
 
 
 @pytest.fixture(scope="module")
@@ -404,6 +405,7 @@ def test_bad_input_fails_clearly_and_writes_nothing(tmp_path, small_corpus, voca
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                                + [f"Word{i}" for i in range(50)]) + "\n")
     vocab = str(vocab)
+    kwargs = {"do_lower_case": True}  # without it, the build reads it as cased
   elif setup == "too_few_files":
     kwargs = {"num_processes": 2, "num_out_files": 1}
   elif setup == "zero_files":  # not taken for "the default"
@@ -429,7 +431,8 @@ def test_overwrite_replaces_everything(tmp_path, small_corpus, vocab_file):
   (out / "pretrain_data.tfrecord-0-of-9").write_text("stale")
   build_lib.build(config(small_corpus, vocab_file, out, overwrite=True, num_out_files=2))
   assert sorted(os.listdir(out)) == ["pretrain_data.tfrecord-0-of-2",
-                                     "pretrain_data.tfrecord-1-of-2"]
+                                     "pretrain_data.tfrecord-1-of-2",
+                                     "tokenizer_config.json"]
   assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -473,7 +476,8 @@ def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path):
                                        build=build_config.BuildConfig(progress=False))
   stats = prepare_lib.prepare(options, log=lambda *_: None)
   data = tmp_path / "data"
-  assert sorted(os.listdir(data)) == ["corpus", "pretrain_tfrecords", "vocab.txt"]
+  assert sorted(os.listdir(data)) == ["corpus", "pretrain_tfrecords",
+                                      "tokenizer_config.json", "vocab.txt"]
   text = (data / "corpus" / "python_docs.txt").read_text(encoding="utf-8")
   lines = [line for line in text.split("\n") if line]
   assert len(text.encode("utf-8")) >= 400_000 and len(lines) > 2000

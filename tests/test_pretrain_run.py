@@ -153,11 +153,12 @@ def test_debug_model_learns_then_eval_and_export(data):
       100: {k: v for k, v in results.items() if k != "global_step"}}
   assert os.listdir(os.path.join(config.model_dir, "eval"))
 
-  # Export: original names, loadable by the fine-tuning path, with config and vocab.
+  # Export: original names, loadable by the fine-tuning path, with config and vocab
+  # (and the text's normalisation: tests/test_languages.py).
   export = os.path.join(config.model_dir, trainer.EXPORT_DIR)
   assert sorted(n for n in os.listdir(export) if not n.endswith(".index") and
-                not n.startswith("model.ckpt-100.data")) == ["checkpoint", "config.json",
-                                                             "vocab.txt"]
+                not n.startswith("model.ckpt-100.data")) == [
+                    "checkpoint", "config.json", "tokenizer_config.json", "vocab.txt"]
   names = dict(tf.train.list_variables(os.path.join(export, "model.ckpt-100")))
   assert names["electra/embeddings/word_embeddings"] == [
       vocab_size, TINY_MODEL["embedding_size"]]

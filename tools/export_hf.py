@@ -33,13 +33,15 @@ def main(argv=None) -> int:
                       help="of a pre-trained checkpoint (default: discriminator)")
   parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
   parser.add_argument("--cased", action="store_true",
-                      help="the model's tokenizer keeps case and accents")
+                      help="the model's tokenizer keeps case and accents (for a model "
+                           "whose tokenizer_config.json records nothing, as a released "
+                           "one; one that records lower-casing refuses it)")
   args = parser.parse_args(argv)
   cli.check_given(parser, args, "checkpoint", "output")
 
   def write() -> int:
     kind = huggingface.export(args.checkpoint, args.output, args.part, args.vocab,
-                              not args.cased)
+                              args.cased)
     print(f"wrote {args.output} ({kind})")
     return 0
   return cli.run_command(write)

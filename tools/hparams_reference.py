@@ -111,7 +111,6 @@ MEANINGS = {
                               "below).",
     "embedding_size": "Width of the embeddings (null: the preset's).",
     "vocab_size": "Rows of the embeddings; follows vocab_file when left at its default.",
-    "do_lower_case": "The tokenizer lower-cases the text (and strips accents).",
     # The model's sizes.
     "hidden_size": "Width of the transformer layers.",
     "num_hidden_layers": "Transformer layers.",

@@ -44,7 +44,9 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0, help="--corrupt's random seed")
   parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
   parser.add_argument("--cased", action="store_true",
-                      help="the model's tokenizer keeps case and accents")
+                      help="the model's tokenizer keeps case and accents (for a model "
+                           "whose tokenizer_config.json records nothing, as a released "
+                           "one; one that records lower-casing refuses it)")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, seed=hparams.SEED)
   cli.check_given(parser, args, "checkpoint", "input")
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
   def score() -> int:
     from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
     lines = [args.text] if args.input is None else read_lines(args.input)
-    scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, not args.cased,
+    scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, args.cased,
                                     corrupt=args.corrupt)
     results = scorer.score(lines, args.seed if args.corrupt else None,
                            where=args.input or "--text")

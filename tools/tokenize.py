@@ -5,17 +5,21 @@
 
 Lines are split on "\\n" only (a trailing "\\r" stays part of the line's text); each
 output line is {"tokens": [...], "ids": [...]}. Invalid UTF-8 is replaced by U+FFFD
-(which BERT drops) and counted on stderr.
+(which BERT drops) and counted on stderr. The text is normalised as the vocabulary's
+tokenizer_config.json records (the original's, lower-casing and accent stripping, where
+there is none); the flags ask otherwise, for a vocabulary that records nothing.
 """
 
 import argparse
 import json
 import os
 import sys
+from typing import Optional
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from data_prep import corpus as corpus_lib  # pylint: disable=wrong-import-position
+from data_prep import normalization  # pylint: disable=wrong-import-position
 from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
 from util.files import atomic_write, check_output  # pylint: disable=wrong-import-position
@@ -23,16 +27,24 @@ from util.files import atomic_write, check_output  # pylint: disable=wrong-impor
 BATCH = 2000
 
 
-def tokenize_file(vocab_file: str, input_path: str, output_path: str, lower_case: bool,
-                  accents: bool) -> int:
-  """Writes the JSONL; returns the number of invalid UTF-8 bytes replaced."""
+FLAGS = {("do_lower_case", False): "--no-lower-case",
+         ("strip_accents", False): "--no-strip-accents"}
+
+
+def tokenize_file(vocab_file: str, input_path: str, output_path: str,
+                  lower_case: Optional[bool] = None,
+                  accents: Optional[bool] = None) -> int:
+  """Writes the JSONL; returns the number of invalid UTF-8 bytes replaced. `lower_case`,
+  `accents`: what the flags ask (None: nothing)."""
   from data_prep.tokenizer import Tokenizer
   if not os.path.isfile(input_path):
     raise ValueError(f"--input: {input_path} is not a file")
   check_output("--output", output_path, {"--input": input_path,
                                          "--vocab-file": vocab_file})
   vocab = load_vocab(vocab_file)
-  tokenizer = Tokenizer(vocab, lower_case, accents)
+  tokenizer = Tokenizer(vocab, *normalization.of_model(
+      vocab_file, lower_case=lower_case, strip_accents=accents,
+      asked=lambda name, value: FLAGS[name, value]))
   span = corpus_lib.Span(input_path, 0, os.path.getsize(input_path))
   invalid = 0
   with atomic_write(output_path) as out:
@@ -64,8 +76,10 @@ def main(argv=None) -> int:
   parser.add_argument("--vocab-file", required=True, help="BERT WordPiece vocab.txt")
   parser.add_argument("--input", required=True, help="UTF-8 text file")
   parser.add_argument("--output", required=True, help="JSONL file to write")
-  parser.add_argument("--no-lower-case", dest="lower_case", action="store_false")
-  parser.add_argument("--no-strip-accents", dest="accents", action="store_false")
+  parser.add_argument("--no-lower-case", dest="lower_case", action="store_false",
+                      default=None)
+  parser.add_argument("--no-strip-accents", dest="accents", action="store_false",
+                      default=None)
   args = parser.parse_args(argv)
   cli.check_given(parser, args, "vocab_file", "input", "output")
 

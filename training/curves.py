@@ -9,6 +9,7 @@ moving average; held-out eval metrics, when <model_dir>/eval_curve.jsonl holds t
 import json
 import math
 import os
+import warnings
 from typing import Dict, List, Optional
 
 from util import files
@@ -101,7 +102,10 @@ def save_figure(fig, png_path: str) -> Optional[str]:
   if fig is None:
     return None
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  with files.atomic_write(png_path, "wb") as f:
+  with files.atomic_write(png_path, "wb") as f, warnings.catch_warnings():
+    # A task's name in a script the font lacks (Hangul, kana) is drawn as boxes, once
+    # per character, not warned of: the results' files hold it as it is.
+    warnings.filterwarnings("ignore", "Glyph .* missing from font")
     fig.savefig(f, format="png")
   plt.close(fig)
   return png_path

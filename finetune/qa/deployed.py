@@ -52,5 +52,5 @@ class Reader:
         examples, windows, outputs, self.tokenizer.vocab.tokens,
         n_best_size=info["n_best_size"], max_answer_length=info["max_answer_length"],
         v2=info["v2"], answerable_classifier=info["answerable_classifier"],
-        lower_case=info["lower_case"])
+        lower_case=self.tokenizer.lower_case, accents=self.tokenizer.accents)
     return prediction_records(examples, predictions, info["v2"], info["qa_na_threshold"])

@@ -52,18 +52,18 @@ def _strip_spaces(text: str) -> Tuple[str, List[int]]:
   return "".join(text[i] for i in kept), kept
 
 
-def final_span(pred_text: str, orig_text: str, lower_case: bool = True
-               ) -> Tuple[int, int]:
+def final_span(pred_text: str, orig_text: str, lower_case: bool = True,
+               accents: bool = True) -> Tuple[int, int]:
   """[start, end) of the part of orig_text (original words) that the normalized
   pred_text covers.
 
-  pred_text comes from word pieces, so it is lower-cased, accent-free and split at
-  punctuation. orig_text is basic-tokenized the same way; when the two agree
-  character for character outside spaces, pred_text's place in it maps back onto
-  orig_text. Otherwise the whole orig_text is the answer.
+  pred_text comes from word pieces, so it is normalized (lower_case, accents: the
+  tokenizer's) and split at punctuation. orig_text is basic-tokenized the same way;
+  when the two agree character for character outside spaces, pred_text's place in it
+  maps back onto orig_text. Otherwise the whole orig_text is the answer.
   """
   whole = (0, len(orig_text))
-  tok_text = " ".join(basic_words(orig_text, lower_case, lower_case))
+  tok_text = " ".join(basic_words(orig_text, lower_case, accents))
   start = tok_text.find(pred_text)
   if start < 0:
     return whole
@@ -79,9 +79,10 @@ def final_span(pred_text: str, orig_text: str, lower_case: bool = True
           orig_positions[tok_to_stripped[end]] + 1)
 
 
-def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True) -> str:
+def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True,
+                   accents: bool = True) -> str:
   """The text of final_span: the answer in the context's own characters."""
-  start, end = final_span(pred_text, orig_text, lower_case)
+  start, end = final_span(pred_text, orig_text, lower_case, accents)
   return orig_text[start:end]
 
 
@@ -143,7 +144,7 @@ def _softmax(scores: Sequence[float]) -> np.ndarray:
 def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
                     vocab_tokens: Sequence[str], *, n_best_size: int,
                     max_answer_length: int, v2: bool, answerable_classifier: bool,
-                    lower_case: bool) -> Predictions:
+                    lower_case: bool, accents: bool = True) -> Predictions:
   """Every question's answer, n-best list and (SQuAD 2.0) null score."""
   input_ids = windows.arrays["input_ids"]
   bounds = np.searchsorted(windows.example_index, np.arange(len(examples) + 1))
@@ -174,7 +175,7 @@ def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
       pred_text = piece_text([vocab_tokens[i] for i in input_ids[window, start:end + 1]])
       to_word = windows.token_to_word[window]
       orig_text = " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1])
-      span = final_span(pred_text, orig_text, lower_case)
+      span = final_span(pred_text, orig_text, lower_case, accents)
       text = orig_text[span[0]:span[1]]
       if text not in seen:
         seen.add(text)

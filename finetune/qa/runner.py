@@ -85,8 +85,7 @@ class QARunner(TaskRunner):
                        f"{length}")
     return qa_head.SpanHead(
         c.joint_prediction, c.beam_size, c.answerable_classifier,
-        c.answerable_uses_start_logits,
-        name="task_specific/" + self.head_name.replace("/", "_"))
+        c.answerable_uses_start_logits, name=self.head_layer_name)
 
   @property
   def shortest_batch(self) -> int:
@@ -111,7 +110,7 @@ class QARunner(TaskRunner):
         self.tokenizer.vocab.tokens, n_best_size=c.n_best_size,
         max_answer_length=c.max_answer_length, v2=self.task.v2,
         answerable_classifier=c.answerable_classifier,
-        lower_case=self.config.do_lower_case)
+        lower_case=self.tokenizer.lower_case, accents=self.tokenizer.accents)
 
   def read_unlabeled(self, path):
     return qa_data.read_questions(path)

@@ -41,7 +41,7 @@ class SentenceRunner(TaskRunner):
   def make_head(self, model_config):
     outputs = 1 if self.task.is_regression else len(self.task.labels)
     return SentenceHead(outputs, model_config.hidden_dropout_prob,
-                        name="task_specific/" + self.head_name.replace("/", "_"))
+                        name=self.head_layer_name)
 
   def loss(self, outputs, batch):
     label = batch["label"]

@@ -37,8 +37,7 @@ class TaggingRunner(TaskRunner):
     return tagging_features.encode(self.tokenizer, examples, self.config.max_seq_length)
 
   def make_head(self, model_config):
-    return TaggingHead(len(self.labels),
-                       name="task_specific/" + self.head_name.replace("/", "_"))
+    return TaggingHead(len(self.labels), name=self.head_layer_name)
 
   def loss(self, outputs, batch):
     per_word = tf.nn.sparse_softmax_cross_entropy_with_logits(batch["word_labels"],

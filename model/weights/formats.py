@@ -41,14 +41,20 @@ class Weights:
   def model_config(self, part: str = "pair") -> ModelConfig:
     return self.format.model_config(self.location, part)
 
+  @property
+  def folder(self) -> str:
+    """The folder holding the weights, where their vocab.txt and the text's
+    normalisation (tokenizer_config.json) go."""
+    return self.location if os.path.isdir(self.location) else os.path.dirname(
+        self.location)
+
   def vocab(self, given: str = "") -> str:
     """`given`, else the vocab.txt that goes with the weights: beside them (ours, a
     released zip's, a Hugging Face directory's), where the format keeps it (a run's
     vocab_file), or the data dir's above an export/."""
     if given:
       return given
-    folder = self.location if os.path.isdir(self.location) else os.path.dirname(
-        self.location)
+    folder = self.folder
     candidates = [os.path.join(folder, "vocab.txt"), *self.format.vocab_files(
         self.location), os.path.join(folder, os.pardir, "vocab.txt")]
     for candidate in candidates:

@@ -134,14 +134,16 @@ def classification_labels(labels: List[str]) -> Dict[str, object]:
           "problem_type": "single_label_classification"}
 
 
-def tokenizer_files(lower_case: bool, max_length: int) -> Dict[str, Dict[str, object]]:
-  """tokenizer_config.json and special_tokens_map.json of BERT's WordPiece tokenizer;
-  accents are stripped exactly when lower-casing, as ours (strip_accents null)."""
+def tokenizer_files(lower_case: bool, strip_accents: bool, max_length: int
+                    ) -> Dict[str, Dict[str, object]]:
+  """tokenizer_config.json and special_tokens_map.json of BERT's WordPiece tokenizer,
+  normalising the text as ours (data_prep/normalization.py: accents stripped only when
+  lower-casing, which transformers reads the same way)."""
   special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
              "cls_token": "[CLS]", "mask_token": "[MASK]"}
   return {"tokenizer_config.json": {
               "tokenizer_class": "ElectraTokenizer", "do_lower_case": lower_case,
-              "strip_accents": None, "tokenize_chinese_chars": True,
+              "strip_accents": strip_accents, "tokenize_chinese_chars": True,
               "model_max_length": max_length, **special},
           "special_tokens_map.json": special}
 
