@@ -27,9 +27,8 @@ from export import registry
 from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, trainer
 from finetune.runner import scope_name
-from tests.conftest import shared_path
 from tests.export_helpers import call_in_clean_process, run_readers
-from tests.helpers import ADVERSARIAL, code_point_lines
+from tests.helpers import ADVERSARIAL, code_point_lines, shared_path
 from tools import tokenize as tokenize_tool
 
 KOREAN = ["한국어 자연어 처리는 재미있습니다.", "오늘 날씨가 정말 좋네요.", "이 영화는 정말 감동적이었어요.",
