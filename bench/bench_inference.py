@@ -389,7 +389,7 @@ def length_inputs(loaded, lengths) -> dict:
 
 
 def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
-            dev_examples: Optional[int] = None, lengths=None) -> dict:
+            dev_examples: Optional[int] = None, lengths=None, export_options=None) -> dict:
   """Writes the exports `forms` need and the dev inputs once (with `lengths`, the
   texts of those lengths instead); returns the task, its family, what scores the dev
   predictions and why each writer the model's family or head cannot take refuses it.
@@ -422,7 +422,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
             registry.DEPLOYMENT and not refusals[writer_of(f)]]
   if not os.path.isdir(export):
     registry.export(trial, export, [*deployment, *single], log=lambda _: None,
-                    variants=deployment)
+                    variants=deployment, **(export_options or {}))
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
   with atomic_write(os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)) as f:
@@ -435,17 +435,21 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
                 onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None,
-                lengths=None) -> list:
+                lengths=None, export_options=None) -> list:
+  """`export_options`: registry.export's keyword arguments (smoothing_alpha) other than
+  its defaults; the exports are rebuilt when they change."""
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
-  identity = model_identity(trial)
+  identity = {**model_identity(trial), **({"export": export_options} if export_options
+                                         else {})}
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
   reuse_or_clear(folder, identity, forms)
   try:
     task = child.measure(prepare, {"trial": trial, "folder": folder,
                                    "identity": identity, "forms": list(forms),
-                                   "dev_examples": dev_examples, "lengths": lengths})
+                                   "dev_examples": dev_examples, "lengths": lengths,
+                                   "export_options": export_options})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -598,9 +602,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="instead of the dev split: batch-1 latency on one text of each "
                       "of these lengths in tokens ([CLS] and [SEP] included), --examples "
                       "calls each (a sentence or tagging model)")
+  # Left out, the export's default (argparse.SUPPRESS: no attribute).
+  parser.add_argument("--smoothing-alpha", default=argparse.SUPPRESS,
+                      help="the calibrated forms' outlier migration (tools.export_lite's "
+                           "flag; default: its default)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
+  cli.check_fraction_or_none(parser, args, "smoothing_alpha")
   for trial in args.model_dir:
     if not os.path.isdir(trial):
       parser.error(f"--model-dir {trial}: no such directory; expected a fine-tuned "
@@ -618,7 +627,9 @@ def main(argv=None) -> int:
     for trial in args.model_dir:
       try:
         rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
-                           args.onednn, args.forms, args.dev_examples, args.lengths)
+                           args.onednn, args.forms, args.dev_examples, args.lengths,
+                           {"smoothing_alpha": args.smoothing_alpha}
+                           if hasattr(args, "smoothing_alpha") else None)
       except child.ChildFailed as e:  # the export's child: one line, as a refusal
         raise ValueError(str(e)) from None
       shown = length_table(rows, args.lengths) if args.lengths else table(rows)

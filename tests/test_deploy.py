@@ -243,7 +243,9 @@ def test_an_op_litert_lacks_is_named(finetuned):
     (["--output", "o", "--seed", "-1"],
      "--seed -1: expected an integer in [0, 4294967295]"),
     (["--output", "o", "--calibration-examples", "0"],
-     "--calibration-examples 0: expected an integer >= 1")])
+     "--calibration-examples 0: expected an integer >= 1"),
+    (["--output", "o", "--smoothing-alpha", "1.5"],
+     "--smoothing-alpha '1.5': expected a number from 0 to 1, or none")])
 def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as raised:
     export_lite.main(["--model-dir", str(tmp_path)] + flags)
@@ -362,12 +364,15 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
   """litert_mixed_int8: full int8 with each layer's residual sums float32 and its FFN
   output dense float32 in and out with int8 weights (the other dense layers int8 in
   and out); in a process without TensorFlow it keeps the float model's labels, and
-  padding stays masked. The float32 model, the calibrated forms' reference, is
-  converted once for both writers."""
+  padding stays masked. The float32 model is converted once, and so is the migrated
+  one (export/smoothing.py), the calibrated forms' reference, for both writers;
+  deploy.json names the migrated files."""
   _, trial = finetuned["glue/sst2"]
   out, printed, converted = sst2_export
   assert MIXED in printed
-  assert converted == ["float32", "dynamic_int8", "full_int8", "mixed_int8"]
+  assert converted == ["float32", "dynamic_int8", "float32", "full_int8", "mixed_int8"]
+  assert json.loads((out / "deploy.json").read_text())["smoothing_alpha"] == {
+      "model_full_int8.tflite": 0.5, MIXED: 0.5}
   finetuned_model = source.load_finetuned(trial)
   layers = finetuned_model.sizes.num_hidden_layers
   dense = {}

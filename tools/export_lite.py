@@ -3,14 +3,16 @@ other export form.
 
   python -m tools.export_lite --model-dir DIR --output OUT
       [--format litert|onnx|all|litert_mixed_int8|saved_model|huggingface|original[,...]]
-      [--calibration-examples N] [--data-dir DATA] [--seed S]
+      [--calibration-examples N] [--data-dir DATA] [--seed S] [--smoothing-alpha A|none]
 
 DIR is a fine-tuned model directory of run_finetuning.py (<model_dir>_<trial>) of one
 task: sentence classification or regression, tagging (chunking) or question answering
 (SQuAD 1.1/2.0, MRQA). OUT, a new folder, receives model_float32.tflite,
 model_dynamic_int8.tflite and model_full_int8.tflite (litert, the default; the full-int8
 model calibrated on N examples of the task's training split, read under DATA, by
-default the run's data_dir), model_float32.onnx and model_dynamic_int8.onnx (onnx),
+default the run's data_dir, its dense layers' input outliers first migrated into their
+weights with alpha A: export/smoothing.py), model_float32.onnx and
+model_dynamic_int8.onnx (onnx),
 both with "all"; with those, vocab.txt, deploy.json and reader.py, which tokenizes as
 the project does and runs a model file with ai-edge-litert or onnxruntime alone,
 giving --predict's records. litert_mixed_int8 (model_mixed_int8.tflite: full int8 with
@@ -24,7 +26,7 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from export import registry  # pylint: disable=wrong-import-position
+from export import registry, smoothing  # pylint: disable=wrong-import-position
 from util import cli, hparams  # pylint: disable=wrong-import-position
 
 
@@ -56,14 +58,19 @@ def main(argv=None) -> int:
   parser.add_argument("--data-dir", default="",
                       help="where the task's training split is (default: the run's)")
   parser.add_argument("--seed", type=int, default=0, help="of the calibration sample")
+  parser.add_argument("--smoothing-alpha", default=str(smoothing.DEFAULT_ALPHA),
+                      help="the calibrated forms' outlier migration into the weights "
+                           "(SmoothQuant's alpha, default %(default)s; none: off)")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
                   seed=hparams.SEED)
   cli.check_given(parser, args, "model_dir", "output")
+  cli.check_fraction_or_none(parser, args, "smoothing_alpha")
 
   def write() -> int:
     files = registry.export(args.model_dir, args.output, args.format,
-                            args.calibration_examples, args.data_dir, args.seed)
+                            args.calibration_examples, args.data_dir, args.seed,
+                            smoothing_alpha=args.smoothing_alpha)
     reader = (" and reader.py" if any(registry.WRITERS[f].READER for f in args.format)
               else "")
     print(f"wrote {args.output}: {', '.join(f.rsplit('/', 1)[-1] for f in files)}"
