@@ -2,7 +2,7 @@
 
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
       [--work-dir WORK] [--examples 200] [--dev-examples N] [--threads 1,2]
-      [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2]
+      [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2] [--smoothing-alpha A]
 
 The model is of any family the exports take, read from its run record: a sentence
 task's (classification or regression), a tagging task's (chunking) or a question
@@ -31,6 +31,8 @@ and a Markdown table per model.
 every form runs at the text's own length (the SavedModel and the reader pad a batch to
 its longest example only; the PyTorch peer, eager, takes the reader's inputs), so the
 table shows what a short text costs in each.
+--smoothing-alpha A: the calibrated forms exported with tools.export_lite's outlier
+migration (export/smoothing.py); their exports are rebuilt when A changes.
 """
 
 import argparse

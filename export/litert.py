@@ -1,7 +1,8 @@
 """LiteRT flatbuffers for ai-edge-litert: model_float32.tflite, model_dynamic_int8.tflite
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
-activations, their ranges calibrated on a seeded sample of the task's training split,
-the dense layers' input outliers first migrated into their weights: export/smoothing.py);
+activations, their ranges calibrated on a seeded sample of the task's training split;
+with the job's smoothing_alpha, the dense layers' input outliers first migrated into
+their weights: export/smoothing.py);
 to_litert also makes export/litert_mixed_int8.py's form.
 Each takes the family's token-ids inputs (export/families.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack

@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from export import bundle, folder as export_folder
 from export import huggingface, litert, litert_mixed_int8, onnx_files, original, saved_model
-from export import smoothing
 from export.families import DEPLOYABLE, Deployable
 from export.source import Finetuned, load_finetuned
 from finetune import tasks as task_registry
@@ -46,7 +45,7 @@ class Job:
 
   def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
                data_dir: str = "", seed: int = 0,
-               smoothing_alpha: Optional[float] = smoothing.DEFAULT_ALPHA):
+               smoothing_alpha: Optional[float] = None):
     self.finetuned = finetuned
     self.deployable: Deployable = DEPLOYABLE.get(finetuned.family.name)
     self.calibration_size, self.data_dir, self.seed = calibration_size, data_dir, seed
@@ -126,7 +125,7 @@ def _calibrated(writer, variants) -> bool:
 def export(model_dir: str, output: str, forms: List[str], calibration_size: int = 256,
            data_dir: str = "", seed: int = 0, log=print,
            variants: Optional[Dict[str, Sequence[str]]] = None,
-           smoothing_alpha: Optional[float] = smoothing.DEFAULT_ALPHA) -> List[str]:
+           smoothing_alpha: Optional[float] = None) -> List[str]:
   """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
   fine-tuned model in `model_dir`, of a writer named in `variants` only those of its
   FORMS, the calibrated forms' outliers migrated with `smoothing_alpha` (None: not);

@@ -101,7 +101,7 @@ def test_migration_brings_full_int8_closer_to_float_on_an_outlier(stsb_trial, tm
   layers.intermediate.kernel.assign(kernel)
   errors, logged = {}, []
   for alpha in (None, 0.5):
-    job = registry.Job(finetuned, calibration_size=64, smoothing_alpha=alpha)
+    job = registry.Job(finetuned, calibration_size=32, smoothing_alpha=alpha)
     folder = tmp_path / str(alpha)
     folder.mkdir()
     assert litert.write(job, str(folder), logged.append, forms=("float32", "full_int8")) \
