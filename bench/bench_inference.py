@@ -391,7 +391,8 @@ def length_inputs(loaded, lengths) -> dict:
 
 
 def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
-            dev_examples: Optional[int] = None, lengths=None, export_options=None) -> dict:
+            dev_examples: Optional[int] = None, lengths=None,
+            smoothing_alpha: Optional[float] = None) -> dict:
   """Writes the exports `forms` need and the dev inputs once (with `lengths`, the
   texts of those lengths instead); returns the task, its family, what scores the dev
   predictions and why each writer the model's family or head cannot take refuses it.
@@ -424,7 +425,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
             registry.DEPLOYMENT and not refusals[writer_of(f)]]
   if not os.path.isdir(export):
     registry.export(trial, export, [*deployment, *single], log=lambda _: None,
-                    variants=deployment, **(export_options or {}))
+                    variants=deployment, smoothing_alpha=smoothing_alpha)
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
   with atomic_write(os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)) as f:
@@ -437,13 +438,13 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
                 onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None,
-                lengths=None, export_options=None) -> list:
-  """`export_options`: registry.export's keyword arguments (smoothing_alpha) other than
-  its defaults; the exports are rebuilt when they change."""
+                lengths=None, smoothing_alpha: Optional[float] = None) -> list:
+  """`smoothing_alpha`: the exports' outlier migration (registry.export's); they are
+  rebuilt when it changes."""
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
-  identity = {**model_identity(trial), **({"export": export_options} if export_options
-                                         else {})}
+  identity = {**model_identity(trial), **({} if smoothing_alpha is None
+                                         else {"smoothing_alpha": smoothing_alpha})}
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
   reuse_or_clear(folder, identity, forms)
@@ -451,7 +452,7 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
     task = child.measure(prepare, {"trial": trial, "folder": folder,
                                    "identity": identity, "forms": list(forms),
                                    "dev_examples": dev_examples, "lengths": lengths,
-                                   "export_options": export_options})
+                                   "smoothing_alpha": smoothing_alpha})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -604,10 +605,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="instead of the dev split: batch-1 latency on one text of each "
                       "of these lengths in tokens ([CLS] and [SEP] included), --examples "
                       "calls each (a sentence or tagging model)")
-  # Left out, the export's default (argparse.SUPPRESS: no attribute).
-  parser.add_argument("--smoothing-alpha", default=argparse.SUPPRESS,
+  parser.add_argument("--smoothing-alpha", default="none",
                       help="the calibrated forms' outlier migration (tools.export_lite's "
-                           "flag; default: its default)")
+                           "flag; default none)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
@@ -630,8 +630,7 @@ def main(argv=None) -> int:
       try:
         rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
                            args.onednn, args.forms, args.dev_examples, args.lengths,
-                           {"smoothing_alpha": args.smoothing_alpha}
-                           if hasattr(args, "smoothing_alpha") else None)
+                           args.smoothing_alpha)
       except child.ChildFailed as e:  # the export's child: one line, as a refusal
         raise ValueError(str(e)) from None
       shown = length_table(rows, args.lengths) if args.lengths else table(rows)

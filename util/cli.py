@@ -86,9 +86,7 @@ def check_flags(parser, args, **rules) -> None:
 
 def check_fraction_or_none(parser, args, dest: str) -> None:
   """Reads the text flag `dest` as a number from 0 to 1, or "none" (None); refuses
-  anything else (parser.error). A flag left out (no attribute) stays so."""
-  if not hasattr(args, dest):
-    return
+  anything else (parser.error)."""
   value = getattr(args, dest)
   if value == "none":
     setattr(args, dest, None)
