@@ -2,7 +2,7 @@
 
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
       [--work-dir WORK] [--examples 200] [--dev-examples N] [--threads 1,2]
-      [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2]
+      [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2] [--smoothing-alpha A]
 
 The model is of any family the exports take, read from its run record: a sentence
 task's (classification or regression), a tagging task's (chunking) or a question
@@ -31,6 +31,8 @@ and a Markdown table per model.
 every form runs at the text's own length (the SavedModel and the reader pad a batch to
 its longest example only; the PyTorch peer, eager, takes the reader's inputs), so the
 table shows what a short text costs in each.
+--smoothing-alpha A: the calibrated forms exported with tools.export's outlier
+migration (export/smoothing.py); their exports are rebuilt when A changes.
 """
 
 import argparse
@@ -389,7 +391,8 @@ def length_inputs(loaded, lengths) -> dict:
 
 
 def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
-            dev_examples: Optional[int] = None, lengths=None) -> dict:
+            dev_examples: Optional[int] = None, lengths=None,
+            smoothing_alpha: Optional[float] = None) -> dict:
   """Writes the exports `forms` need and the dev inputs once (with `lengths`, the
   texts of those lengths instead); returns the task, its family, what scores the dev
   predictions and why each writer the model's family or head cannot take refuses it.
@@ -422,7 +425,7 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
             registry.DEPLOYMENT and not refusals[writer_of(f)]]
   if not os.path.isdir(export):
     registry.export(trial, export, [*deployment, *single], log=lambda _: None,
-                    variants=deployment)
+                    variants=deployment, smoothing_alpha=smoothing_alpha)
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
   with atomic_write(os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)) as f:
@@ -435,17 +438,21 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
                 onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None,
-                lengths=None) -> list:
+                lengths=None, smoothing_alpha: Optional[float] = None) -> list:
+  """`smoothing_alpha`: the exports' outlier migration (registry.export's); they are
+  rebuilt when it changes."""
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
-  identity = model_identity(trial)
+  identity = {**model_identity(trial), **({} if smoothing_alpha is None
+                                         else {"smoothing_alpha": smoothing_alpha})}
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
   reuse_or_clear(folder, identity, forms)
   try:
     task = child.measure(prepare, {"trial": trial, "folder": folder,
                                    "identity": identity, "forms": list(forms),
-                                   "dev_examples": dev_examples, "lengths": lengths})
+                                   "dev_examples": dev_examples, "lengths": lengths,
+                                   "smoothing_alpha": smoothing_alpha})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -598,9 +605,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="instead of the dev split: batch-1 latency on one text of each "
                       "of these lengths in tokens ([CLS] and [SEP] included), --examples "
                       "calls each (a sentence or tagging model)")
+  parser.add_argument("--smoothing-alpha", default="none",
+                      help="the calibrated forms' outlier migration (tools.export's "
+                           "flag; default none)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
+  cli.check_fraction_or_none(parser, args, "smoothing_alpha")
   for trial in args.model_dir:
     if not os.path.isdir(trial):
       parser.error(f"--model-dir {trial}: no such directory; expected a fine-tuned "
@@ -618,7 +629,8 @@ def main(argv=None) -> int:
     for trial in args.model_dir:
       try:
         rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
-                           args.onednn, args.forms, args.dev_examples, args.lengths)
+                           args.onednn, args.forms, args.dev_examples, args.lengths,
+                           args.smoothing_alpha)
       except child.ChildFailed as e:  # the export's child: one line, as a refusal
         raise ValueError(str(e)) from None
       shown = length_table(rows, args.lengths) if args.lengths else table(rows)

@@ -1,6 +1,8 @@
 """LiteRT flatbuffers for ai-edge-litert: model_float32.tflite, model_dynamic_int8.tflite
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
-activations, their ranges calibrated on a seeded sample of the task's training split);
+activations, their ranges calibrated on a seeded sample of the task's training split;
+with the job's smoothing_alpha, the dense layers' input outliers first migrated into
+their weights: export/smoothing.py);
 to_litert also makes export/litert_mixed_int8.py's form.
 Each takes the family's token-ids inputs (export/families.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
@@ -14,7 +16,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from export import folder as export_folder
+from export import folder as export_folder, smoothing
 from util import stderr
 
 NAME = "litert"
@@ -41,15 +43,39 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
   for form in forms:
     name = file_name(form)
     path = os.path.join(folder, name)
-    calibrated = form in CALIBRATED_FORMS
-    export_folder.write_file(path, job.litert_float32 if form == "float32" else to_litert(
-        job.function, job.finetuned.model.variables, form,
-        job.calibration if calibrated else None,
-        job.head_scope if job.deployable.float_head else "",
-        job.litert_float32 if calibrated else None))
+    if form == "float32":
+      model = job.litert_float32
+    elif form not in CALIBRATED_FORMS:
+      model = to_litert(job.function, job.finetuned.model.variables, form)
+    else:
+      model = _calibrated(job, form)
+      if job.smoothing_alpha is not None:
+        job.smoothed[name] = job.smoothing_alpha
+    export_folder.write_file(path, model)
     written.append(name)
-    log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)")
+    log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)"
+        + (f", outliers migrated (alpha {job.smoothing_alpha})" if name in job.smoothed
+           else ""))
   return written
+
+
+def _calibrated(job, form: str) -> bytes:
+  """The job's model in a calibrated form, its dense layers' input outliers migrated into
+  their weights first (export/smoothing.py) unless the job's smoothing_alpha is None."""
+  model = job.finetuned.model
+  float_scope = job.head_scope if job.deployable.float_head else ""
+  if job.smoothing_alpha is None:
+    return to_litert(job.function, model.variables, form, job.calibration, float_scope,
+                     job.litert_float32)
+  with smoothing.migrated(model, model.encoder.transformer_layers, job.calibration,
+                          job.smoothing_alpha):
+    # Traced anew inside: the job's function computes the model as it was. The
+    # migrated model's float32 flatbuffer names its nodes, once for both forms.
+    function = job.model_function()
+    if job.smoothed_float32 is None:
+      job.smoothed_float32 = to_litert(function, model.variables, "float32")
+    return to_litert(function, model.variables, form, job.calibration, float_scope,
+                     job.smoothed_float32)
 
 
 # Kept float32 in the full-int8 model (matched on the float model's tensor names):
@@ -67,10 +93,13 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
 #   electra_small's time) and split the graph into 116 delegate partitions; in float32
 #   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
 #   tools.litert_ops lists them).
+# - the migrated model's division of the dense layers' inputs (export/smoothing.py): in
+#   int8 its input would take the outliers' range it is there to remove.
 _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"
-                          r"|self_attention/einsum(_1)?/Einsum\d*$")
+                          r"|self_attention/einsum(_1)?/Einsum\d*$"
+                          rf"|/{smoothing.SCOPE}/(mul|Maximum)$")
 # Also kept float32 in mixed_int8: each layer's FFN output dense (its weights int8:
 # int8_outlier_dense_weights) and the two residual sums, where a real pre-trained
 # encoder's outlier dimensions are (all-MiniLM-L6-v2: |x| up to 221 where the typical

@@ -1,6 +1,6 @@
 """LiteRT's full-int8 form for a real pre-trained encoder: model_mixed_int8.tflite,
 calibrated as full int8 (the same seeded sample of the task's training split, the same
-nodes float32) with each layer's residual sums float32 and its FFN output dense float32
+nodes float32, the same outlier migration when asked) with each layer's residual sums float32 and its FFN output dense float32
 in and out with int8 weights, where such encoders' activation outliers are that
 per-tensor int8 activations clip (export/litert.py's _OUTLIER_NODES and
 int8_outlier_dense_weights; bench/RESULTS.md has the measurements). Full int8's size;

@@ -44,10 +44,16 @@ class Job:
   float32 flatbuffer)."""
 
   def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
-               data_dir: str = "", seed: int = 0):
+               data_dir: str = "", seed: int = 0,
+               smoothing_alpha: Optional[float] = None):
     self.finetuned = finetuned
     self.deployable: Deployable = DEPLOYABLE.get(finetuned.family.name)
     self.calibration_size, self.data_dir, self.seed = calibration_size, data_dir, seed
+    # The calibrated forms' outlier migration (export/smoothing.py; None: none), and the
+    # files written migrated, each with its alpha (deploy.json says so).
+    self.smoothing_alpha = smoothing_alpha
+    self.smoothed: Dict[str, float] = {}
+    self.smoothed_float32: Optional[bytes] = None  # the migrated model's, for LiteRT
 
   def deployment_refusal(self, form: str) -> str:
     """Why `form` (a token-ids model read by the reader) cannot take this model."""
@@ -59,7 +65,12 @@ class Job:
 
   @functools.cached_property
   def function(self):
-    """The model as a tf.function of its family's token-ids inputs, its outputs the
+    """The model as a tf.function of its family's token-ids inputs (model_function's),
+    traced once for every form."""
+    return self.model_function()
+
+  def model_function(self):
+    """The model as a new tf.function of its family's token-ids inputs, its outputs the
     family's (declared in export/families.py). Their token axis is free (None) where the
     family's batches are cut to their longest example (its runner's token_features),
     so the files convert with a dynamic sequence axis; QA's stays max_seq_length. (In
@@ -113,10 +124,12 @@ def _calibrated(writer, variants) -> bool:
 
 def export(model_dir: str, output: str, forms: List[str], calibration_size: int = 256,
            data_dir: str = "", seed: int = 0, log=print,
-           variants: Optional[Dict[str, Sequence[str]]] = None) -> List[str]:
+           variants: Optional[Dict[str, Sequence[str]]] = None,
+           smoothing_alpha: Optional[float] = None) -> List[str]:
   """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
   fine-tuned model in `model_dir`, of a writer named in `variants` only those of its
-  FORMS; returns their paths. Every refusal comes before anything is written."""
+  FORMS, the calibrated forms' outliers migrated with `smoothing_alpha` (None: not);
+  returns their paths. Every refusal comes before anything is written."""
   unknown = [form for form in forms if form not in WRITERS]
   if unknown:
     raise ValueError(f"unknown export form {', '.join(unknown)}; expected one of "
@@ -140,7 +153,7 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
   if target.startswith(source + os.sep):  # (a folder that is no model's may hold it)
     raise ValueError(f"--output {output} is inside the model dir {model_dir}, an input "
                      "of this command; give a new folder outside it")
-  job = Job(finetuned, calibration_size, data_dir, seed)
+  job = Job(finetuned, calibration_size, data_dir, seed, smoothing_alpha)
   writers = [WRITERS[form] for form in forms]
   for writer in writers:
     reason = writer.refusal(job)
@@ -161,6 +174,6 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
       doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")
       calibrated = ("calibration" in job.__dict__) and len(
           next(iter(job.calibration.values())))
-      bundle.write(finetuned, job.deployable, tmp, written, int(calibrated))
+      bundle.write(finetuned, job.deployable, tmp, written, int(calibrated), job.smoothed)
   export_folder.write_new(output, fill, log)
   return [os.path.join(output, name) for name in written]

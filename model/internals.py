@@ -7,7 +7,8 @@ fixed here. Everything else reaches them through these functions.
   _output_dense, _output_layer_norm, _attention_dropout and _output_dropout, and Keras'
   MultiHeadAttention its projections as _query_dense, _key_dense, _value_dense and
   _output_dense (its softmax's dropout as _dropout_layer, made by _build_from_signature
-  at its first call unless called before): block_layers, replace_block_dropouts; its
+  at its first call unless called before): block_layers, replace_block_dropouts,
+  swap_block_input_dense; its
   settings (_norm_first, _use_bias, _key_dim, _norm_epsilon, ...): plain_post_layer_norm,
   attention_scale, norm_epsilon.
 - Keras' Dropout draws from a _random_generator (a RandomGenerator whose
@@ -117,6 +118,29 @@ def replace_block_dropouts(block, input_shape, make_dropout):
     old = getattr(owner, name)
     delattr(owner, name)  # Keras then stops tracking it (a plain assignment would not)
     setattr(owner, name, make_dropout(old))
+
+
+# The dense layers reading a block's input or its attention's LayerNorm, by
+# BlockLayers' names: where each is kept.
+_INPUT_DENSE = {"query": ("_attention_layer", "_query_dense"),
+                "key": ("_attention_layer", "_key_dense"),
+                "value": ("_attention_layer", "_value_dense"),
+                "intermediate": ("", "_intermediate_dense")}
+
+
+def swap_block_input_dense(block, name: str, layer):
+  """Puts `layer` where `block` keeps its dense layer `name` (query, key, value or
+  intermediate) and returns the one it held. Keras does not track the swap: the model's
+  variables, their order and its checkpoints stay as they were."""
+  owner_name, attribute = _INPUT_DENSE[name]
+  owner = getattr(block, owner_name) if owner_name else block
+  held = getattr(owner, attribute)
+  owner._self_setattr_tracking = False  # pylint: disable=protected-access
+  try:
+    setattr(owner, attribute, layer)
+  finally:
+    owner._self_setattr_tracking = True  # pylint: disable=protected-access
+  return held
 
 
 def create_slots(optimizer, variables):

@@ -35,6 +35,8 @@ def bench(*flags: str) -> subprocess.CompletedProcess:
      "least 1, comma-separated, such as 1,2"),
     (["--sentences", "0"], "--examples 0: expected an integer >= 1"),
     (["--dev-examples", "0"], "--dev-examples 0: expected an integer >= 1"),
+    (["--smoothing-alpha", "x"], "--smoothing-alpha 'x': expected a number from 0 to 1, "
+     "or none"),
     (["--lengths", "10,1"], "argument --lengths: '10,1': expected lengths in tokens of "
      "at least 2, comma-separated, such as 10,25,128"),
     (["--forms", "LiteRT"], "argument --forms: 'LiteRT': expected form names, "

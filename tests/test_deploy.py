@@ -40,25 +40,26 @@ def finetuned(tmp_path_factory):
 MIXED = "model_mixed_int8.tflite"
 
 
-def export_all(trial, output, formats):
-  """tools.export_lite of `trial` in `formats` (64 calibration examples) to `output`:
-  (what it printed, the LiteRT conversions it made, in order)."""
+def export_all(trial, output, formats, *flags):
+  """tools.export_lite of `trial` in `formats` (64 calibration examples; `flags`) to
+  `output`: (what it printed, the LiteRT conversions it made, in order)."""
   converted, to_litert, printed = [], litert.to_litert, io.StringIO()
   with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
     patch.setattr(litert, "to_litert", lambda *args, **kwargs: converted.append(
         args[2]) or to_litert(*args, **kwargs))
     assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
-                             formats, "--calibration-examples", "64"]) == 0
+                             formats, "--calibration-examples", "64", *flags]) == 0
   return printed.getvalue(), converted
 
 
 @pytest.fixture(scope="module")
 def sst2_export(finetuned, tmp_path_factory):
   """(folder, export_all's printed lines and conversions) of the SST-2 model in every
-  deployment form and litert_mixed_int8, which two tests read."""
+  deployment form and litert_mixed_int8, the calibrated forms' outliers migrated
+  (export/smoothing.py: alpha 0.5), which two tests read."""
   output = tmp_path_factory.mktemp("sst2") / "export"
   return (output, *export_all(finetuned["glue/sst2"][1], output,
-                              "all,litert_mixed_int8"))
+                              "all,litert_mixed_int8", "--smoothing-alpha", "0.5"))
 
 
 @pytest.mark.parametrize("task", list(GLUE_FOLDERS))
@@ -70,6 +71,9 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
     output = tmp_path / "export"
     printed, _ = export_all(trial, output, "all")
   assert f"wrote {output}" in printed
+  # deploy.json names the files whose outliers were migrated (SST-2's only).
+  assert json.loads((output / "deploy.json").read_text())["smoothing_alpha"] == (
+      {"model_full_int8.tflite": 0.5, MIXED: 0.5} if task == "glue/sst2" else {})
   finetuner = trainer.Finetuner(config, log=lambda _: None)
   dev = finetuner.split(0, "dev")
   texts = {"a": [e.text_a for e in dev.examples]}
@@ -243,7 +247,9 @@ def test_an_op_litert_lacks_is_named(finetuned):
     (["--output", "o", "--seed", "-1"],
      "--seed -1: expected an integer in [0, 4294967295]"),
     (["--output", "o", "--calibration-examples", "0"],
-     "--calibration-examples 0: expected an integer >= 1")])
+     "--calibration-examples 0: expected an integer >= 1"),
+    (["--output", "o", "--smoothing-alpha", "1.5"],
+     "--smoothing-alpha '1.5': expected a number from 0 to 1, or none")])
 def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as raised:
     export_lite.main(["--model-dir", str(tmp_path)] + flags)
@@ -371,12 +377,12 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
   """litert_mixed_int8: full int8 with each layer's residual sums float32 and its FFN
   output dense float32 in and out with int8 weights (the other dense layers int8 in
   and out); in a process without TensorFlow it keeps the float model's labels, and
-  padding stays masked. The float32 model, the calibrated forms' reference, is
-  converted once for both writers."""
+  padding stays masked. The float32 model is converted once, and so is the migrated
+  one (export/smoothing.py), the calibrated forms' reference, for both writers."""
   _, trial = finetuned["glue/sst2"]
   out, printed, converted = sst2_export
   assert MIXED in printed
-  assert converted == ["float32", "dynamic_int8", "full_int8", "mixed_int8"]
+  assert converted == ["float32", "dynamic_int8", "float32", "full_int8", "mixed_int8"]
   finetuned_model = source.load_finetuned(trial)
   layers = finetuned_model.sizes.num_hidden_layers
   dense = {}

@@ -84,6 +84,23 @@ def check_flags(parser, args, **rules) -> None:
       parser.error(str(e))
 
 
+def check_fraction_or_none(parser, args, dest: str) -> None:
+  """Reads the text flag `dest` as a number from 0 to 1, or "none" (None); refuses
+  anything else (parser.error)."""
+  value = getattr(args, dest)
+  if value == "none":
+    setattr(args, dest, None)
+    return
+  try:
+    number = float(value)
+  except ValueError:
+    number = -1.0
+  if not 0 <= number <= 1:
+    parser.error(f"--{dest.replace('_', '-')} {value!r}: expected a number from 0 to 1, "
+                 "or none")
+  setattr(args, dest, number)
+
+
 def check_given(parser, args, *dests: str) -> None:
   """Refuses (parser.error) an empty path flag, which would fail only once the work is
   done, naming a temporary file or nothing (not for a flag whose default is "")."""
