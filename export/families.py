@@ -28,7 +28,7 @@ class Deployable:
   # imports are shipped (numpy only).
   reader: str
   # The exported model's inputs, each int32 [B, L]: L the batch's longest example, or
-  # max_seq_length for a family whose batches keep it (QA; export/registry.py Job.function).
+  # max_seq_length where `fixed_length` (export/registry.py Job.model_function).
   inputs: Tuple[str, ...]
   # (model, head outputs) -> the exported model's outputs (named tensors, TensorFlow).
   outputs: Callable[[Finetuned, object], Dict[str, tf.Tensor]]
@@ -40,6 +40,9 @@ class Deployable:
   # that int8 cannot hold (QA's -1000 on the positions outside the context: calibrated
   # to int8, every real logit became one value and no int8 answer was --predict's).
   float_head: bool = False
+  # True when the files keep max_seq_length: QA's joint head, at a free length, converts
+  # to a strided slice (a new axis over a free one) LiteRT has no builtin kernel for.
+  fixed_length: bool = False
 
 
 def _sentence_info(finetuned: Finetuned) -> Dict[str, object]:
@@ -81,5 +84,5 @@ DEPLOYABLE = {
         info=lambda finetuned: {"v2": finetuned.task.v2,
                                 **{k: getattr(finetuned.runner.settings, k)
                                    for k in QA_FIELDS}},
-        float_head=True),
+        float_head=True, fixed_length=True),
 }

@@ -71,14 +71,14 @@ class Job:
 
   def model_function(self):
     """The model as a new tf.function of its family's token-ids inputs, its outputs the
-    family's (declared in export/families.py). Their token axis is free (None) where the
-    family's batches are cut to their longest example (its runner's token_features),
-    so the files convert with a dynamic sequence axis; QA's stays max_seq_length. (In
+    family's (declared in export/families.py). Their token axis is free (None), so the
+    files convert with a dynamic sequence axis, unless the family's files keep
+    max_seq_length (its Deployable's fixed_length: QA). (In
     LiteRT the reshapes whose shapes follow a free axis leave XNNPACK, between its
     partitions; such a file ran about as fast as one converted at full length, and much
     faster on short inputs: bench/RESULTS.md, "Inference at the input's length".)"""
     finetuned, deployable = self.finetuned, self.deployable
-    length = None if finetuned.runner.token_features else finetuned.max_seq_length
+    length = finetuned.max_seq_length if deployable.fixed_length else None
     spec = [tf.TensorSpec([None, length], tf.int32, name=name)
             for name in deployable.inputs]
     model, head = finetuned.model, finetuned.runner.head_name
