@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import filelock
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from data_prep import records
 from data_prep.tokenizer import Tokenizer
@@ -25,7 +27,8 @@ from model.dropout import dropout_generators
 from pretrain.config import load_config
 from pretrain.model import SpecialTokens
 from tests import numpy_electra
-from training.runtime import loopback_cluster, use_checkpointed_dropout
+from training.loop import LoopSettings, TrainLoop
+from training.runtime import loopback_cluster, stateless_seed, use_checkpointed_dropout
 
 
 # The checkout (as conftest.py puts it on sys.path) and the shared data beside it.
@@ -92,6 +95,66 @@ def run_lock_held_elsewhere(directory):
     holder.kill()
     holder.wait()
     holder.stdout.close()
+
+
+# The training loop (training/loop.py) on a toy regression model; the multi-worker
+# tests' workers run it too.
+def toy_dataset(batch_size=8):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 5)).astype(np.float32)
+  y = (x @ rng.normal(size=(5, 1)) + 0.1).astype(np.float32)
+  return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).shuffle(
+      64, seed=1).repeat().batch(batch_size, drop_remainder=True)
+
+
+def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
+  """MSE plus (optionally) noise drawn from the stateless per-step seed."""
+  def loss_fn(model, batch, step, replica_id, micro_step):
+    pred = model(batch["x"], training=True)
+    loss = tf.reduce_mean(tf.square(pred - batch["y"]))
+    if noisy:
+      seed = stateless_seed(7, step, replica_id, micro_step)
+      loss += 0.01 * tf.random.stateless_normal([], seed)
+    if nan_from_step is not None:
+      loss *= tf.where(step >= nan_from_step, float("nan"), 1.0)
+    if signal_at_step is not None:
+      def send(s):
+        if int(s) == signal_at_step:
+          os.kill(os.getpid(), signal.SIGTERM)
+        return s
+      tf.py_function(send, [step], tf.int64)
+    return loss, {"mse": loss}
+  return loss_fn
+
+
+def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
+              batch_size=8, settings=None, **loss_options):
+  """Builds the toy model and trains it to num_steps (more LoopSettings in `settings`);
+  returns (weights, loop)."""
+  use_checkpointed_dropout(3)
+  strategy = strategy or tf.distribute.get_strategy()
+  with strategy.scope():
+    model = tf_keras.Sequential([tf_keras.layers.Dense(16, activation="relu"),
+                                 tf_keras.layers.Dropout(dropout),
+                                 tf_keras.layers.Dense(1)])
+    model.build([None, 5])
+    optimizer = tf_keras.optimizers.legacy.Adam(0.05)
+  loss_fn = toy_loss(**loss_options)
+  loop_settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
+                               save_checkpoints_steps=2, keep_checkpoint_max=3,
+                               log_every_steps=1,
+                               gradient_accumulation_steps=accumulation, **(settings or {}))
+  loop = TrainLoop(strategy, model, optimizer,
+                            lambda *args: loss_fn(model, *args), loop_settings)
+  def dataset_fn(context):
+    # Each worker takes its consecutive share of the global batch, as tf.distribute
+    # splits one worker's batch over its local replicas.
+    share = batch_size // context.num_input_pipelines
+    first = context.input_pipeline_id * share
+    return toy_dataset(batch_size).map(
+        lambda b: {k: v[first:first + share] for k, v in b.items()})
+  loop.run(dataset_fn)
+  return [w.numpy() for w in model.weights], loop
 
 
 # Pre-training records: the shared corpus as TFRecords and a vocabulary of its tokens.

@@ -53,11 +53,12 @@ def data_dir(data):
   return data[0]
 
 
+BASE_VALUES = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 16,
+               "log_every_steps": 5, "num_warmup_steps": 10, "learning_rate": 2e-3}
+
+
 def config_for(data_dir, name, **overrides):
-  values = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 16,
-            "log_every_steps": 5, "num_warmup_steps": 10, "learning_rate": 2e-3,
-            **overrides}
-  return load_config(name, data_dir, values)
+  return load_config(name, data_dir, {**BASE_VALUES, **overrides})
 
 
 def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
@@ -422,14 +423,12 @@ import json, os, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from pretrain import trainer
-from tests import test_pretrain_run as t
-from training.curves import CURVES_NAME, LOG_NAME, read_log
-from training.loop import TrainingInterrupted
+from pretrain.config import load_config
+from training.curves import LOG_NAME, read_log
 losses = {}
 for strategy in ("default", "mirrored"):
-  config = t.config_for(sys.argv[1], "mirror_" + strategy, num_train_steps=3,
-                        log_every_steps=1, distribution_strategy=strategy,
-                        electra_objective=False, **t.NO_DROPOUT_TINY_MODEL)
+  config = load_config("mirror_" + strategy, sys.argv[1],
+                       {**json.loads(sys.argv[2]), "distribution_strategy": strategy})
   trainer.run(config)
   log = read_log(os.path.join(config.model_dir, LOG_NAME))
   losses[strategy] = [log[s]["loss"] for s in (1, 2, 3)]
@@ -455,8 +454,10 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
                 sequences, SEQ, masks)
   (root / "vocab.txt").write_text(open(os.path.join(data_dir, "vocab.txt"),
                                        encoding="utf-8").read(), encoding="utf-8")
-  out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(root)],
-                       capture_output=True, text=True)
+  values = {**BASE_VALUES, "num_train_steps": 3, "log_every_steps": 1,
+            "electra_objective": False, **NO_DROPOUT_TINY_MODEL}
+  out = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(root),
+                        json.dumps(values)], capture_output=True, text=True)
   assert out.returncode == 0, out.stderr[-3000:]
   losses = json.loads(out.stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)

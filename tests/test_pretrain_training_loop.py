@@ -6,77 +6,17 @@ the real pre-training model end to end (MirroredStrategy over two CPUs included)
 
 import json
 import os
-import signal
 import socket
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-import tf_keras
 
+from tests.helpers import start_workers, train_toy, wait_for_workers
 from training.curves import CURVES_NAME, LOG_NAME, read_log
-from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
-from training.runtime import (EPHEMERAL_PORTS, loopback_cluster, make_strategy,
-                              stateless_seed, use_checkpointed_dropout)
-
-
-def toy_dataset(batch_size=8):
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(64, 5)).astype(np.float32)
-  y = (x @ rng.normal(size=(5, 1)) + 0.1).astype(np.float32)
-  return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).shuffle(
-      64, seed=1).repeat().batch(batch_size, drop_remainder=True)
-
-
-def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
-  """MSE plus (optionally) noise drawn from the stateless per-step seed."""
-  def loss_fn(model, batch, step, replica_id, micro_step):
-    pred = model(batch["x"], training=True)
-    loss = tf.reduce_mean(tf.square(pred - batch["y"]))
-    if noisy:
-      seed = stateless_seed(7, step, replica_id, micro_step)
-      loss += 0.01 * tf.random.stateless_normal([], seed)
-    if nan_from_step is not None:
-      loss *= tf.where(step >= nan_from_step, float("nan"), 1.0)
-    if signal_at_step is not None:
-      def send(s):
-        if int(s) == signal_at_step:
-          os.kill(os.getpid(), signal.SIGTERM)
-        return s
-      tf.py_function(send, [step], tf.int64)
-    return loss, {"mse": loss}
-  return loss_fn
-
-
-def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
-              batch_size=8, settings=None, **loss_options):
-  """Builds the toy model and trains it to num_steps (more LoopSettings in `settings`);
-  returns (weights, loop)."""
-  use_checkpointed_dropout(3)
-  strategy = strategy or tf.distribute.get_strategy()
-  with strategy.scope():
-    model = tf_keras.Sequential([tf_keras.layers.Dense(16, activation="relu"),
-                                 tf_keras.layers.Dropout(dropout),
-                                 tf_keras.layers.Dense(1)])
-    model.build([None, 5])
-    optimizer = tf_keras.optimizers.legacy.Adam(0.05)
-  loss_fn = toy_loss(**loss_options)
-  loop_settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
-                               save_checkpoints_steps=2, keep_checkpoint_max=3,
-                               log_every_steps=1,
-                               gradient_accumulation_steps=accumulation, **(settings or {}))
-  loop = TrainLoop(strategy, model, optimizer,
-                            lambda *args: loss_fn(model, *args), loop_settings)
-  def dataset_fn(context):
-    # Each worker takes its consecutive share of the global batch, as tf.distribute
-    # splits one worker's batch over its local replicas.
-    share = batch_size // context.num_input_pipelines
-    first = context.input_pipeline_id * share
-    return toy_dataset(batch_size).map(
-        lambda b: {k: v[first:first + share] for k, v in b.items()})
-  loop.run(dataset_fn)
-  return [w.numpy() for w in model.weights], loop
+from training.loop import NonFiniteLossError, TrainingInterrupted
+from training.runtime import EPHEMERAL_PORTS, loopback_cluster, make_strategy
 
 
 def log_losses(model_dir):
@@ -128,20 +68,18 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
 
 WORKER_SCRIPT = """
 import json, sys
-from tests import test_pretrain_training_loop as t
+from tests.helpers import train_toy
 from training.curves import CURVES_NAME, LOG_NAME, read_log
 from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
 from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
 strategy = make_strategy("multi_worker")
-weights, _ = t.train_toy(sys.argv[1], 3, strategy=strategy, dropout=0.0, noisy=False)
+weights, _ = train_toy(sys.argv[1], 3, strategy=strategy, dropout=0.0, noisy=False)
 print(json.dumps({"replicas": strategy.num_replicas_in_sync,
                   "weights": [w.tolist() for w in weights]}))
 """
 
 
 def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
-  # Imported here: each worker imports this file, and needs none of the helpers' imports.
-  from tests.helpers import start_workers, wait_for_workers  # pylint: disable=g-import-not-at-top
   workers = start_workers([sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")],
                           str(tmp_path / "workers"))
   reference, _ = train_toy(str(tmp_path / "one"), 3, dropout=0.0, noisy=False)
