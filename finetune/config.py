@@ -182,6 +182,11 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
     return ",".join(task_registry.get_task(n).name.replace("/", "_")
                     for n in self.task_names)
 
+  def trial_seed(self, trial: int) -> int:
+    """The seed of trial `trial` (from 1): seed, seed + 1, ..., wrapped round to 0 past
+    the largest seed, so that every allowed seed serves any number of trials."""
+    return (self.seed + trial - 1) % (hparams.SEED["at_most"] + 1)
+
   def results_file(self, extension: str) -> str:
     return os.path.join(self.results_dir, f"{self.tasks_label}_results.{extension}")
 

@@ -335,7 +335,7 @@ class Finetuner:
   def run_trial(self, trial: int) -> Dict[str, object]:
     """Trains (or, with do_train false, reloads) and scores one trial."""
     config = self.config
-    seed = config.seed + trial - 1
+    seed = config.trial_seed(trial)
     model_dir = self.trial_dir(trial)
     # As the original: with keep_all_models false only the last trial's model is kept
     # (--predict and serving use trial 1's, so they need keep_all_models or num_trials 1).

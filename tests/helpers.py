@@ -217,6 +217,14 @@ def make_data_dir(root, seq_length=64, num_lines=1500, shards=2):
   return str(root), len(used)
 
 
+# One small layer, as pre-training overrides: enough to show a run trains, quick to
+# build.
+TINY_MODEL = {"model_hparam_overrides": {"num_hidden_layers": 1, "hidden_size": 64,
+                                         "num_attention_heads": 1,
+                                         "intermediate_size": 128},
+              "embedding_size": 32}
+
+
 # A tiny pre-training config and batches for the objectives.
 SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)  # 0 is padding
 VOCAB = 50
@@ -251,14 +259,15 @@ def make_batch(rng, batch=4, seq=16, min_length=6):
 
 
 # Multi-worker runs: one process per worker of a loopback cluster.
-def start_workers(command, folder, count=2, env=None):
-  """Starts `command` (argv) once per worker of a loopback cluster, each with its
-  TF_CONFIG; output goes to <folder>/worker_<i>.out and .err (files, not pipes: a
-  worker never blocks on a full pipe while another is waited for)."""
-  cluster = loopback_cluster(count)
+def start_workers(command, folder, count=2, env=None, cluster=None, indices=None):
+  """Starts `command` (argv) once per worker of a loopback cluster (or of `cluster`),
+  each with its TF_CONFIG, or only the workers of `indices`; output goes to
+  <folder>/worker_<i>.out and .err (files, not pipes: a worker never blocks on a full
+  pipe while another is waited for)."""
+  cluster = cluster or loopback_cluster(count)
   os.makedirs(folder, exist_ok=True)
   workers = []
-  for index in range(count):
+  for index in range(len(cluster["worker"])) if indices is None else indices:
     out, err = (open(os.path.join(folder, f"worker_{index}.{kind}"), "w+",
                      encoding="utf-8") for kind in ("out", "err"))
     worker_env = dict(env or os.environ, TF_CONFIG=json.dumps(
@@ -268,28 +277,30 @@ def start_workers(command, folder, count=2, env=None):
   return workers
 
 
-def wait_for_workers(workers, timeout):
-  """The workers' stdouts once all exit 0. A worker that exits otherwise fails the test
-  at once with its stderr (the others, waiting for it, are killed), as does the
-  timeout."""
+def wait_for_exit(workers, timeout, only_success=False):
+  """Each worker's (exit code, stdout, stderr) once all have exited; a worker still
+  running after `timeout` seconds fails the test (all are killed). With `only_success`,
+  a worker that exits other than 0 fails it at once with its stderr (the others,
+  waiting for it, are killed)."""
   deadline = time.monotonic() + timeout
   try:
     while True:
       codes = [process.poll() for process, _, _ in workers]
       for index, ((_, _, err), code) in enumerate(zip(workers, codes)):
-        if code not in (None, 0):
+        if only_success and code not in (None, 0):
           err.seek(0)
           pytest.fail(f"worker {index} exited with {code}:\n{err.read()[-3000:]}")
-      if all(code == 0 for code in codes):
+      if None not in codes:
         break
       if time.monotonic() > deadline:
         pytest.fail(f"workers still running after {timeout} s (exit codes {codes})")
-      time.sleep(0.2)
-    outputs = []
-    for _, out, _ in workers:
+      time.sleep(0.1)
+    ended = []
+    for (_, out, err), code in zip(workers, codes):
       out.seek(0)
-      outputs.append(out.read())
-    return outputs
+      err.seek(0)
+      ended.append((code, out.read(), err.read()))
+    return ended
   finally:
     for process, out, err in workers:
       if process.poll() is None:
@@ -297,6 +308,11 @@ def wait_for_workers(workers, timeout):
         process.wait()
       out.close()
       err.close()
+
+
+def wait_for_workers(workers, timeout):
+  """The workers' stdouts once all exit 0 (wait_for_exit with only_success)."""
+  return [out for _, out, _ in wait_for_exit(workers, timeout, only_success=True)]
 
 
 # Checkpointed dropout: its generators' states and one transformer layer.

@@ -354,3 +354,34 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
   assert [r["index"] for r in rows] == list(range(5))  # the test rows, in order
   assert all(r["label"] in ("bad", "good") and set(r["probabilities"]) == {"bad", "good"}
              for r in rows)
+
+
+def test_trial_seeds_wrap_round_to_0_past_the_largest_seed(tmp_path):
+  """Trials take seed, seed + 1, ...: past the largest seed, the next trial's is 0 and
+  it trains as a run of seed 0 does, step for step (not a seeding error once the first
+  trial is done)."""
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  task = write_reviews_task(tmp_path, 16)
+
+  def trained(name, **overrides):
+    # The resume test's batch and length: one compilation of the fused layers.
+    config = finetune_config.load_config(
+        "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
+                                    "num_train_epochs": 1.0, "export_serving": False,
+                                    "do_eval": False, "write_curves": False,
+                                    "model_dir": str(tmp_path / name),
+                                    "results_dir": str(tmp_path / f"{name}_results"),
+                                    **overrides})
+    trainer.run(config, log=lambda _: None)
+    return config.model_dir
+
+  last = trained("last", seed=4294967295, num_trials=2)
+  first = trained("first", seed=0)
+  losses = [{step: row["loss"] for step, row in read_log(
+      os.path.join(model_dir, LOG_NAME)).items()} for model_dir in (f"{last}_2",
+                                                                    f"{first}_1")]
+  assert losses[0] and losses[0] == losses[1]
+  assert losses[0] != {step: row["loss"] for step, row in read_log(
+      os.path.join(f"{last}_1", LOG_NAME)).items()}

@@ -27,7 +27,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.helpers import (make_data_dir, ROOT, run_lock_held_elsewhere, start_workers,
-                           wait_for_workers, write_records)
+                           TINY_MODEL, wait_for_workers, write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
@@ -35,11 +35,6 @@ from util import cpu
 from util.hparams import HParamsError
 
 SEQ = 64
-# One small layer: enough to show each variant trains, quick to build.
-TINY_MODEL = {"model_hparam_overrides": {"num_hidden_layers": 1, "hidden_size": 64,
-                                         "num_attention_heads": 1,
-                                         "intermediate_size": 128},
-              "embedding_size": 32}
 
 
 @pytest.fixture(scope="module")

@@ -156,3 +156,24 @@ def test_the_run_tools_read_a_runs_record_as_the_commands_do(tmp_path, capsys,
     assert main() == 2
     assert capsys.readouterr().err == expected
   assert sorted(os.listdir(tmp_path)) == ["models"] and record.read_text() == "[1]"
+
+
+def test_the_run_tools_name_a_missing_model_dir(tmp_path, capsys, monkeypatch):
+  from tools import compare_runs, eval_checkpoints  # pylint: disable=g-import-not-at-top
+  (tmp_path / "models" / "empty").mkdir(parents=True)
+  (tmp_path / "models" / "file").write_text("")
+  for name, expected in (
+      ("absent", f"{tmp_path}/models/absent: no such model dir; expected the model dir "
+                 "of a run of run_pretraining.py, which holds its pretrain_config.json"),
+      ("file", f"{tmp_path}/models/file: not a folder; expected the model dir of a run "
+               "of run_pretraining.py, which holds its pretrain_config.json"),
+      ("empty", f"{tmp_path}/models/empty holds no run (pretrain_config.json, which "
+                "run_pretraining.py writes)")):
+    for main, argv in ((eval_checkpoints.main, ["--data-dir", str(tmp_path),
+                                                "--model-name", name]),
+                       (compare_runs.main, [f"m={tmp_path}/models/{name}", "--output",
+                                            str(tmp_path / "x.png")])):
+      monkeypatch.setattr("sys.argv", ["tools"] + argv)
+      assert main() == 2
+      assert capsys.readouterr().err == f"error: {expected}\n"
+  assert sorted(os.listdir(tmp_path / "models")) == ["empty", "file"]

@@ -78,7 +78,8 @@ MEANINGS = {
                        "directory, an original checkpoint or a run's model dir.",
     # Fine-tuning.
     "task_names": "The tasks (--task); several train together.",
-    "num_trials": "Runs with different seeds; each is reported, and their median.",
+    "num_trials": ("Runs with different seeds (seed, seed + 1, ..., wrapped round to 0 "
+                   "past 4294967295); each is reported, and their median."),
     "layerwise_lr_decay": "Each layer learns at this times the rate of the layer above.",
     "num_train_epochs": "Passes over the training data.",
     "warmup_proportion": "Share of the steps over which the learning rate rises from 0.",

@@ -3,9 +3,11 @@
 It owns what every phase needs and no phase should re-implement: replicas of a
 tf.distribute strategy (training/runtime.py makes it), XLA, gradient accumulation, a
 checkpoint manager that resumes exactly (step, model, optimizer slots, the data iterator
-and the dropout generator's state), SIGINT/SIGTERM save-then-exit, a guard that stops on
-a NaN/inf loss without saving over the last good checkpoint, a progress line, TensorBoard
-scalars, a JSON-lines log and, at the end, a PNG of the training curves.
+and the dropout generator's state), SIGINT/SIGTERM save-then-exit (on several workers, a
+signal to any one stops them all after the same step), a guard that stops on a NaN/inf
+loss without saving over the last good checkpoint, one line when a peer worker is lost,
+a progress line, TensorBoard scalars, a JSON-lines log and, at the end, a PNG of the
+training curves.
 
 A phase supplies `loss_fn(batch, step, replica_id, micro_step) -> (loss, scalars)`; the
 step and replica id let it derive stateless random seeds, so a resumed run draws exactly
@@ -31,7 +33,7 @@ from model.weights import CheckpointError
 from model.weights.run_files import (CHECKPOINT_NAME, RECORD_KEY, carried_record,
                                      first_readable, kept_checkpoints)
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
-from training.runtime import is_chief, precision_note, worker_position
+from training.runtime import is_chief, lost_peer, precision_note, worker_position
 from util import cli, cpu, stderr
 from util.progress import Progress, format_duration
 
@@ -49,6 +51,13 @@ class NonFiniteLossError(ValueError):
 class TrainingInterrupted(cli.Interrupted):
   """SIGINT/SIGTERM arrived; a checkpoint was saved first (see `message`)."""
 
+
+class WorkerLost(ValueError):
+  """A peer worker of a multi-worker run died, froze or became unreachable."""
+
+
+# The key under which _replica_step hands train_step the all-reduced stop requests.
+_STOP_REQUESTS = "stop_requests"
 
 
 @dataclasses.dataclass
@@ -99,6 +108,16 @@ class TrainLoop:
     # Outside the strategy's scope: a string for the host, not a value to mirror.
     self._record = tf.Variable("", dtype=tf.string, trainable=False, name=RECORD_KEY)
     self._stop_signal = None
+    self.worker, self.workers = worker_position(strategy)
+    if self.workers > 1:
+      # Each worker's stop request (the number of the signal it took, at its index), and
+      # the sum over workers that a step's gradient all-reduce carries along: every
+      # worker learns of a signal to any one after the same step, at no extra exchange.
+      self._stop_request = tf.Variable(tf.zeros([self.workers]), trainable=False,
+                                       name="stop_request")
+      self._stop_requests = tf.Variable(tf.zeros([self.workers]), trainable=False,
+                                        name="stop_requests")
+      self._sum_over_workers = tf.function(self._summed_over_workers, autograph=False)
     self._compiled_step = None
     # The step the last run() started from (its restored checkpoint's, else 0): a phase
     # running the loop in stages tells from it which stages a checkpoint had passed.
@@ -124,10 +143,6 @@ class TrainLoop:
     with self.strategy.scope():
       return dropout_generators(self.model)
 
-  def _worker(self):
-    """(this worker's index, number of workers)."""
-    return worker_position(self.strategy)
-
   def _manager(self) -> tf.train.CheckpointManager:
     carried = {RECORD_KEY: self._record} if self.settings.record_name else {}
     checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
@@ -137,7 +152,7 @@ class TrainLoop:
     directory = self.settings.model_dir
     if not self.chief:
       # Every worker must write (collective ops); only the chief's copy is kept.
-      directory = os.path.join(directory, ".worker_tmp", str(self._worker()[0]))
+      directory = os.path.join(directory, ".worker_tmp", str(self.worker))
     return tf.train.CheckpointManager(checkpoint, directory,
                                       max_to_keep=self.settings.keep_checkpoint_max,
                                       checkpoint_name=CHECKPOINT_NAME)
@@ -145,7 +160,7 @@ class TrainLoop:
   def _data_manager(self, iterator) -> tf.train.CheckpointManager:
     """Each worker's input position, saved beside the model at the same steps."""
     directory = os.path.join(self.settings.model_dir, "data_state",
-                             f"worker_{self._worker()[0]}")
+                             f"worker_{self.worker}")
     return tf.train.CheckpointManager(tf.train.Checkpoint(iterator=iterator), directory,
                                       max_to_keep=self.settings.keep_checkpoint_max,
                                       checkpoint_name=CHECKPOINT_NAME)
@@ -193,9 +208,8 @@ class TrainLoop:
     return path
 
   def input_context(self) -> tf.distribute.InputContext:
-    worker, workers = self._worker()
-    return tf.distribute.InputContext(num_input_pipelines=workers,
-                                      input_pipeline_id=worker,
+    return tf.distribute.InputContext(num_input_pipelines=self.workers,
+                                      input_pipeline_id=self.worker,
                                       num_replicas_in_sync=self.strategy.num_replicas_in_sync)
 
   @property
@@ -215,10 +229,10 @@ class TrainLoop:
 
   def _split_over_replicas(self, batch):
     """The worker's batch, cut into equal consecutive slices, one per local replica."""
-    local = self.strategy.num_replicas_in_sync // self._worker()[1]
+    local = self.strategy.num_replicas_in_sync // self.workers
     if local == 1:
       return batch
-    first = self._worker()[0] * local
+    first = self.worker * local
 
     def slice_for(context):
       index = context.replica_id_in_sync_group - first
@@ -256,13 +270,34 @@ class TrainLoop:
       for name, value in micro_scalars.items():
         scalars.setdefault(name, []).append(value)
     pairs = [(g, v) for g, v in zip(total_grads, variables) if g is not None]
-    grads = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in pairs])
+    reduced = [g for g, _ in pairs]
+    if self.workers > 1:  # the stop requests ride in the gradients' all-reduce
+      reduced.append(self._from_one_replica_per_worker(self._stop_request, context))
+    reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, reduced)
+    grads = reduced[:len(pairs)]
     grad_norm = tf.linalg.global_norm(grads)
     self._apply(list(zip(grads, [v for _, v in pairs])))
     scalars = {k: tf.add_n(v) / len(v) for k, v in scalars.items()}
     scalars["loss"] = tf.add_n(losses) / len(losses)
     scalars["grad_norm"] = grad_norm
+    if self.workers > 1:
+      scalars[_STOP_REQUESTS] = reduced[-1]
     return scalars
+
+  def _from_one_replica_per_worker(self, values, context):
+    """`values` from this worker's first replica, zeros from its others: summed over
+    replicas, each worker's count once."""
+    first = self.worker * (self.strategy.num_replicas_in_sync // self.workers)
+    return values * tf.cast(tf.equal(context.replica_id_in_sync_group, first),
+                            values.dtype)
+
+  def _summed_over_workers(self, values):
+    """The sum over workers of each one's `values` (float32, the same shape on all): an
+    exchange of its own, which returns only once every worker has made it."""
+    per_replica = self.strategy.run(
+        lambda: self._from_one_replica_per_worker(tf.identity(values),
+                                                  tf.distribute.get_replica_context()))
+    return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
   def _compute_gradients(self, batch, replica_id, micro_step, divisor):
     with tf.GradientTape() as tape:
@@ -305,6 +340,10 @@ class TrainLoop:
       if not self._distributed_input:
         batch = self._split_over_replicas(batch)
       scalars = self.strategy.run(self._replica_step, args=(batch,))
+      if self.workers > 1:
+        # Alike on every replica already: this worker's first copy, no further exchange.
+        self._stop_requests.assign(self.strategy.experimental_local_results(
+            scalars.pop(_STOP_REQUESTS))[0])
       scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                  for k, v in scalars.items()}
       finite = tf.math.is_finite(scalars["loss"])
@@ -367,6 +406,8 @@ class TrainLoop:
       for s, handler in previous_handlers.items():
         signal.signal(s, handler)
       self._stop_signal = None
+      if self.workers > 1:
+        self._stop_request.assign(tf.zeros([self.workers]))
       writer.flush()
       if not self.chief:  # its checkpoint copies were only needed for the collectives
         shutil.rmtree(manager.directory, ignore_errors=True)
@@ -395,7 +436,8 @@ class TrainLoop:
   def _train_steps(self, train_step, iterator, start: int, restored: Optional[str],
                    manager, data_manager, writer) -> Dict[str, float]:
     """The steps from `start` to num_train_steps: each logged, saved and checked for a
-    non-finite loss as the settings say, and stopped (saved) at a signal."""
+    non-finite loss as the settings say, and stopped (saved) at a signal; a lost peer
+    worker ends them in one line (WorkerLost)."""
     settings = self.settings
     progress = Progress(settings.label, settings.num_train_steps, "steps", start=start,
                         interval=0)
@@ -405,35 +447,78 @@ class TrainLoop:
       if note and self.chief:
         print(note, flush=True)
     step = start
-    while step < settings.num_train_steps:
-      # The first call compiles model/fused.py's islands, and TensorFlow tells so.
-      with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
-            if step == start else contextlib.nullcontext()):
-        scalars = train_step(iterator)
-      step += 1
-      if settings.on_step is not None and self.chief:
-        settings.on_step(step, scalars)
-      if step == start + 1:  # rates from here on: the first step includes tracing
-        progress.start_count, progress.t0 = step, time.time()
-      at_end = step == settings.num_train_steps
-      at_save = step % settings.save_checkpoints_steps == 0 or at_end
-      at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
-      stopping = self._stop_signal is not None
-      if at_save or at_log or stopping:
-        self._check_finite(last_saved)
-      if at_log:
-        logged = self._log(step, scalars, progress, writer)
-      if at_save or stopping:
-        if settings.record_name:
-          self._carry_record()
-        if data_manager is not None:
-          save_checkpoint(data_manager, step)
-        last_saved = save_checkpoint(manager, step)
-      if stopping:
-        raise TrainingInterrupted(
-            f"{self._stop_signal} at step {step}: saved {last_saved}; run the same "
-            "command again to resume")
+    try:
+      while step < settings.num_train_steps:
+        self._request_stop()
+        # The first call compiles model/fused.py's islands, and TensorFlow tells so.
+        with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
+              if step == start else contextlib.nullcontext()):
+          scalars = train_step(iterator)
+        step += 1
+        if settings.on_step is not None and self.chief:
+          settings.on_step(step, scalars)
+        if step == start + 1:  # rates from here on: the first step includes tracing
+          progress.start_count, progress.t0 = step, time.time()
+        at_end = step == settings.num_train_steps
+        at_save = step % settings.save_checkpoints_steps == 0 or at_end
+        at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
+        stopped_by = self._stopped_by(at_end)
+        if at_save or at_log or stopped_by:
+          self._check_finite(last_saved)
+        if at_log:
+          logged = self._log(step, scalars, progress, writer)
+        if at_save or stopped_by:
+          if settings.record_name:
+            self._carry_record()
+          if data_manager is not None:
+            save_checkpoint(data_manager, step)
+          # Named as the chief's copy on every worker: the others' are scratch.
+          last_saved = os.path.join(settings.model_dir,
+                                    os.path.basename(save_checkpoint(manager, step)))
+        if stopped_by:
+          raise TrainingInterrupted(self._interruption(stopped_by, step, last_saved))
+    except tf.errors.OpError as e:
+      lost = lost_peer(e, self.strategy)
+      if lost is None:
+        raise
+      # What a re-run resumes from: a chief lost during a save leaves the one before.
+      kept = self.latest_checkpoint()
+      raise WorkerLost(
+          f"lost {lost[0]} after step {step} ({lost[1]}); the last checkpoint is "
+          f"{kept or 'none'}: run the same commands on every worker again to "
+          f"{'resume from it' if kept else 'start over'}") from None
     return logged
+
+  def _request_stop(self):
+    """On several workers, a signal this one took goes into the next step's exchange."""
+    if self.workers > 1 and self._stop_signal is not None:
+      self._stop_request[self.worker].assign(signal.Signals[self._stop_signal].value)
+
+  def _stopped_by(self, at_end: bool) -> Dict[int, str]:
+    """The signals that stop the run after this step, by the index of the worker that
+    took each: on several workers, the ones every worker learned of in this step's
+    exchange (so all stop at the same step)."""
+    if self.workers == 1:
+      return {0: self._stop_signal} if self._stop_signal is not None else {}
+    requests = self._stop_requests
+    if at_end:  # one more exchange: a signal taken during the last step rode in none
+      self._request_stop()
+      requests = self._sum_over_workers(self._stop_request)
+    return {worker: signal.Signals(int(number)).name
+            for worker, number in enumerate(requests.numpy()) if number}
+
+  def _interruption(self, stopped_by: Dict[int, str], step: int, saved: str) -> str:
+    """What TrainingInterrupted says, once every worker has saved (the exchange that
+    waits for all: a chief whose save failed never makes it, and the others then end
+    as with a lost peer)."""
+    if self.workers == 1:
+      return (f"{stopped_by[0]} at step {step}: saved {saved}; run the same command "
+              "again to resume")
+    self._sum_over_workers(self._stop_request)
+    signals = ", ".join(f"{name} on worker {worker}"
+                        for worker, name in sorted(stopped_by.items()))
+    return (f"{signals} at step {step}: every worker stopped there and the chief saved "
+            f"{saved}; run the same commands on every worker again to resume")
 
   def _check_finite(self, last_saved: Optional[str]):
     """NonFiniteLossError when a step so far had a NaN/inf loss or gradients."""

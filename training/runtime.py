@@ -7,30 +7,43 @@ import contextlib
 import json
 import os
 import random
+import re
 import resource
 import socket
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras
+# TensorFlow's private modules that MultiWorkerMirroredStrategy configures its
+# coordination service with (multi_worker_strategy, below).
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
 
 from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
-from util import cpu, files, hparams
+from util import cli, cpu, files, hparams, stderr
 
 
 def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
   """The strategy, then the precision policy and checkpointed dropout seeded by `seed`.
   Call it once, before TensorFlow runs anything: a multi-worker strategy must configure
   the runtime's collective ops before the runtime starts."""
-  strategy = make_strategy(settings.distribution_strategy, settings.tpu_address)
+  strategy = make_strategy(settings.distribution_strategy, settings.tpu_address,
+                           settings.cluster_wait_seconds)
   set_precision(settings.mixed_precision)
   use_checkpointed_dropout(seed)
   return strategy
 
 
-def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute.Strategy:
-  """The strategy a `distribution_strategy` flag names."""
+class ClusterError(ValueError):
+  """A multi-worker run's cluster did not form: a worker of TF_CONFIG never joined."""
+
+
+def make_strategy(name: str, tpu_address: Optional[str] = None,
+                  cluster_wait_seconds: int = ScaleSettings.cluster_wait_seconds
+                  ) -> tf.distribute.Strategy:
+  """The strategy a `distribution_strategy` flag names (multi_worker: see
+  multi_worker_strategy)."""
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "one_device":
@@ -46,7 +59,7 @@ def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute
     if "TF_CONFIG" not in os.environ:
       raise ValueError("distribution_strategy 'multi_worker' needs the TF_CONFIG "
                        "environment variable (cluster and task of this worker)")
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return multi_worker_strategy(cluster_wait_seconds)
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
     tf.config.experimental_connect_to_cluster(resolver)
@@ -54,6 +67,96 @@ def make_strategy(name: str, tpu_address: Optional[str] = None) -> tf.distribute
     return tf.distribute.TPUStrategy(resolver)
   raise ValueError("distribution_strategy: " + hparams.unknown_name_message(
       name, STRATEGIES, "strategy") + f" (expected one of {', '.join(STRATEGIES)})")
+
+
+def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirroredStrategy:
+  """TF_CONFIG's cluster as a MultiWorkerMirroredStrategy once every worker has joined,
+  or a ClusterError naming the workers not heard from within `wait_seconds`.
+
+  Left to itself, the strategy waits an hour, silent, for a worker that never starts.
+  Its coordination service is configured here as the strategy configures it, but with
+  the workers registering through a barrier that times out. What TensorFlow writes
+  meanwhile is left out: its gRPC server's address, and the raw lines of a failed wait.
+  """
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  cluster = resolver.cluster_spec()
+  context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(cluster),
+      cluster_register_timeout_in_ms=wait_seconds * 1000)
+  config = context.context().coordination_service
+  config.cluster_register_with_barrier = True
+  for job in ("chief", "worker"):
+    if job in cluster.jobs:
+      config.coordinated_job_list.add(name=job, num_tasks=cluster.num_tasks(job))
+  with stderr.without_lines(stderr.ABSL_FIRST_LINE, stderr.GRPC_SERVER_LINE,
+                            all_if_raised=True):
+    try:
+      return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    except tf.errors.DeadlineExceededError as e:
+      waited_for = _named_workers(e.message, resolver) or _other_workers(resolver)
+    # Raised past the except clause, which drops TensorFlow's error while its lines are
+    # still taken out: the server it holds writes one more as it goes.
+    raise ClusterError(
+        f"the multi-worker cluster did not form within {wait_seconds} s: no word from "
+        f"{', '.join(waited_for)}; start every worker of TF_CONFIG's cluster (or give "
+        "them longer: \"cluster_wait_seconds\")")
+
+
+# A task as TensorFlow's errors name it: /job:worker/replica:0/task:1, /job:worker/task:1.
+_TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+# What a collective op or the coordination service raises when a peer is gone (dead,
+# frozen, unreachable), after the strategy has formed.
+_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+                tf.errors.AbortedError, tf.errors.CancelledError)
+# The wrappers around the reason in such an error's first line.
+_PEER_ERROR_PREFIX = re.compile(r"^(Collective ops is aborted by: |Error reported from "
+                                r"\S+: )+")
+
+
+def _worker_name(resolver, job: str, task: int) -> str:
+  """"worker <index> (<address>)", the index as worker_position counts."""
+  cluster = resolver.cluster_spec().as_dict()
+  index = task + (1 if job == "worker" and "chief" in cluster else 0)
+  return f"worker {index} ({cluster[job][task]})"
+
+
+def _named_workers(message: str, resolver) -> List[str]:
+  """The cluster's other workers that an error message names, in order, once each."""
+  own = (resolver.task_type, resolver.task_id)
+  cluster = resolver.cluster_spec().as_dict()
+  named = []
+  for job, task in _TASK.findall(message):
+    task = int(task)
+    if (job, task) != own and task < len(cluster.get(job, [])):
+      name = _worker_name(resolver, job, task)
+      if name not in named:
+        named.append(name)
+  return named
+
+
+def _other_workers(resolver) -> List[str]:
+  """Every worker of the cluster but this one, by name."""
+  cluster = resolver.cluster_spec().as_dict()
+  return [_worker_name(resolver, job, task) for job in ("chief", "worker")
+          for task in range(len(cluster.get(job, [])))
+          if (job, task) != (resolver.task_type, resolver.task_id)]
+
+
+def lost_peer(error: tf.errors.OpError, strategy: tf.distribute.Strategy
+              ) -> Optional[Tuple[str, str]]:
+  """(the workers lost, TensorFlow's reason in a few words) when `error` is how a
+  multi-worker run learns that a peer died, froze or became unreachable; None for any
+  other error. The workers are named by index and address as far as the error tells
+  (in a cluster of two, the other one), else "a peer worker"."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if (not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver
+      or not isinstance(error, _PEER_ERRORS)):
+    return None
+  others = _other_workers(resolver)
+  lost = _named_workers(error.message, resolver) or (others if len(others) == 1 else [])
+  reason = _PEER_ERROR_PREFIX.sub("", cli.op_error_text(error)).rstrip(":")
+  return " and ".join(lost) or "a peer worker", reason
 
 
 EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"

@@ -20,6 +20,9 @@ class ScaleSettings:
   distribution_strategy: str = hparams.field("default", choices=STRATEGIES,
                                              resumable=True)
   tpu_address: Optional[str] = hparams.field(None, resumable=True)
+  # With distribution_strategy multi_worker: how long each worker waits for all of
+  # TF_CONFIG's cluster to start before it ends, naming the workers it did not hear from.
+  cluster_wait_seconds: int = hparams.field(120, at_least=1, resumable=True)
   mixed_precision: str = hparams.field("float32", choices=PRECISIONS, resumable=True)
   use_xla: bool = hparams.field(False, resumable=True)
   # Each step's batch runs as this many micro-batches whose gradients are summed: the

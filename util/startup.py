@@ -21,7 +21,10 @@ import sys
 
 from util import cli, cpu, stderr
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+# TensorFlow's start-up chatter; with TF_CONFIG (a multi-worker run) its error lines too:
+# a lost peer is several raw gRPC lines on every survivor, which the training loop's one
+# line replaces (training/loop.py).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3" if "TF_CONFIG" in os.environ else "2")
 # tf.keras is then tf_keras (Keras 2, what this project and tf-models-official build
 # on); otherwise TensorFlow also imports Keras 3 as it loads, which every command's
 # start pays for (bench/RESULTS.md, "Start-up").

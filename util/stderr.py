@@ -17,6 +17,8 @@ ABSL_FIRST_LINE = "All log messages before absl::InitializeLog() is called"
 # What TensorFlow logs when it finds no usable GPU driver (error 303 on a machine
 # without one); the same call failing beside a GPU is a real error and stays.
 NO_GPU_LINE = "failed call to cuInit"
+# TensorFlow's line as a multi-worker run starts its gRPC server (training/runtime.py).
+GRPC_SERVER_LINE = "Started server with target: grpc://"
 # Logged once per process at its first XLA compilation (model/fused.py's islands, in
 # the first training step).
 FIRST_COMPILE_LINE = "Compiled cluster using XLA!"
@@ -29,23 +31,29 @@ CONVERTER_LINES = ("tf_tfl_flatbuffer_helpers.cc", "MLIR V1 optimization pass is
 
 
 @contextlib.contextmanager
-def without_lines(*fragments: str) -> Iterator[None]:
+def without_lines(*fragments: str, all_if_raised: bool = False) -> Iterator[None]:
   """Captures file descriptor 2 while the block runs, then writes back the lines that
-  contain none of `fragments` (also when the block raises)."""
+  contain none of `fragments` (also when the block raises, unless `all_if_raised`:
+  then none, for an error whose one line says what they said)."""
   sys.stderr.flush()
   saved = os.dup(2)
+  raised = False
   with tempfile.TemporaryFile() as captured:
     os.dup2(captured.fileno(), 2)
     try:
       yield
+    except BaseException:
+      raised = True
+      raise
     finally:
       sys.stderr.flush()
       os.dup2(saved, 2)
       os.close(saved)
       captured.seek(0)
       written = captured.read().decode("utf-8", "replace")
-      sys.stderr.write("".join(line for line in written.splitlines(keepends=True)
-                               if not any(f in line for f in fragments)))
+      if not (raised and all_if_raised):
+        sys.stderr.write("".join(line for line in written.splitlines(keepends=True)
+                                 if not any(f in line for f in fragments)))
       sys.stderr.flush()
 
 

@@ -67,5 +67,14 @@ def check_record_shape(path: str, record) -> Dict:
 
 def read_run_record(path: str) -> Dict:
   """A run's record read as it is (for a tool that reads one without TensorFlow): one
-  line (CheckpointError) when it cannot be read or is not a run's record."""
+  line (CheckpointError) when it cannot be read or is not a run's record, naming the
+  model dir when that or its record is missing."""
+  model_dir, name = os.path.split(path)
+  writer = RECORD_SHAPES.get(name, ("the run",))[0]
+  if not os.path.isdir(model_dir or "."):
+    problem = "not a folder" if os.path.exists(model_dir) else "no such model dir"
+    raise CheckpointError(f"{model_dir}: {problem}; expected the model dir of a run of "
+                          f"{writer}, which holds its {name}")
+  if not os.path.exists(path):
+    raise CheckpointError(f"{model_dir} holds no run ({name}, which {writer} writes)")
   return check_record_shape(path, read_json(path))
