@@ -287,6 +287,7 @@ def test_the_pair_is_recorded_by_every_step(korean_run, capsys):
       "data again with the normalisation you want\n")
 
 
+@pytest.mark.slow  # the fine-tuned model must tell the two labels apart
 def test_every_form_gives_the_same_ids_and_labels(korean_run):
   root, trial, export = korean_run["root"], korean_run["trial"], korean_run["export"]
   texts = GOOD + BAD

@@ -82,6 +82,11 @@ def test_a_sigterm_to_the_other_worker_stops_both_at_one_step_and_resumes_there(
   assert f"resuming from {saved} at step {step}/{step + 2}" in chief_output
   assert sorted(read_log(os.path.join(model_dir, LOG_NAME)))[-3:] == [step, step + 1,
                                                                      step + 2]
+  # The chief alone wrote the last checkpoint, the log and the export; the other
+  # worker's scratch copies are gone.
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith(f"ckpt-{step + 2}")
+  assert not os.listdir(model_dir / ".worker_tmp")
+  assert os.listdir(model_dir / "export")
 
 
 def test_a_killed_worker_ends_the_other_in_one_line_within_the_bound(data_dir, tmp_path):

@@ -26,8 +26,8 @@ from pretrain import config_fitting, input_pipeline, run_record, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
-from tests.helpers import (make_data_dir, ROOT, run_lock_held_elsewhere, start_workers,
-                           TINY_MODEL, wait_for_workers, write_records)
+from tests.helpers import (make_data_dir, run_lock_held_elsewhere, TINY_MODEL,
+                           write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.loop import TrainingInterrupted
@@ -457,27 +457,6 @@ def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
   losses = json.loads(out.stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)
   assert losses["default"][2] < losses["default"][0]  # it trains
-
-
-def test_two_workers_run_the_real_script_on_loopback(data, tmp_path):
-  """run_pretraining.py with distribution_strategy multi_worker, two processes."""
-  data_dir, _ = data
-  model_dir = tmp_path / "two_workers"
-  hparams = {"debug": True, "max_seq_length": SEQ, "train_batch_size": 8,
-             "num_train_steps": 4, "save_checkpoints_steps": 4, "log_every_steps": 1,
-             "distribution_strategy": "multi_worker", "model_dir": str(model_dir),
-             **TINY_MODEL}
-  workers = start_workers(
-      [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--model-name", "mw",
-       "--data-dir", data_dir, "--hparams", json.dumps(hparams)], str(tmp_path / "workers"),
-      env=dict(os.environ, TF_NUM_INTRAOP_THREADS="1"))
-  wait_for_workers(workers, timeout=300)
-  # The chief wrote the checkpoint, the log and the export; the other worker's scratch
-  # copies are gone.
-  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
-  assert sorted(read_log(os.path.join(model_dir, LOG_NAME))) == [1, 2, 3, 4]
-  assert not os.listdir(model_dir / ".worker_tmp")
-  assert os.listdir(model_dir / "export")
 
 
 def script_args(data_dir, model_dir, **hparams):
