@@ -46,8 +46,8 @@ class TaskRunner:
   """Base class: one task of a fine-tuning run."""
 
   # The features with a token axis (axis 1, max_seq_length long) that a batch is cut
-  # at (finetune/padding.py); None: the family's batches keep max_seq_length.
-  token_features: Optional[Tuple[str, ...]] = padding.TOKEN_FEATURES
+  # at (finetune/padding.py).
+  token_features: Tuple[str, ...] = padding.TOKEN_FEATURES
   # The shortest a cut batch may be: the head's own need (QA's beam of start positions).
   shortest_batch: int = 1
 

@@ -277,11 +277,9 @@ class Finetuner:
 
   def token_features(self) -> Tuple[str, ...]:
     """The features this run's batches are cut at (every task's token features), or ()
-    when they keep max_seq_length: batch_length_multiple 0, a TPU (static shapes), or
-    a task whose family's batches are not cut (its runner's token_features None)."""
+    when they keep max_seq_length: batch_length_multiple 0, or a TPU (static shapes)."""
     if (not self.config.batch_length_multiple
-            or isinstance(self.strategy, tf.distribute.TPUStrategy)
-            or any(r.token_features is None for r in self.runners)):
+            or isinstance(self.strategy, tf.distribute.TPUStrategy)):
       return ()
     return tuple(sorted({k for r in self.runners for k in r.token_features}))
 
