@@ -23,9 +23,9 @@ from export.source import Finetuned, load_finetuned
 from finetune.tagging import features as tagging_features
 from model.config import ModelConfig
 from model.weights import huggingface as hf
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import encoder_variables, original_variables
-from model.weights.run_files import FINETUNING_RECORD
+from model.weights import FINETUNING_RECORD
 from util.cli import listed
 from util.files import atomic_write, check_output, make_folder
 

@@ -17,8 +17,9 @@ from finetune.modeling import FinetuningModel
 from finetune.runner import TaskRunner
 from model.config import ModelConfig
 from model.weights import CheckpointError, huggingface, original
-from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD, newest_readable,
-                                     read_record, recorded_vocab)
+from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD
+from runs.checkpoints import newest_readable
+from runs.record import read_record, recorded_vocab
 
 # The variable every TensorFlow 2 object-graph checkpoint holds (a training run's).
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"

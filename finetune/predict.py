@@ -17,9 +17,9 @@ from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
-from model.weights.run_files import FINETUNING_RECORD
-from model.weights.start import in_todays_name, record_name
-from training import resume
+from model.weights import FINETUNING_RECORD
+from runs.record import read_record
+from runs.start import in_todays_name, record_name
 from util.progress import Progress
 
 TRIAL = 1
@@ -50,7 +50,7 @@ def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
                      f"{len(config.task_names)} ({','.join(config.task_names)})")
   finetuner = Finetuner(config, log, finished=True)  # its training's vocabulary
   checkpoint = finetuner.finetuned_checkpoint(TRIAL)  # refuse before reading the file
-  saved = resume.read_record(finetuner.trial_dir(TRIAL), FINETUNING_RECORD)
+  saved = read_record(finetuner.trial_dir(TRIAL), FINETUNING_RECORD)
   if saved:  # the sizes it was trained with, whatever init says now
     finetuner.model_config = ModelConfig(**saved["model"])
     check_start(config, finetuner, saved)

@@ -34,13 +34,13 @@ from model.config import check_vocab_size
 from model.dropout import use_padded_length
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
-from model.weights import CheckpointError, read_json
-from model.weights.start import (PretrainedStart, in_todays_name, open_start,
-                                 record_name)
-from model.weights.run_files import (FINETUNING_RECORD, RUN_VOCAB, keep_vocab,
-                                     newest_readable)
-from training import curves, resume, runtime
-from training.loop import LoopSettings, TrainLoop
+from model.weights import FINETUNING_RECORD, CheckpointError, read_json
+from runs import record
+from runs.checkpoints import newest_readable
+from runs.record import RUN_VOCAB, keep_vocab
+from runs.start import PretrainedStart, in_todays_name, open_start, record_name
+from training import curves, runtime
+from training.loop import LOOP_FILES, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
 
@@ -48,9 +48,9 @@ RUN_CONFIG = FINETUNING_RECORD
 # Beside it in each trial's model dir: [{"epoch", "step", "scores"}], each epoch's dev
 # scores as first taken, with that epoch's weights.
 EPOCH_SCORES = "epoch_scores.json"
-# What a trial writes in its model dir beside its record and the loop's files: with
-# those, all that overwrite_model_dir and keep_all_models false delete.
-TRIAL_FILES = (RUN_VOCAB, normalization.FILE, serving.SAVED_MODEL, EPOCH_SCORES)
+# What a trial writes in its model dir beside its record: with it, all that
+# overwrite_model_dir and keep_all_models false delete.
+TRIAL_FILES = (*LOOP_FILES, RUN_VOCAB, normalization.FILE, serving.SAVED_MODEL, EPOCH_SCORES)
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
@@ -217,7 +217,7 @@ class Finetuner:
     return pretrained_in(config.pretrained_model_dir)
 
   def run_signature(self) -> Dict[str, object]:
-    """What fixes a trial's trained weights (resume.check_resume compares it): the
+    """What fixes a trial's trained weights (record.check_resume compares it): the
     start, the model's sizes and every field not declared resumable (of the run's
     families' sections only)."""
     return {"init_checkpoint": record_name(self.start),
@@ -339,8 +339,8 @@ class Finetuner:
     # (--predict and serving use trial 1's, so they need keep_all_models or num_trials 1).
     kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
-      resume.check_run_folder(model_dir, config.data_dir)
-      resume.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
+      record.check_run_folder(model_dir, config.data_dir)
+      record.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir,
                           renamed=lambda values: config.in_sections(
                               in_todays_name(self.start)(values)),
@@ -373,8 +373,8 @@ class Finetuner:
       # an epoch no longer holds its weights, so a resumed or re-run trial keeps them.
       scores_path = os.path.join(model_dir, EPOCH_SCORES)
       scored = read_json(scores_path) if os.path.isfile(scores_path) else []
-      with resume.kept_once_trained(model_dir, RUN_CONFIG):
-        resume.write_run_config(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
+      with record.kept_once_trained(model_dir, RUN_CONFIG):
+        record.write_record(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
                                 finetuning={**config.to_dict(),
                                             "vocab_file": os.path.abspath(self.vocab_path)},
                                 model=self.model_config.to_dict())
@@ -431,7 +431,7 @@ class Finetuner:
     if config.write_test_outputs and trial <= config.n_writes_test:
       self.write_test_predictions(model, trial)
     if not kept:
-      resume.delete_run(model_dir, RUN_CONFIG, TRIAL_FILES)
+      record.delete_run(model_dir, RUN_CONFIG, TRIAL_FILES)
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 

@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 from data_prep import normalization
 from model.config import check_vocab_size
-from model.weights.start import PretrainedStart, open_start
+from runs.start import PretrainedStart, open_start
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.input_pipeline import InputError

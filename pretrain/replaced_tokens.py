@@ -17,7 +17,7 @@ import tensorflow as tf
 from data_prep import masking, normalization, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from pretrain.objectives import losses
 
 THRESHOLD = 0.5  # above it, the discriminator calls a word-piece replaced

@@ -22,7 +22,6 @@ from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
 from model.weights.original import save_original
-from model.weights.run_files import CHECKPOINT_NAME
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.config_fitting import checked_and_sized
@@ -32,7 +31,9 @@ from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
 from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
                                  run_normalization, write_run_config)
-from training import resume, runtime
+from runs import record
+from runs.checkpoints import CHECKPOINT_NAME
+from training import runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
@@ -153,9 +154,9 @@ class Pretrainer:
   def train(self) -> Dict[str, float]:
     # A start that cannot be read (a cut init_checkpoint) fails in _initialize, after the
     # record is written: it goes again, or the corrected run would be refused.
-    with resume.kept_once_trained(self.config.model_dir, RUN_CONFIG):
+    with record.kept_once_trained(self.config.model_dir, RUN_CONFIG):
       if self.loop.chief:
-        latest = self.loop.latest_checkpoint()
+        latest = self.loop.checkpoints.latest()
         step = int(latest.rsplit("-", 1)[1]) if latest else 0
         write_run_config(self.config, step, self.start)
         if step > self.config.num_train_steps:
@@ -169,7 +170,7 @@ class Pretrainer:
                ) -> Dict[str, float]:
     """Metrics over num_eval_steps batches of the latest (or the given) checkpoint,
     written to <model_dir>/results/ unless `write` is false."""
-    restored = self.loop.restore(checkpoint)
+    restored = self.loop.checkpoints.restore(checkpoint)
     if not restored:
       if not self.config.init_checkpoint:
         raise InputError(f"{self.config.model_dir}: no checkpoint to evaluate; train "
@@ -274,7 +275,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
-  resume.check_run_folder(config.model_dir, config.data_dir)  # before its lock is made
+  record.check_run_folder(config.model_dir, config.data_dir)  # before its lock is made
   # The exports are written at the end: an input in their way is refused now.
   init = config.init_checkpoint
   files.check_output(

@@ -15,7 +15,7 @@ from data_prep.vocab import load_vocab
 from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.task import SentenceExample
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from tests.helpers import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import shared_glue_models
 from tools import export_hf, reference_outputs

@@ -14,7 +14,7 @@ from finetune import config as finetune_config
 from finetune import trainer
 from finetune.sentence import features as sentence_features
 from finetune.sentence.task import SentenceExample
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import save_original
 from model import flops as model_flops
 from model.config import ModelConfig

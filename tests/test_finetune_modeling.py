@@ -6,7 +6,7 @@ import pytest
 from finetune.modeling import FinetuningModel
 from finetune.sentence.head import SentenceHead
 from model.config import ModelConfig
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from tests import numpy_electra
 from tests.helpers import TINY, make_checkpoint, padded_batch
 

@@ -19,9 +19,9 @@ from finetune import config as finetune_config
 from finetune import trainer as finetune_trainer
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import original_variables, save_original
-from model.weights.start import open_start
+from runs.start import open_start
 from pretrain import config_fitting
 from pretrain.config import load_config
 from tests.helpers import bert_dir, make_data_dir, shared_path

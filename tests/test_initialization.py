@@ -13,7 +13,7 @@ import transformers
 from data_prep import masking
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import save_original
 from model.config import ModelConfig
 from model.electra import ElectraPair

@@ -8,7 +8,7 @@ import sys
 
 from tests.helpers import ROOT
 
-PACKAGES = ("util", "training", "model", "data_prep", "pretrain", "finetune", "export",
+PACKAGES = ("util", "training", "runs", "model", "data_prep", "pretrain", "finetune", "export",
             "tools")
 
 

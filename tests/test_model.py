@@ -15,7 +15,7 @@ from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.heads import DiscriminatorHead
 from model.weights import CheckpointError
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import save_original
 from tools import reference_outputs
 from tests import numpy_electra

@@ -17,7 +17,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings
 from model.initialization import apply_init_scheme, encoders_of, open_cls_row
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import original_variables, save_original
 from pretrain.config import load_config
 from pretrain.model import PretrainingModel, SpecialTokens

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import save_original
 from pretrain import config_fitting, input_pipeline, run_record, trainer
 from pretrain.config import load_config
@@ -30,7 +30,7 @@ from tests.helpers import (make_data_dir, run_lock_held_elsewhere, TINY_MODEL,
                            write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
-from training.loop import TrainingInterrupted
+from training.stopping import TrainingInterrupted
 from util import cpu
 from util.hparams import HParamsError
 
@@ -731,7 +731,7 @@ def test_a_step_too_big_for_the_memory_is_refused_with_its_figures(data, tmp_pat
 
 
 def test_a_long_first_step_is_announced():
-  from training.loop import first_step_note  # pylint: disable=g-import-not-at-top
+  from training.step_log import first_step_note  # pylint: disable=g-import-not-at-top
   # 100 GFLOP/s of peak: a 3.2e13-FLOP step (max_seq_length 32768) takes > 10 minutes.
   assert first_step_note(3.2e13, 1e11) == (
       "note: one training step is 3.2e+13 FLOPs: the first takes at least 10m40s on these "
@@ -796,7 +796,7 @@ def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(
           "init_checkpoint (pretrain_config.json records the start)\n"
           in capsys.readouterr().out)
   record = json.loads((tmp_path / "continued" / run_record.RUN_CONFIG).read_text())
-  # Named as every run record names a start (model/weights/start.py): its location.
+  # Named as every run record names a start (runs/start.py): its location.
   assert record["start"] == {"init_checkpoint": f"{model_dir}/ckpt-4"}
   assert json.loads((model_dir / run_record.RUN_CONFIG).read_text())["start"] == {
       "init_scheme": "truncated_normal"}

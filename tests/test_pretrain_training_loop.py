@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from tests.helpers import start_workers, train_toy, wait_for_workers
 from training.curves import CURVES_NAME, LOG_NAME, read_log
-from training.loop import NonFiniteLossError, TrainingInterrupted
+from training.loop import NonFiniteLossError
+from training.stopping import TrainingInterrupted
 from training.runtime import EPHEMERAL_PORTS, loopback_cluster, make_strategy
 
 
@@ -70,7 +71,8 @@ WORKER_SCRIPT = """
 import json, sys
 from tests.helpers import train_toy
 from training.curves import CURVES_NAME, LOG_NAME, read_log
-from training.loop import LoopSettings, NonFiniteLossError, TrainLoop, TrainingInterrupted
+from training.loop import LoopSettings, NonFiniteLossError, TrainLoop
+from training.stopping import TrainingInterrupted
 from training.runtime import make_strategy, stateless_seed, use_checkpointed_dropout
 strategy = make_strategy("multi_worker")
 weights, _ = train_toy(sys.argv[1], 3, strategy=strategy, dropout=0.0, noisy=False)

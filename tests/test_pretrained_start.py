@@ -17,7 +17,7 @@ from model.encoder import ElectraEncoder
 from model.initialization import adjust_pretrained, apply_init_scheme, sinusoids
 from model.weights import huggingface
 from model.weights.original import original_variables, save_original
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from pretrain import config as pretrain_config
 from tests.helpers import shared_path, write_tiny_pretrained_model
 from util.hparams import HParamsError

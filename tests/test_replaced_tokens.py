@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from tests.helpers import write_tiny_pretrained_model
 from tools import export_hf, replaced_tokens
 

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import run_finetuning
-from model.weights.run_files import FINETUNING_RECORD
+from model.weights import FINETUNING_RECORD
 from export import huggingface as hf_export, source
 from tests.helpers import head_of, shared_path
 from tools import export_lite

@@ -1,4 +1,4 @@
-"""model/weights/start.py: a run's start from pre-trained weights, opened once and named
+"""runs/start.py: a run's start from pre-trained weights, opened once and named
 alike in both phases' run records; the names older records used still read."""
 
 import os
@@ -6,7 +6,7 @@ import os
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
-from model.weights.start import in_todays_name, open_start, record_name
+from runs.start import in_todays_name, open_start, record_name
 from pretrain import run_record
 from pretrain.config import load_config
 

@@ -24,7 +24,7 @@ from finetune.sentence.features import encode
 from finetune.sentence.head import SentenceHead
 from finetune.sentence.task import SentenceExample
 from tests.helpers import ROOT, shared_path
-from training import resume
+from runs import record
 from util import hparams
 
 WORDS = ("cat", "dog", "bird", "fish")
@@ -211,14 +211,14 @@ def test_a_record_written_before_sections_still_reads(tmp_path):
   # A resume on a run dir whose record is flat compares this run's fields only.
   signature = {"init_checkpoint": "", **{k: v for k, v in config.signed_fields().items()
                                          if k in FLAT_SIGNATURE or k == "sections"}}
-  resume.write_run_config(str(tmp_path), "record.json", FLAT_SIGNATURE)
-  resume.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
+  record.write_record(str(tmp_path), "record.json", FLAT_SIGNATURE)
+  record.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
                       renamed=config.in_sections)
   changed = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
                                         {"double_unordered": False})
   signature["sections"] = changed.signed_fields()["sections"]
   with pytest.raises(hparams.HParamsError, match="double_unordered: True -> False"):
-    resume.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
+    record.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
                         renamed=config.in_sections)
 
 

@@ -17,7 +17,7 @@ import pytest
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights import CheckpointError, by_name, huggingface, original
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from model.weights.original import original_variables, save_original
 from export import huggingface as hf_export
 from tests.helpers import tiny_vocab_text
@@ -68,7 +68,7 @@ def test_hugging_face_ids_from_the_cache_offline(released, tmp_path):
   script = """
 import json, sys
 from model.weights import CheckpointError
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 out = {}
 for name in sys.argv[1:]:
   try:

@@ -11,10 +11,12 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import CheckpointError, huggingface, original, run_dir
-from model.weights.formats import FORMATS, open_weights
+from model.weights import CheckpointError, huggingface, original
+from model.weights.formats import FORMATS
+from runs import pretrained as run_dir
+from runs.pretrained import open_weights
 from model.weights.original import original_variables, save_original
-from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD
+from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD
 from export import huggingface as hf_export
 from tests.helpers import tiny_vocab_text
 
@@ -137,7 +139,7 @@ def test_a_runs_part_is_what_its_objective_recorded_else_the_heads_it_saved(path
 
 
 def test_a_path_no_format_claims_is_refused_in_one_line(paths):
-  assert FORMATS == (huggingface, run_dir, original)
+  assert FORMATS == [huggingface, run_dir, original]
   for path, message in ((paths["empty"], "directory holds no checkpoint"),
                         (paths["nowhere"], "no such checkpoint"), ("", "no checkpoint "
                                                                    "path given")):

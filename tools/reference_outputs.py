@@ -25,7 +25,7 @@ from util import startup  # pylint: disable=unused-import  # first: sets TensorF
 import numpy as np  # pylint: disable=wrong-import-order
 
 from model.config import ModelConfig
-from model.weights.formats import open_weights
+from runs.pretrained import open_weights
 from util import cli, hparams
 from util.files import atomic_write, check_output
 

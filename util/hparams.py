@@ -75,7 +75,7 @@ def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
           at_least=None, above=None, at_most=None, below=None, choices=None,
           resumable: bool = False, meaning: bool = False):
   """A dataclass field with its allowed values (the type is the annotation) and its part
-  in a run's record (training/resume.py): `resumable`, a re-run on the same model dir
+  in a run's record (runs/record.py): `resumable`, a re-run on the same model dir
   may change it (it does not change the trained weights: paths, logging, hardware);
   `meaning`, it gives trained weights their meaning (an evaluation compares it)."""
   allowed = Allowed(at_least, above, at_most, below,

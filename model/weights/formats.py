@@ -21,11 +21,18 @@ from typing import Optional
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
-from model.weights import CheckpointError, by_name, huggingface, original, run_dir
+from model.weights import CheckpointError, by_name, huggingface, original
 
 # Asked in this order, the first to claim a path reads it; none claims another's path
-# (original.py leaves run dirs to run_dir.py, Hugging Face directories hold no prefix).
-FORMATS = (huggingface, run_dir, original)
+# (original.py leaves run dirs to runs/pretrained.py, which registers itself, Hugging
+# Face directories hold no prefix).
+FORMATS = [huggingface, original]
+
+
+def register(weight_format: types.ModuleType):
+  """Adds a format from a room above model/ (a run dir's), asked before original.py."""
+  if weight_format not in FORMATS:
+    FORMATS.insert(FORMATS.index(original), weight_format)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ original's max(1, H // 64)), or taken from the config.json run_pretraining.py ex
 beside its checkpoint.
 """
 
+import glob
 import os
 import re
 import tempfile
@@ -25,8 +26,8 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
-from model.weights import CheckpointError, by_name, read_json
-from model.weights.run_files import FINETUNING_RECORD, PRETRAINING_RECORD, check_whole
+from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError,
+                           by_name, read_json)
 from util import cli
 from util.files import atomic_write
 
@@ -128,7 +129,7 @@ INFERRED = ("num_attention_heads",)
 def locate(path: str) -> Optional[str]:
   """The checkpoint prefix at `path` (a prefix, its .index file, or a directory holding
   one); None for anything else, a run dir's training checkpoints included (TensorFlow
-  2's object graph, not these names: run_dir.py reads them)."""
+  2's object graph, not these names: runs/pretrained.py reads them)."""
   folder = path if os.path.isdir(path) else os.path.dirname(path)
   if any(os.path.isfile(os.path.join(folder, record))
          for record in (PRETRAINING_RECORD, FINETUNING_RECORD)):
@@ -258,6 +259,30 @@ def load(mapping: Mapping, prefix: str, what: str):
   _check_names(prefix, shapes)
   check_whole(prefix, by_name.remedy(prefix))
   assign(mapping, shapes, tf.train.load_checkpoint(prefix).get_tensor, prefix, what)
+
+
+def check_whole(prefix: str, remedy: str):
+  """Refuses (CheckpointError, with `remedy`) a checkpoint that does not read whole,
+  before any of it is used."""
+  problem = unreadable_checkpoint(prefix)
+  if problem:
+    raise CheckpointError(f"{problem}; the checkpoint is cut short or damaged: {remedy}")
+
+
+def unreadable_checkpoint(prefix: str) -> Optional[str]:
+  """None when every tensor of the checkpoint at `prefix` reads; else "<file>: <why>"."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    return f"{prefix}.index: {cli.first_line(e)}"
+  try:
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    shown = shards[0] if len(shards) == 1 else prefix + ".data-*"
+    return f"{shown}: {cli.first_line(e)}"
+  return None
 
 
 def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],

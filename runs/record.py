@@ -1,9 +1,12 @@
-"""Whether a model dir's previous run may be resumed: its record, written and checked.
+"""A run's record in its model dir, read, written and checked.
 
 A run writes its record beside its checkpoints: what fixes its trained weights (its
 signature), its whole config, and the history of the settings that may change when it
 is resumed (from which step each value held). A later run on the same dir resumes only
-when its signature is the same.
+when its signature is the same; an older record's fields are read in today's names by
+the `renamed` its phase gives. A record lost or emptied is rebuilt from the copy its
+newest readable checkpoint carries; a run whose checkpoints carry none is refused,
+never resumed under settings nobody knows.
 """
 
 import contextlib
@@ -14,20 +17,116 @@ import os
 import shutil
 from typing import Callable, Dict, List, Optional, Sequence
 
-from model.weights import CheckpointError, run_files
-from training.loop import LOOP_FILES
+from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, read_json
+from runs.checkpoints import carried_record, kept_checkpoints
 from util import cli, files, hparams
+from util.cli import listed
+
+# A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
+# record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
+# own vocab.txt was read) and a start may move; the copy keeps a finished run whole.
+RUN_VOCAB = "vocab.txt"
+RUN_VOCAB_KEY = "vocab"
+def keep_vocab(model_dir: str, vocab_file: str) -> Dict[str, str]:
+  """Copies the vocabulary a run read into its model dir (atomically); the record's
+  field naming the copy."""
+  with open(vocab_file, "rb") as source, \
+      files.atomic_write(os.path.join(model_dir, RUN_VOCAB), "wb") as copy:
+    copy.write(source.read())
+  return {RUN_VOCAB_KEY: RUN_VOCAB}
+
+
+def recorded_vocab(model_dir: str, record: Dict) -> str:
+  """The vocab.txt a fine-tuning run read: the copy in its model dir that its record
+  names, else (a record written before runs kept one) its settings' vocab_file."""
+  if record.get(RUN_VOCAB_KEY):
+    return os.path.join(model_dir, record[RUN_VOCAB_KEY])
+  return (record.get("finetuning") or {}).get("vocab_file", "")
+
+
+def read_record(model_dir: str, name: str,
+                note: Callable[[str], None] = lambda line: print(line, flush=True)
+                ) -> Optional[Dict]:
+  """The run's record <model_dir>/<name>; None for a model dir without one and without
+  checkpoints. A record of another shape (not the run's) is refused (CheckpointError),
+  never rewritten. A record that is missing, empty or unreadable while checkpoints are on
+  disk is rebuilt from the copy the newest readable one carries (saying so through
+  `note`), or refused (CheckpointError) when they carry none."""
+  path = os.path.join(model_dir, name)
+  problem = "is missing"
+  if os.path.exists(path):
+    try:
+      with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    except (OSError, ValueError) as e:
+      record, problem = None, f"cannot be read ({e})"
+    else:
+      if record:
+        return check_record_shape(path, record)
+      problem = "is empty"
+  # Silent: the loop says what it skips or finds when it resumes.
+  newest, carried = carried_record(model_dir, name)
+  if newest is None:
+    if problem.startswith("cannot"):
+      raise CheckpointError(f"{path}: the run's record {problem}")
+    return None
+  if carried is None:
+    raise CheckpointError(
+        f"{path}: the run's record {problem}, and its checkpoints "
+        f"({os.path.basename(newest)} and older) carry no copy of it (saved before "
+        "checkpoints did), so the settings they were trained with are unknown: put the "
+        "file back, or use another model_dir, or set \"overwrite_model_dir\": true to "
+        "delete the run and start over")
+  with files.atomic_write(path) as f:
+    json.dump(carried, f, indent=2, sort_keys=True)
+  note(f"note: {path}, the run's record, {problem}; rebuilt it from the copy "
+       f"{os.path.basename(newest)} carries")
+  return carried
+
+
+# What each record holds, to tell a run's own record from another JSON file in its
+# place (one taken as read would be rewritten, the run's settings and history lost):
+# {name: (the command writing it, the objects it must hold)}.
+RECORD_SHAPES = {PRETRAINING_RECORD: ("run_pretraining.py", ("signature", "config")),
+                 FINETUNING_RECORD: ("run_finetuning.py", ("finetuning", "model"))}
+
+
+def check_record_shape(path: str, record) -> Dict:
+  """`record`, read from `path`, if it has its file's shape (RECORD_SHAPES); else a
+  CheckpointError naming the file, what it holds and what was expected."""
+  writer, keys = RECORD_SHAPES.get(os.path.basename(path), ("", ()))
+  if isinstance(record, dict) and all(isinstance(record.get(k), dict) for k in keys):
+    return record
+  kinds = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+  held = ("an empty JSON object" if record == {} else
+          f"a JSON object with keys {listed(map(repr, record))}"
+          if isinstance(record, dict) else f"a JSON {kinds.get(type(record), 'value')}")
+  raise CheckpointError(
+      f"{path}: not the run's record (holds {held}; expected the JSON object "
+      f"{writer or 'the run'} writes, with {' and '.join(repr(k) for k in keys)} "
+      "objects); "
+      "put the run's own record back, or use another model_dir, or set "
+      "\"overwrite_model_dir\": true to delete the run and start over")
+
+
+def read_run_record(path: str) -> Dict:
+  """A run's record read as it is (for a tool that reads one without TensorFlow): one
+  line (CheckpointError) when it cannot be read or is not a run's record, naming the
+  model dir when that or its record is missing."""
+  model_dir, name = os.path.split(path)
+  writer = RECORD_SHAPES.get(name, ("the run",))[0]
+  if not os.path.isdir(model_dir or "."):
+    problem = "not a folder" if os.path.exists(model_dir) else "no such model dir"
+    raise CheckpointError(f"{model_dir}: {problem}; expected the model dir of a run of "
+                          f"{writer}, which holds its {name}")
+  if not os.path.exists(path):
+    raise CheckpointError(f"{model_dir} holds no run ({name}, which {writer} writes)")
+  return check_record_shape(path, read_json(path))
+
 
 # Every message that suggests overwrite_model_dir says what it costs.
 OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
                     "included, and start over")
-
-
-def read_record(model_dir: str, config_name: str) -> Optional[Dict]:
-  """<model_dir>/<config_name> as written by write_run_config, rebuilt from the copy its
-  checkpoints carry when lost (run_files.read_record); None if there is none."""
-  return run_files.read_record(model_dir, config_name,
-                               note=lambda line: print(line, flush=True))
 
 
 def check_run_folder(model_dir: str, data_dir: str):
@@ -54,9 +153,9 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   starts over. A field an older record did not sign is compared with its whole config
   ("config"), when it holds the field.
 
-  `written`: what the phase writes in a model dir beside its record and the loop's
-  files, as glob patterns relative to it; `beside`: what other runs write there, which
-  stays (fine-tuning's outputs in a pre-trained model's folder). A model dir without a
+  `written`: what the run writes in a model dir beside its record (the loop's files,
+  training/loop.py's LOOP_FILES, and the phase's own), as glob patterns relative to it;
+  `beside`: what other runs write there, which stays (fine-tuning's outputs in a pre-trained model's folder). A model dir without a
   run that holds anything else is refused: it is someone's folder, not a run's.
 
   `evaluating`: this run only reads the trained weights, so `signature` holds just what
@@ -118,8 +217,8 @@ def start_over(model_dir: str, config_name: str, written: Sequence[str]):
 
 def run_patterns(config_name: str, written: Sequence[str]) -> List[str]:
   """Everything a run writes in its model dir, as glob patterns relative to it: its
-  record, the loop's files and the phase's own (`written`)."""
-  return [config_name, *LOOP_FILES, *written]
+  record and `written`."""
+  return [config_name, *written]
 
 
 def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
@@ -199,12 +298,12 @@ def kept_once_trained(model_dir: str, config_name: str):
     yield
   except BaseException:
     if (fresh and os.path.exists(path)
-        and not run_files.kept_checkpoints(model_dir, lambda _: None)):
+        and not kept_checkpoints(model_dir, lambda _: None)):
       os.remove(path)
     raise
 
 
-def write_run_config(model_dir: str, config_name: str, signature: Dict, **contents):
+def write_record(model_dir: str, config_name: str, signature: Dict, **contents):
   """<model_dir>/<config_name>: the run's signature (for check_resume) and `contents`."""
   with files.atomic_write(os.path.join(model_dir, config_name)) as f:
     json.dump({"signature": signature, **contents}, f, indent=2, sort_keys=True)

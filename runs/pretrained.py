@@ -1,12 +1,16 @@
-"""run_pretraining.py's model dirs: the newest training checkpoint that reads whole.
+"""run_pretraining.py's model dirs as a weight format: the newest training checkpoint
+that reads whole.
 
 A run's checkpoint is TensorFlow 2's object graph of its whole model (the pair held as
 `electra`, the optimizer beside it); it is read into a pair built at the sizes the run
 recorded (pretrain_config.json), then handed on under the original names, so every
 check and mapping of original.py applies. A fine-tuned model dir is refused as such.
+model/weights/formats.py asks it as one of its formats once this module is imported:
+open weights through `open_weights` here, and a run dir's path opens too.
 """
 
 import os
+import sys
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -14,10 +18,11 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import CheckpointError
-from model.weights.original import Mapping, assign, original_variables
-from model.weights.run_files import (FINETUNING_RECORD, PRETRAINING_RECORD,
-                                     check_whole, newest_readable, read_record)
+from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, formats
+from model.weights.formats import open_weights  # pylint: disable=unused-import
+from model.weights.original import Mapping, assign, check_whole, original_variables
+from runs.checkpoints import newest_readable
+from runs.record import read_record
 from util import cli
 
 # The run records every size: none is inferred.
@@ -47,13 +52,13 @@ def locate(path: str) -> Optional[str]:
         "released ELECTRA checkpoint, or a Hugging Face ELECTRA directory")
   if not os.path.isfile(os.path.join(folder, PRETRAINING_RECORD)):
     try:  # lost: a run dir still when its checkpoints carry the record
-      if read_record(folder, PRETRAINING_RECORD, _note) is None:
+      if read_record(folder, PRETRAINING_RECORD) is None:
         return None
     except CheckpointError:  # other checkpoints: original.py words what they are
       return None
   if not os.path.isdir(path):
     return path if tf.io.gfile.exists(path + ".index") else None
-  prefix = newest_readable(folder, note=_note)
+  prefix = newest_readable(folder, note=lambda line: print(line, flush=True))
   if prefix is None:
     raise CheckpointError(f"{path}: a pre-training model dir without a checkpoint yet; "
                           "train it first (run_pretraining.py saves every "
@@ -61,13 +66,9 @@ def locate(path: str) -> Optional[str]:
   return prefix
 
 
-def _note(line: str):
-  print(line, flush=True)
-
-
 def _record(prefix: str) -> Dict:
   """The run's record (rebuilt from its checkpoints' copy if it was lost or emptied)."""
-  return read_record(os.path.dirname(prefix), PRETRAINING_RECORD, _note)
+  return read_record(os.path.dirname(prefix), PRETRAINING_RECORD)
 
 
 def part_held(prefix: str) -> str:
@@ -117,3 +118,8 @@ def load(mapping: Mapping, prefix: str, what: str):
             for name, variable, shape in original_variables(pair, held)}
   assign(mapping, {name: value.shape for name, value in values.items()},
          values.__getitem__, prefix, what)
+
+
+# model/ may not import this room: it learns of the format from here (before original.py,
+# which leaves run dirs alone).
+formats.register(sys.modules[__name__])

@@ -11,7 +11,8 @@ import os
 from typing import Dict, Optional
 
 from model.weights import by_name
-from model.weights.formats import Weights, open_weights
+from model.weights.formats import Weights
+from runs.pretrained import open_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,5 +48,5 @@ def record_name(start: Optional[PretrainedStart]) -> str:
 
 
 def in_todays_name(start: Optional[PretrainedStart]):
-  """resume.check_resume's `renamed` for a run with this start."""
+  """record.check_resume's `renamed` for a run with this start."""
   return start.in_todays_name if start else lambda values: values

@@ -1,0 +1,181 @@
+"""One training step: the replicas' micro-batches' gradients (the phase's `loss_fn`
+under the tape), summed, all-reduced, checked and applied.
+
+A phase supplies `loss_fn(batch, step, replica_id, micro_step) -> (loss, scalars)`; the
+step and replica id let it derive stateless random seeds, so a resumed run draws exactly
+what an uninterrupted one would. training/loop.py runs the steps.
+"""
+
+from typing import Callable, Dict
+
+import tensorflow as tf
+import tf_keras
+
+from model.internals import create_slots
+from training.runtime import is_chief, worker_position
+from training.stopping import StopRequests
+
+# The key under which _replica_step hands train_step the all-reduced stop requests.
+_STOP_REQUESTS = "stop_requests"
+
+
+class TrainStep:
+  """The compiled step of `loss_fn` under `strategy` (training/loop.py's TrainLoop runs
+  it). Each worker's batch is split over its replicas and, inside a replica, into
+  `settings.gradient_accumulation_steps` micro-batches whose gradients are summed
+  before one optimizer step."""
+
+  def __init__(self, strategy, model: tf_keras.Model, optimizer, loss_fn, settings):
+    self.strategy, self.model, self.optimizer = strategy, model, optimizer
+    self.loss_fn, self.settings = loss_fn, settings
+    self.chief = is_chief(strategy)
+    self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with strategy.scope():
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+      # First step whose loss or gradients were not finite, or -1; kept on the device
+      # so the guard does not stall every step on a host read.
+      self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self.worker, self.workers = worker_position(strategy)
+    self.stops = StopRequests(strategy, self.worker, self.workers)
+    self._compiled_step = None
+    # One micro-batch's gradients, compiled on its own (XLA when asked) and called by
+    # each replica's step (_replica_step).
+    self._gradients = tf.function(self._compute_gradients, autograph=False,
+                                  jit_compile=settings.use_xla or None)
+
+  @property
+  def trainable_variables(self):
+    return self.model.trainable_variables
+
+  def input_context(self) -> tf.distribute.InputContext:
+    return tf.distribute.InputContext(num_input_pipelines=self.workers,
+                                      input_pipeline_id=self.worker,
+                                      num_replicas_in_sync=self.strategy.num_replicas_in_sync)
+
+  @property
+  def _distributed_input(self) -> bool:
+    """Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
+    can be checkpointed; for several local replicas the step splits the worker's batch
+    itself (below)."""
+    return isinstance(self.strategy, tf.distribute.TPUStrategy)
+
+  def iterator(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
+    """This worker's iterator over `dataset_fn(input_context)`'s batches, as train_step
+    and evaluate read them."""
+    dataset = dataset_fn(self.input_context())
+    if self._distributed_input:
+      return iter(self.strategy.experimental_distribute_dataset(dataset))
+    return iter(dataset)
+
+  def _split_over_replicas(self, batch):
+    """The worker's batch, cut into equal consecutive slices, one per local replica."""
+    local = self.strategy.num_replicas_in_sync // self.workers
+    if local == 1:
+      return batch
+    first = self.worker * local
+
+    def slice_for(context):
+      index = context.replica_id_in_sync_group - first
+      return {k: tf.split(v, local)[index] for k, v in batch.items()}
+    return self.strategy.experimental_distribute_values_from_function(slice_for)
+
+  def _replica_step(self, batch):
+    settings = self.settings
+    context = tf.distribute.get_replica_context()
+    replica_id = context.replica_id_in_sync_group
+    accumulation = settings.gradient_accumulation_steps
+    divisor = float(accumulation * self.strategy.num_replicas_in_sync)
+    variables = self.trainable_variables
+    micro_batches = [{k: v[i::accumulation] for k, v in batch.items()}
+                     for i in range(accumulation)] if accumulation > 1 else [batch]
+    total_grads, losses, scalars = None, [], {}
+    for micro_step, micro_batch in enumerate(micro_batches):
+      # Each micro-step waits for the previous one's gradients: otherwise the graph runs
+      # them concurrently and holds every micro-batch's activations at once.
+      after = [g for g in total_grads or [] if g is not None]
+      with tf.control_dependencies(after):
+        micro_batch = {k: tf.identity(v) for k, v in micro_batch.items()}
+      grads, loss, micro_scalars = self._gradients(micro_batch, replica_id, micro_step,
+                                                   divisor)
+      # Embedding gradients come as IndexedSlices with one row per token occurrence;
+      # made dense, they sum across micro-steps and their global norm (for clipping) is
+      # that of the true gradient, as on the original's TPU path (one-hot embeddings),
+      # instead of counting a repeated token's rows separately.
+      grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+      total_grads = grads if total_grads is None else [
+          None if a is None else a + b for a, b in zip(total_grads, grads)]
+      losses.append(loss)
+      for name, value in micro_scalars.items():
+        scalars.setdefault(name, []).append(value)
+    pairs = [(g, v) for g, v in zip(total_grads, variables) if g is not None]
+    reduced = [g for g, _ in pairs]
+    stop_requests = self.stops.in_step(context)
+    if stop_requests is not None:  # they ride in the gradients' all-reduce
+      reduced.append(stop_requests)
+    reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, reduced)
+    grads = reduced[:len(pairs)]
+    grad_norm = tf.linalg.global_norm(grads)
+    self._apply(list(zip(grads, [v for _, v in pairs])))
+    scalars = {k: tf.add_n(v) / len(v) for k, v in scalars.items()}
+    scalars["loss"] = tf.add_n(losses) / len(losses)
+    scalars["grad_norm"] = grad_norm
+    if stop_requests is not None:
+      scalars[_STOP_REQUESTS] = reduced[-1]
+    return scalars
+
+  def _compute_gradients(self, batch, replica_id, micro_step, divisor):
+    with tf.GradientTape() as tape:
+      loss, scalars = self.loss_fn(batch, self.step, replica_id, micro_step)
+      loss = tf.cast(loss, tf.float32)
+      # Replica gradients are summed, so each replica contributes its share of the mean.
+      scaled = loss / divisor
+      if self.loss_scaling:
+        scaled = self.optimizer.get_scaled_loss(scaled)
+    grads = tape.gradient(scaled, self.trainable_variables,
+                          unconnected_gradients=tf.UnconnectedGradients.NONE)
+    if self.loss_scaling:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    return grads, loss, {k: tf.cast(v, tf.float32) for k, v in scalars.items()}
+
+  def _apply(self, grads_and_vars):
+    kwargs = {}
+    if isinstance(self.optimizer, (tf_keras.optimizers.legacy.Optimizer,
+                                   tf_keras.mixed_precision.LossScaleOptimizer)):
+      kwargs["experimental_aggregate_gradients"] = False  # summed above, once
+    self.optimizer.apply_gradients(grads_and_vars, **kwargs)
+
+  def train_step(self) -> Callable[..., Dict[str, tf.Tensor]]:
+    """The compiled step, `train_step(iterator) -> scalars`: one optimizer step on the
+    next batch of `iterator` (self.iterator). run() calls it between its checkpoints and
+    logs; the benches time it alone. Made once per loop: fine-tuning runs the loop once
+    per epoch, and a new step would be traced and compiled again each time."""
+    if self._compiled_step is not None:
+      return self._compiled_step
+    with self.strategy.scope():
+      # Slots made now, not inside the first call, spare tf.function a second trace.
+      optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+      create_slots(optimizer, self.trainable_variables)
+
+    # No autograph: the step has no data-dependent Python control flow, and converting
+    # the whole model's code makes the first step much slower to trace.
+    @tf.function(autograph=False)
+    def train_step(iterator):
+      batch = next(iterator)
+      if not self._distributed_input:
+        batch = self._split_over_replicas(batch)
+      scalars = self.strategy.run(self._replica_step, args=(batch,))
+      if _STOP_REQUESTS in scalars:
+        self.stops.received(scalars.pop(_STOP_REQUESTS))
+      scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                 for k, v in scalars.items()}
+      finite = tf.math.is_finite(scalars["loss"])
+      if not self.loss_scaling:  # with loss scaling, inf gradients are skipped steps
+        finite &= tf.math.is_finite(scalars["grad_norm"])
+      self.bad_step.assign(tf.where(finite | (self.bad_step >= 0), self.bad_step,
+                                    self.step + 1))
+      self.step.assign_add(1)
+      return scalars
+
+    self._compiled_step = train_step
+    return train_step
