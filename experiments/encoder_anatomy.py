@@ -104,7 +104,7 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   @tf.function
   def step(batch):
     with tf.GradientTape() as tape:
-      loss, scalars = loss_fn(batch, 0, 0, 0)
+      loss, scalars = loss_fn(batch, 0, 0)
     grads = tape.gradient(loss, variables)
     squares = tf.stack([tf.reduce_sum(tf.convert_to_tensor(g) ** 2) for g in grads])
     optimizer.apply_gradients(zip(grads, variables))

@@ -4,12 +4,10 @@ form's config.json is another file of that name), which every weight format here
 original's code and tools.export_hf read: to fine-tune again from it, or to take it
 elsewhere. The task head stays out (the original's loaders skip task_specific/)."""
 
-import json
 import os
-import shutil
 from typing import List
 
-from model.weights.original import encoder_variables, save_variables
+from model.weights.original import encoder_variables, save_folder
 
 NAME = "original"
 READER = False
@@ -26,10 +24,7 @@ def write(job, folder: str, log) -> List[str]:
   finetuned = job.finetuned
   checkpoint = os.path.join(folder, FOLDER)
   os.mkdir(checkpoint)
-  save_variables(encoder_variables(finetuned.model.encoder, "electra"),
-                 os.path.join(checkpoint, PREFIX))
-  with open(os.path.join(checkpoint, "config.json"), "w", encoding="utf-8") as f:
-    json.dump(finetuned.sizes.to_dict(), f, indent=2, sort_keys=True)
-  shutil.copyfile(finetuned.vocab_file, os.path.join(checkpoint, "vocab.txt"))
+  save_folder(encoder_variables(finetuned.model.encoder, "electra"), checkpoint, PREFIX,
+              finetuned.sizes, finetuned.vocab_file)
   log(f"wrote {FOLDER}/{PREFIX} (the encoder in the original's names)")
   return [FOLDER]

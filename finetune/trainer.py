@@ -227,8 +227,8 @@ class Finetuner:
   def loss_fn(self, model, global_batch: int):
     runners = self.runners
 
-    def compute(batch, step, replica_id, micro_step):
-      del step, replica_id, micro_step
+    def compute(batch, seed, step):
+      del seed, step
       outputs = model(batch, training=True)
       losses = tf.zeros(tf.shape(batch["task_id"]), tf.float32)
       for index, runner in enumerate(runners):

@@ -2,8 +2,8 @@
 
 The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
 training/'s, the config's fitting to its inputs config_fitting.py's and the model dir's
-record run_record.py's; this module adds what is specific to pre-training: stateless
-per-step seeds for masking and sampling, the eval metrics written to
+record run_record.py's; this module adds what is specific to pre-training: the
+objective's step as the loop's loss, the eval metrics written to
 <model_dir>/results/unsup_results.{txt,json}, and the export of the trained generator
 and discriminator in the original release's format (<model_dir>/export:
 model.ckpt-<step>, config.json in BertConfig form, vocab.txt and its normalisation's
@@ -12,7 +12,6 @@ tokenizer_config.json), which is also what fine-tuning loads.
 
 import json
 import os
-import shutil
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -21,7 +20,7 @@ from data_prep import normalization
 from model.encoder import use_recompute
 from model.initialization import (apply_init_scheme, prior_discriminator_head,
                                   unigram_generator_head)
-from model.weights.original import save_original
+from model.weights.original import original_variables, save_folder
 from pretrain import input_pipeline
 from pretrain.config import PretrainingConfig
 from pretrain.config_fitting import checked_and_sized
@@ -81,9 +80,13 @@ class Pretrainer:
         tokens_per_step=config.train_batch_size * config.max_seq_length,
         flops_per_step=self.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
-        learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG)
+        learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG,
+        seed=config.seed, logged=self.objective.logged)
+    # The step's losses: the objective's compute, over this run's networks.
     self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
-                           self._loss, settings)
+                          lambda batch, seed, step: self.objective.compute(
+                              self.model, batch, seed, training=True, step=step),
+                          settings)
 
   def _lr_multiplier(self):
     """disc_lr_multiplier (with disc_warmup_steps, a schedule of the step) for the
@@ -96,12 +99,6 @@ class Pretrainer:
     if config.disc_warmup_steps:
       multiplier = own_warmup(multiplier, config.disc_warmup_steps, config.num_warmup_steps)
     return lambda variable: multiplier if variable.ref() in scaled else 1.0
-
-  def _loss(self, batch, step, replica_id, micro_step):
-    seed = runtime.stateless_seed(self.config.seed, step, replica_id, micro_step)
-    loss, outputs = self.objective.compute(self.model, batch, seed, training=True,
-                                           step=step)
-    return loss, self.objective.logged(outputs)
 
   def dataset_fn(self, training: bool = True):
     """The input pipeline of training (train_batch_size, shuffled, repeated) or eval
@@ -220,12 +217,9 @@ class Pretrainer:
             else "none") + "); save_checkpoints_steps and keep_checkpoint_max decide")
       tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
       folder = os.path.join(folder, f"step_{step}")
-    prefix = save_original(
-        self.model.electra, os.path.join(folder, f"model.ckpt-{step}"),
-        part=self.objective.exported_part, global_step=step)
-    with files.atomic_write(os.path.join(folder, "config.json")) as f:
-      json.dump(self.model.model_config.to_dict(), f, indent=2, sort_keys=True)
-    shutil.copyfile(self.config.vocab_file, os.path.join(folder, "vocab.txt"))
+    prefix = save_folder(
+        original_variables(self.model.electra, self.objective.exported_part), folder,
+        f"model.ckpt-{step}", self.model.model_config, self.config.vocab_file, step)
     normalization.write(folder, run_normalization(self.config))
     return prefix
 

@@ -32,17 +32,12 @@ _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
 _CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.(index|data-\d+-of-\d+)$")
 
 
-def _print(line: str):
-  print(line, flush=True)
-
-
 def carried_record(model_dir: str, name: str) -> Tuple[Optional[str], Optional[Dict]]:
   """(the newest readable checkpoint, the record `name` it carries or None); (None,
   None) for a model dir without checkpoints."""
-  paths = kept_checkpoints(model_dir, lambda _: None)
-  if not paths:
+  newest = newest_readable(model_dir, lambda _: None)
+  if newest is None:
     return None, None
-  newest = first_readable(list(reversed(paths)), model_dir, lambda _: None)
   reader = tf.train.load_checkpoint(newest)
   carried = (json.loads(reader.get_tensor(_RECORD_TENSOR) or b"{}")
              if reader.has_tensor(_RECORD_TENSOR) else {})
@@ -155,15 +150,11 @@ class RunCheckpoints:
     skipped, saying why; when none reads, a CheckpointError names the newest's file.
     Checkpoints on disk whose state file is gone are found and listed in it again.
     """
-    note = _print if self.chief else (lambda _: None)
-    newest_first = list(reversed(kept_checkpoints(self.model_dir, note,
-                                                  repair=self.chief)))
-    if not newest_first:
-      return None
-    if self._readable[0] != newest_first[0]:  # each new state is checked once
-      self._readable = (newest_first[0],
-                        first_readable(newest_first, self.model_dir, note))
-    return self._readable[1]
+    note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
+    paths = kept_checkpoints(self.model_dir, note, repair=self.chief)
+    if paths and self._readable[0] != paths[-1]:  # each new state is checked once
+      self._readable = (paths[-1], first_readable(paths[::-1], self.model_dir, note))
+    return self._readable[1] if paths else None
 
   def restore(self, path: Optional[str] = None) -> Optional[str]:
     """Restores the model, optimizer and step of the latest checkpoint (or of `path`);

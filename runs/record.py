@@ -20,13 +20,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, read_json
 from runs.checkpoints import carried_record, kept_checkpoints
 from util import cli, files, hparams
-from util.cli import listed
 
 # A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
 # record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
 # own vocab.txt was read) and a start may move; the copy keeps a finished run whole.
 RUN_VOCAB = "vocab.txt"
 RUN_VOCAB_KEY = "vocab"
+
+
 def keep_vocab(model_dir: str, vocab_file: str) -> Dict[str, str]:
   """Copies the vocabulary a run read into its model dir (atomically); the record's
   field naming the copy."""
@@ -99,7 +100,7 @@ def check_record_shape(path: str, record) -> Dict:
     return record
   kinds = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
   held = ("an empty JSON object" if record == {} else
-          f"a JSON object with keys {listed(map(repr, record))}"
+          f"a JSON object with keys {cli.listed(map(repr, record))}"
           if isinstance(record, dict) else f"a JSON {kinds.get(type(record), 'value')}")
   raise CheckpointError(
       f"{path}: not the run's record (holds {held}; expected the JSON object "

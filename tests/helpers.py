@@ -28,7 +28,7 @@ from pretrain.config import load_config
 from pretrain.model import SpecialTokens
 from tests import numpy_electra
 from training.loop import LoopSettings, TrainLoop
-from training.runtime import loopback_cluster, stateless_seed, use_checkpointed_dropout
+from training.runtime import loopback_cluster, use_checkpointed_dropout
 
 
 # The checkout (as conftest.py puts it on sys.path) and the shared data beside it.
@@ -109,11 +109,10 @@ def toy_dataset(batch_size=8):
 
 def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
   """MSE plus (optionally) noise drawn from the stateless per-step seed."""
-  def loss_fn(model, batch, step, replica_id, micro_step):
+  def loss_fn(model, batch, seed, step):
     pred = model(batch["x"], training=True)
     loss = tf.reduce_mean(tf.square(pred - batch["y"]))
-    if noisy:
-      seed = stateless_seed(7, step, replica_id, micro_step)
+    if noisy:  # the step's seed: stateless_seed(LoopSettings.seed, step, replica, micro)
       loss += 0.01 * tf.random.stateless_normal([], seed)
     if nan_from_step is not None:
       loss *= tf.where(step >= nan_from_step, float("nan"), 1.0)
@@ -143,7 +142,8 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
   loop_settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
                                save_checkpoints_steps=2, keep_checkpoint_max=3,
                                log_every_steps=1,
-                               gradient_accumulation_steps=accumulation, **(settings or {}))
+                               gradient_accumulation_steps=accumulation, seed=7,
+                               **(settings or {}))
   loop = TrainLoop(strategy, model, optimizer,
                             lambda *args: loss_fn(model, *args), loop_settings)
   def dataset_fn(context):

@@ -19,7 +19,7 @@ import onnx
 import pytest
 import tensorflow as tf
 
-from export import folder as export_folder, litert, registry, source
+from export import litert, registry, source
 from tools import litert_ops
 from finetune import graph_tokenizer, serving, trainer
 from model.weights import original as original_names
@@ -27,7 +27,7 @@ from tests.helpers import ROOT, shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
                                    shared_glue_models)
 from tools import export_hf, export_lite
-from util import stderr as util_stderr
+from util import files, stderr as util_stderr
 
 
 @pytest.fixture(scope="module")
@@ -289,10 +289,10 @@ def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys
 def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
   """An export killed (-9) leaves its temporary folder; the next export in the same
   place removes it, and never a live export's."""
-  code = ("import os, sys, time\nfrom export import folder\n"
+  code = ("import os, sys, time\nfrom util import files\n"
           "tmp = os.path.join(sys.argv[1], sys.argv[2])\nos.makedirs(tmp)\n"
           "open(os.path.join(tmp, 'model_float32.tflite'), 'wb').write(bytes(1000))\n"
-          "with folder._in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
+          "with files.in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
   procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name],
                             cwd=os.path.dirname(os.path.dirname(__file__)),
                             stdout=subprocess.PIPE, text=True)
@@ -304,7 +304,7 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
     procs[0].wait()
     (tmp_path / ".unrelated").mkdir()  # no lock file: not an export's
     said = []
-    export_folder.remove_stale_exports(str(tmp_path), said.append)
+    files.remove_stale_folders(str(tmp_path), said.append, "an export")
     assert said == [f"removed {tmp_path}/.killed.abc, the temporary folder of an export "
                     "that was stopped before it finished"]
     assert sorted(os.listdir(tmp_path)) == [".live.def", ".unrelated"]

@@ -54,6 +54,9 @@ class LoopSettings:
   peak_flops: float = 0.0  # of the run's devices (runtime.peak_flops), for % of peak
   learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
   label: str = "step"
+  seed: int = 0  # of the step's stateless seeds (training/step.py)
+  # The scalars of loss_fn's outputs the log shows (None: all of them).
+  logged: Optional[Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]] = None
   # Called on the chief after every step with the step's scalars (a phase's watch on
   # its loss: finetune/prior_watch.py); reading a scalar waits for the step.
   on_step: Optional[Callable[[int, Dict[str, tf.Tensor]], None]] = None

@@ -1,9 +1,11 @@
 """One training step: the replicas' micro-batches' gradients (the phase's `loss_fn`
 under the tape), summed, all-reduced, checked and applied.
 
-A phase supplies `loss_fn(batch, step, replica_id, micro_step) -> (loss, scalars)`; the
-step and replica id let it derive stateless random seeds, so a resumed run draws exactly
-what an uninterrupted one would. training/loop.py runs the steps.
+A phase supplies `loss_fn(batch, seed, step) -> (loss, outputs)`, the scalars the log
+shows picked from its outputs by `settings.logged` (default: all). `seed` is stateless
+(runtime.stateless_seed of settings.seed, the step, the replica and the micro-step), so
+a resumed run draws exactly what an uninterrupted one would. training/loop.py runs the
+steps.
 """
 
 from typing import Callable, Dict
@@ -12,7 +14,7 @@ import tensorflow as tf
 import tf_keras
 
 from model.internals import create_slots
-from training.runtime import is_chief, worker_position
+from training.runtime import is_chief, stateless_seed, worker_position
 from training.stopping import StopRequests
 
 # The key under which _replica_step hands train_step the all-reduced stop requests.
@@ -125,8 +127,10 @@ class TrainStep:
     return scalars
 
   def _compute_gradients(self, batch, replica_id, micro_step, divisor):
+    seed = stateless_seed(self.settings.seed, self.step, replica_id, micro_step)
     with tf.GradientTape() as tape:
-      loss, scalars = self.loss_fn(batch, self.step, replica_id, micro_step)
+      loss, outputs = self.loss_fn(batch, seed, self.step)
+      scalars = self.settings.logged(outputs) if self.settings.logged else outputs
       loss = tf.cast(loss, tf.float32)
       # Replica gradients are summed, so each replica contributes its share of the mean.
       scaled = loss / divisor

@@ -3,6 +3,7 @@ directory (a second run on a directory a live run holds is refused)."""
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import shlex
@@ -64,15 +65,23 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     raise
 
 
+# A file inside an atomic directory's temporary folder, locked (flock) while its process
+# lives: a temporary folder whose lock can be taken was left by a write that was killed.
+IN_PROGRESS = ".write_in_progress"
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str, temp_name: str = ""):
+def atomic_directory(path: str, temp_name: str = "", log=print, what: str = "a write"):
   """Yields a new directory beside `path` to write into; when the block succeeds it
   takes `path`'s place (an existing `path` is moved aside first and deleted once the
   new one is in), and when it fails it is deleted and `path` stays as it was.
-  `temp_name`: the temporary directory's name (default a new hidden ".<name>.*")."""
+  `temp_name`: the temporary directory's name (default a new hidden ".<name>.*").
+  The temporary folders that killed writes left beside `path` go first, each said
+  through `log` as `what`'s."""
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
   make_folder(parent, path)
+  remove_stale_folders(parent, log, what)
   if temp_name:
     tmp = os.path.join(parent, temp_name)
     os.makedirs(tmp)
@@ -81,23 +90,53 @@ def atomic_directory(path: str, temp_name: str = ""):
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; give the usual permissions
+  old = None
   try:
-    yield tmp
-    old = None
-    if os.path.lexists(path):
-      old = tmp + ".old"
-      os.replace(path, old)
-    try:
-      os.replace(tmp, path)
-    except BaseException:
-      if old:
-        os.replace(old, path)
-      raise
+    with in_progress(tmp):
+      yield tmp
+      if os.path.lexists(path):
+        old = tmp + ".old"
+        os.replace(path, old)
+      try:
+        os.replace(tmp, path)
+      except BaseException:
+        if old:
+          os.replace(old, path)
+        raise
+      # Renamed first, the lock released after: a later write never finds this folder
+      # both unlocked and still at its temporary name.
+      os.remove(os.path.join(path, IN_PROGRESS))
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   if old:
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def in_progress(folder: str):
+  """Holds `folder`'s IN_PROGRESS lock for the block."""
+  with open(os.path.join(folder, IN_PROGRESS), "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    yield
+
+
+def remove_stale_folders(parent: str, log=print, what: str = "a write"):
+  """Removes the temporary folders that killed atomic_directory writes left in
+  `parent` (their lock free), saying so."""
+  for entry in os.listdir(parent):
+    folder = os.path.join(parent, entry)
+    marker = os.path.join(folder, IN_PROGRESS)
+    if not os.path.isfile(marker):
+      continue
+    try:
+      with open(marker, encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(folder, ignore_errors=True)
+    except OSError:  # held: a live write's; or gone meanwhile
+      continue
+    log(f"removed {folder}, the temporary folder of {what} that was stopped before it "
+        "finished")
 
 
 def check_output(flag: str, output: str, inputs: Dict[str, str],

@@ -14,8 +14,10 @@ beside its checkpoint.
 """
 
 import glob
+import json
 import os
 import re
+import shutil
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -303,6 +305,19 @@ def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],
                           f"for this config: {'; '.join(wrong[:3])}")
   for name, variable, _ in mapping:
     variable.assign(np.reshape(read(name), variable.shape))
+
+
+def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
+                vocab_file: str, global_step: Optional[int] = None) -> str:
+  """The original release's folder: the checkpoint <folder>/<name> under the original
+  names, config.json (the sizes, as saved_model_config reads them) and vocab.txt
+  beside it, as every weight format here, the original's code and tools.export_hf
+  read it; returns the checkpoint's prefix."""
+  prefix = save_variables(mapping, os.path.join(folder, name), global_step)
+  with atomic_write(os.path.join(folder, "config.json")) as f:
+    json.dump(sizes.to_dict(), f, indent=2, sort_keys=True)
+  shutil.copyfile(vocab_file, os.path.join(folder, "vocab.txt"))
+  return prefix
 
 
 def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
