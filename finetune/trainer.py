@@ -35,7 +35,7 @@ from model.dropout import use_padded_length
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
 from model.weights import FINETUNING_RECORD, CheckpointError, read_json
-from runs import record
+from runs import lock, record
 from runs.checkpoints import newest_readable
 from runs.record import RUN_VOCAB, keep_vocab
 from runs.start import PretrainedStart, in_todays_name, open_start, record_name
@@ -375,9 +375,9 @@ class Finetuner:
       scored = read_json(scores_path) if os.path.isfile(scores_path) else []
       with record.kept_once_trained(model_dir, RUN_CONFIG):
         record.write_record(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
-                                finetuning={**config.to_dict(),
-                                            "vocab_file": os.path.abspath(self.vocab_path)},
-                                model=self.model_config.to_dict())
+                            finetuning={**config.to_dict(),
+                                        "vocab_file": os.path.abspath(self.vocab_path)},
+                            model=self.model_config.to_dict())
         epochs = max(1, int(np.ceil(config.num_train_epochs)))
         boundaries = sorted({min(num_steps, round(num_steps * (e + 1) / epochs))
                              for e in range(epochs)})
@@ -607,7 +607,7 @@ def plot_history(trials, path: str):
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
   One run at a time per model_dir: another is refused while this one runs."""
-  with runtime.run_dir_lock(config, config.model_dir):
+  with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
     return _run(config, log)
 
 

@@ -30,7 +30,7 @@ from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
 from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
                                  run_normalization, write_run_config)
-from runs import record
+from runs import lock, record
 from runs.checkpoints import CHECKPOINT_NAME
 from training import runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
@@ -280,7 +280,7 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
               ["", *(f"step_{step}" for step in export_steps)]
               for name in ("config.json", "vocab.txt", normalization.FILE, "checkpoint")],
       remedy="copy it out of the export folder first, or use another model_dir")
-  with runtime.run_dir_lock(config, config.model_dir):
+  with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
     return _run(config, export_steps)
 
 

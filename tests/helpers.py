@@ -83,8 +83,8 @@ def write_tiny_pretrained_model(data, layers=2):
 @contextlib.contextmanager
 def run_lock_held_elsewhere(directory):
   """Yields the Popen of another process holding `directory`'s run lock (as a live run
-  does, through util.files.run_lock); kills it (SIGKILL, no clean-up) on exit."""
-  code = ("import sys, time\nfrom util import files\nwith files.run_lock(sys.argv[1]):\n"
+  does, through runs/lock.py's run_lock); kills it (SIGKILL, no clean-up) on exit."""
+  code = ("import sys, time\nfrom runs import lock\nwith lock.run_lock(sys.argv[1]):\n"
           "  print('held', flush=True)\n  time.sleep(600)\n")
   holder = subprocess.Popen([sys.executable, "-c", code, str(directory)],
                             stdout=subprocess.PIPE, text=True)

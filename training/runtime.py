@@ -1,10 +1,8 @@
-"""A phase's run-time set-up: strategy, precision, dropout seeds, the chief, the run lock.
+"""A phase's run-time set-up: strategy, precision, dropout seeds, the chief.
 
 Both phases start the same way (`start_run`), so a setting means the same in each.
 """
 
-import contextlib
-import json
 import os
 import random
 import re
@@ -20,8 +18,9 @@ import tf_keras
 from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 
+from runs.lock import is_chief_task
 from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
-from util import cli, cpu, files, hparams, stderr
+from util import cli, cpu, hparams, stderr
 
 
 def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
@@ -225,16 +224,11 @@ def use_checkpointed_dropout(seed: int):
   tf_keras.utils.set_random_seed(seed)
 
 
-def _is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
-  return task_type in (None, "chief") or (
-      task_type == "worker" and task_id == 0 and "chief" not in cluster)
-
-
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
   resolver = getattr(strategy, "cluster_resolver", None)
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
     return True
-  return _is_chief_task(resolver.task_type, resolver.task_id,
+  return is_chief_task(resolver.task_type, resolver.task_id,
                         resolver.cluster_spec().as_dict())
 
 
@@ -248,22 +242,6 @@ def worker_position(strategy: tf.distribute.Strategy):
                                 cluster else 0)
     return index, max(1, workers)
   return 0, 1
-
-
-def run_dir_lock(config: ScaleSettings, directory: str):
-  """files.run_lock(directory), taken by the chief only: the workers of a multi-worker
-  run share its directory. Decided from TF_CONFIG, before any strategy exists."""
-  if config.distribution_strategy == "multi_worker":
-    try:
-      cluster_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError as e:
-      raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
-    task = cluster_config.get("task", {})
-    if not _is_chief_task(task.get("type"), task.get("index", 0),
-                          cluster_config.get("cluster", {})):
-      return contextlib.nullcontext()
-  return files.run_lock(directory)
-
 
 
 def stateless_seed(*parts) -> tf.Tensor:

@@ -1,18 +1,13 @@
-"""Atomic file and directory writing (readers never see a half-written file) and one run per model
-directory (a second run on a directory a live run holds is refused)."""
+"""Atomic file and directory writing (readers never see a half-written file or folder),
+and the checks of a command's output paths."""
 
 import contextlib
 import errno
 import fcntl
-import json
 import os
-import shlex
 import shutil
-import sys
 import tempfile
 from typing import Dict, Optional, Sequence
-
-import filelock
 
 
 def make_folder(folder: str, output: str):
@@ -160,78 +155,3 @@ def check_output(flag: str, output: str, inputs: Dict[str, str],
         what = "is" if target == output else f"would write over {target},"
         raise ValueError(f"{flag} {output} {what} an input of this command ({source}: "
                          f"{given}); {remedy or 'choose another ' + flag}")
-
-
-class DirectoryInUse(ValueError):
-  """Another live process holds the run lock of a directory."""
-
-
-@contextlib.contextmanager
-def run_lock(directory: str):
-  """Holds the run lock of `directory` for the block; refuses it, naming the holder, if
-  another process holds it.
-
-  The lock is an OS file lock (flock) on a hidden file beside the directory (so deleting
-  the directory to start over keeps it), which the OS releases when its process dies: a
-  killed run's lock is simply taken over. A second file beside it names the holder, for
-  the message another run gets.
-  """
-  path = os.path.abspath(directory)
-  parent, name = os.path.split(path)
-  lock_path = os.path.join(parent, f".{name}.lock")
-  holder_path = lock_path + ".holder"
-  made = []  # the folders made for the lock, innermost first
-  folder = parent
-  while not os.path.exists(folder):
-    made.append(folder)
-    folder = os.path.dirname(folder)
-  os.makedirs(parent, exist_ok=True)
-  # No fallback to a plain marker file where flock is missing: a killed run's marker
-  # would block every later run.
-  try:  # filelock reports an uncreatable lock file as held: say what failed instead
-    open(lock_path, "a").close()
-  except OSError as e:
-    raise OSError(e.errno, e.strerror, directory) from None
-  lock = filelock.FileLock(lock_path, blocking=False, fallback_to_soft=False)
-  try:
-    lock.acquire()
-  except filelock.Timeout:
-    holder = read_holder(holder_path)
-    raise DirectoryInUse(
-        f"{directory} is in use by another run ({holder or 'process unknown'}); wait for "
-        "it to finish or stop it, or use another model_dir") from None
-  try:
-    stale = read_holder(holder_path)
-    if stale:
-      print(f"taking over the lock of {directory} from a run that ended without "
-            f"releasing it ({stale})", flush=True)
-    with atomic_write(holder_path) as f:
-      # On one line: it goes into another run's one-line error.
-      command = shlex.join(sys.orig_argv).replace("\n", "\\n")
-      json.dump({"pid": os.getpid(), "command": command}, f)
-    yield
-  finally:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(holder_path)
-    # A run that made nothing (refused, interrupted early) leaves nothing: its lock
-    # file goes while held (a run that opened it meanwhile sees it unlinked and is
-    # refused), and the folders made for it go if empty.
-    if not os.path.exists(path):
-      with contextlib.suppress(FileNotFoundError):
-        os.remove(lock_path)
-    lock.release()
-    for folder in made:
-      try:
-        os.rmdir(folder)
-      except OSError:  # not empty: something else was written there
-        break
-
-
-def read_holder(holder_path: str) -> str:
-  """"pid N: command" from a run lock's holder file, or "" if there is none."""
-  try:
-    with open(holder_path, encoding="utf-8") as f:
-      holder = json.load(f)
-    return f"pid {holder['pid']}: {holder['command']}"
-  except (OSError, ValueError, KeyError, TypeError):
-    return ""
