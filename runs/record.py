@@ -18,8 +18,10 @@ import shutil
 from typing import Callable, Dict, List, Optional, Sequence
 
 from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, read_json
-from runs.checkpoints import carried_record, kept_checkpoints
 from util import cli, files, hparams
+
+# runs/checkpoints.py (TensorFlow) is imported where a record meets its checkpoints
+# only: the run tools read a record without TensorFlow (read_run_record).
 
 # A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
 # record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
@@ -65,6 +67,7 @@ def read_record(model_dir: str, name: str,
       if record:
         return check_record_shape(path, record)
       problem = "is empty"
+  from runs.checkpoints import carried_record  # pylint: disable=import-outside-toplevel
   # Silent: the loop says what it skips or finds when it resumes.
   newest, carried = carried_record(model_dir, name)
   if newest is None:
@@ -156,8 +159,9 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
 
   `written`: what the run writes in a model dir beside its record (the loop's files,
   training/loop.py's LOOP_FILES, and the phase's own), as glob patterns relative to it;
-  `beside`: what other runs write there, which stays (fine-tuning's outputs in a pre-trained model's folder). A model dir without a
-  run that holds anything else is refused: it is someone's folder, not a run's.
+  `beside`: what other runs write there, which stays (fine-tuning's outputs in a
+  pre-trained model's folder). A model dir without a run that holds anything else is
+  refused: it is someone's folder, not a run's.
 
   `evaluating`: this run only reads the trained weights, so `signature` holds just what
   gives them their meaning (sizes, vocabulary, objective); only those fields are
@@ -293,6 +297,7 @@ def kept_once_trained(model_dir: str, config_name: str):
   """For a run's block that writes its record and trains: when the block fails before
   the model dir holds a checkpoint, a record written where there was none is removed,
   so the corrected run is not refused as a run with a different config."""
+  from runs.checkpoints import kept_checkpoints  # pylint: disable=import-outside-toplevel
   path = os.path.join(model_dir, config_name)
   fresh = not os.path.exists(path)
   try:

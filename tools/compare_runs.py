@@ -17,9 +17,8 @@ import sys
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
 from model.weights import PRETRAINING_RECORD
-from runs import EVAL_CURVE_NAME, LOG_NAME
 from runs.record import read_run_record
-from training.curves import plot_panels, read_log
+from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
 from util import cli
 from util.files import check_output
 
