@@ -31,7 +31,7 @@ from pretrain.objectives import objective_for
 from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
                                  run_normalization, write_run_config)
 from runs import lock, record
-from runs.checkpoints import CHECKPOINT_NAME
+from runs.checkpoints import CHECKPOINT_NAME, kept_checkpoints
 from training import runtime
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
@@ -211,10 +211,10 @@ class Pretrainer:
     else:
       path = os.path.join(self.config.model_dir, f"{CHECKPOINT_NAME}-{step}")
       if not tf.io.gfile.exists(path + ".index"):
-        kept = tf.train.get_checkpoint_state(self.config.model_dir)
-        raise InputError(f"{path}: no such training checkpoint (kept: " + (", ".join(
-            os.path.basename(p) for p in kept.all_model_checkpoint_paths) if kept
-            else "none") + "); save_checkpoints_steps and keep_checkpoint_max decide")
+        kept = kept_checkpoints(self.config.model_dir, lambda _: None)
+        raise InputError(f"{path}: no such training checkpoint (kept: "
+                         f"{', '.join(os.path.basename(p) for p in kept) or 'none'}); "
+                         "save_checkpoints_steps and keep_checkpoint_max decide")
       tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
       folder = os.path.join(folder, f"step_{step}")
     prefix = save_folder(
