@@ -11,12 +11,12 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import CheckpointError, huggingface, original
+from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError,
+                           huggingface, original)
 from model.weights.formats import FORMATS
+from model.weights.original import original_variables, save_original
 from runs import pretrained as run_dir
 from runs.pretrained import open_weights
-from model.weights.original import original_variables, save_original
-from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD
 from export import huggingface as hf_export
 from tests.helpers import tiny_vocab_text
 
