@@ -41,10 +41,8 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
   """Counts BERT words over the corpus (streamed) and writes a learned vocab.txt."""
   from data_prep.tokenizer import basic_words
   counts = collections.Counter()
-  for path in corpus_lib.list_files(corpus_dir):
-    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
-                                                           os.path.getsize(path))):
-      counts.update(basic_words(corpus_lib.decode(block)[0], lower_case, accents))
+  for text in corpus_lib.read_texts(corpus_dir):
+    counts.update(basic_words(text, lower_case, accents))
   counts.pop("\ue000", None)  # the marker of over-long words, not a word
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
 
@@ -52,12 +50,9 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
 def corpus_characters(corpus_dir: str):
   """(the counts of the corpus's characters on lines that are not ASCII, how many
   characters it holds, white space aside), streamed."""
-  counts, total = collections.Counter(), 0
-  for path in corpus_lib.list_files(corpus_dir):
-    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
-                                                           os.path.getsize(path))):
-      total += normalization_lib.count_characters(
-          corpus_lib.decode(block)[0].split("\n"), counts)
+  counts = collections.Counter()
+  total = sum(normalization_lib.count_characters(text.split("\n"), counts)
+              for text in corpus_lib.read_texts(corpus_dir))
   return counts, total
 
 

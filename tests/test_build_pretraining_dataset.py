@@ -183,10 +183,9 @@ def test_record_files_equal_tensorflows(tmp_path):
   # for the same records (empty, short, and longer than a varint byte of length).
   payloads = [b"", b"x", bytes(range(256)) * 3, os.urandom(70_000)]
   ours, theirs = str(tmp_path / "ours.tfrecord"), str(tmp_path / "tf.tfrecord")
-  record_file = records.RecordFile(ours)
-  for payload in payloads:
-    record_file.write(payload)
-  record_file.close()
+  with open(ours, "wb") as record_file:
+    for payload in payloads:
+      record_file.write(records.frame(payload))
   with tf.io.TFRecordWriter(theirs) as writer:
     for payload in payloads:
       writer.write(payload)
