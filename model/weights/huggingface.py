@@ -1,11 +1,7 @@
 """Hugging Face transformers' ELECTRA layout: its weight names, shapes and config.json.
 
-Names follow from the original checkpoint's (original.py's mapping table) the
-way transformers' own converter reads an original checkpoint: scopes become dotted
-modules (layer_3 -> layer.3), kernel/gamma -> weight (kernels transposed to torch's
-[out, in]), beta -> bias, an embedding table gets .weight, the discriminator's dense_1
-is dense_prediction, the generator's output_bias is generator_lm_head.bias (its weight
-is the word embeddings, tied), and a generator's own scope becomes "electra".
+Names follow from the original checkpoint's (original.py's mapping table) the way
+transformers' own converter reads an original checkpoint (hf_name).
 
 A sentence classifier is the one exception that is not a renaming: the original's head
 (ours) is one dense layer on [CLS], transformers' ElectraClassificationHead is dense,
