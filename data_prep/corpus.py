@@ -189,17 +189,6 @@ def lines_before(span: Span) -> int:
   return counted
 
 
-def read_lines(span: Span) -> Iterator[Tuple[bytes, int]]:
-  """(line without its newline, bytes consumed) for each line of the span."""
-  for block, _ in read_blocks(span):
-    lines = block.split(b"\n")
-    last = lines.pop()  # b"" when the block ends with a newline
-    for line in lines:
-      yield line, len(line) + 1
-    if last:
-      yield last, len(last)
-
-
 def decode(line: bytes) -> Tuple[str, int]:
   """UTF-8 text of a line, invalid bytes replaced by U+FFFD; and how many were replaced."""
   try:
