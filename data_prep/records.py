@@ -112,9 +112,9 @@ def _field(number: int, payload: bytes) -> bytes:
 
 def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
   """tf.train.Example bytes for each row of [B, L] arrays, encoded here in bulk (one
-  protobuf object per row is slow). The wire format: Example.features(1) -> Features.feature(1, map entries: key 1, value 2) ->
-  Feature.int64_list(3) or float_list(2) -> packed value(1).
-  """
+  protobuf object per row is slow). The wire format: Example.features(1) ->
+  Features.feature(1, map entries: key 1, value 2) -> Feature.int64_list(3) or
+  float_list(2) -> packed value(1)."""
   encoded = []
   for name, values in features.items():
     key = _field(1, name.encode("utf-8"))
