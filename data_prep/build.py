@@ -70,12 +70,8 @@ def with_normalization(config: BuildConfig) -> BuildConfig:
                                               config.vocab_file, config.do_lower_case,
                                               config.strip_accents)
   else:
-    flags = {("do_lower_case", True): "--do-lower-case",
-             ("do_lower_case", False): "--no-lower-case",
-             ("strip_accents", True): "--do-strip-accents",
-             ("strip_accents", False): "--no-strip-accents"}
     pair = normalization_lib.settle([folder], config.do_lower_case, config.strip_accents,
-                                    asked=lambda name, value: flags[name, value])
+                                    asked=normalization_lib.as_flag)
   return dataclasses.replace(config, **pair.fields())
 
 

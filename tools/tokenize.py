@@ -24,10 +24,6 @@ from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
 from util.files import atomic_write, check_output  # pylint: disable=wrong-import-position
 
-FLAGS = {("do_lower_case", False): "--no-lower-case",
-         ("strip_accents", False): "--no-strip-accents"}
-
-
 def tokenize_file(vocab_file: str, input_path: str, output_path: str,
                   lower_case: Optional[bool] = None,
                   accents: Optional[bool] = None) -> int:
@@ -41,7 +37,7 @@ def tokenize_file(vocab_file: str, input_path: str, output_path: str,
   vocab = load_vocab(vocab_file)
   tokenizer = Tokenizer(vocab, *normalization.of_model(
       vocab_file, lower_case=lower_case, strip_accents=accents,
-      asked=lambda name, value: FLAGS[name, value]))
+      asked=normalization.as_flag))
   invalid = 0
   with atomic_write(output_path) as out:
     for block, _ in corpus_lib.read_blocks(corpus_lib.Span(input_path, 0,
