@@ -59,29 +59,20 @@ def default_num_out_files(corpus_bytes: int, num_processes: int) -> int:
 
 
 def with_normalization(config: BuildConfig) -> BuildConfig:
-  """The config with the text's normalisation settled (normalization_of), both fields
-  set."""
+  """The config with the pair the build normalises the text with: the one the
+  vocabulary's folder records (the flags may not contradict it), else the one its tokens
+  show, the flags given deciding what they name (normalization.decide_for_vocab)."""
   if config.do_lower_case is not None and config.strip_accents is not None:
     return config
-  return dataclasses.replace(config, **normalization_of(
-      config, load_vocab(config.vocab_file)).fields())
-
-
-def normalization_of(config: BuildConfig, vocab: Vocab
-                     ) -> normalization_lib.Normalization:
-  """The pair the build normalises the text with: the one the vocabulary's folder
-  records (the flags may not contradict it), else the one its tokens show, the flags
-  given deciding what they name (normalization.decide_for_vocab)."""
   folder = os.path.dirname(os.path.abspath(config.vocab_file))
   if normalization_lib.read(folder) is None:
-    return normalization_lib.decide_for_vocab(vocab.tokens, config.vocab_file,
-                                              config.do_lower_case, config.strip_accents)
-  flags = {("do_lower_case", True): "--do-lower-case",
-           ("do_lower_case", False): "--no-lower-case",
-           ("strip_accents", True): "--do-strip-accents",
-           ("strip_accents", False): "--no-strip-accents"}
-  return normalization_lib.settle([folder], config.do_lower_case, config.strip_accents,
-                                  asked=lambda name, value: flags[name, value])
+    pair = normalization_lib.decide_for_vocab(load_vocab(config.vocab_file).tokens,
+                                              config.vocab_file, config.do_lower_case,
+                                              config.strip_accents)
+  else:
+    pair = normalization_lib.settle([folder], config.do_lower_case, config.strip_accents,
+                                    asked=normalization_lib.as_flag)
+  return dataclasses.replace(config, **pair.fields())
 
 
 def check_output_dir(output_dir: str, overwrite: bool):
@@ -120,8 +111,6 @@ def build(config: BuildConfig) -> Stats:
   summed statistics."""
   check_output_dir(config.output_dir, config.overwrite)
   config = with_normalization(config)  # the vocabulary refused here if it must be
-  normalization = normalization_lib.Normalization(config.do_lower_case,
-                                                  config.strip_accents)
   files = corpus_lib.list_files(
       config.corpus_dir, note=lambda line: print(line, file=sys.stderr, flush=True))
   corpus_bytes = sum(os.path.getsize(path) for path in files)
@@ -143,7 +132,7 @@ def build(config: BuildConfig) -> Stats:
         raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines "
                          "only)")
       # The records' normalisation, which pre-training reads and records.
-      normalization_lib.write(tmp_dir, normalization)
+      normalization_lib.write(tmp_dir, config.normalization)
       # Again: something may have appeared meanwhile.
       check_output_dir(output_dir, config.overwrite)
     if stats.long_lines:
@@ -273,8 +262,7 @@ def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
 
   config = with_normalization(config)  # settled by build(), unless called alone
   vocab = load_vocab(config.vocab_file)
-  normalization = normalization_lib.Normalization(config.do_lower_case,
-                                                  config.strip_accents)
+  normalization = config.normalization
   tokenizer = Tokenizer(vocab, *normalization)
   # Characters counted one by one: those of lines that are not ASCII, and the ASCII
   # ones the vocabulary lacks.

@@ -4,6 +4,7 @@ import collections
 import dataclasses
 from typing import Optional
 
+from data_prep.normalization import Normalization
 from util import hparams
 
 
@@ -30,6 +31,11 @@ class BuildConfig:
 
   def __post_init__(self):
     hparams.check_fields(self, flag_style=True)
+
+  @property
+  def normalization(self) -> Normalization:
+    """The pair, once the build has settled it (build.with_normalization)."""
+    return Normalization(self.do_lower_case, self.strip_accents)
 
 
 @dataclasses.dataclass

@@ -168,6 +168,13 @@ def read_blocks(span: Span, block_size: int = 1 << 20,
       yield carry, raw.tell() - position
 
 
+def read_texts(corpus_dir: str) -> Iterator[str]:
+  """The whole corpus streamed, a block of whole lines at a time, decoded."""
+  for path in list_files(corpus_dir):
+    for block, _ in read_blocks(Span(path, 0, os.path.getsize(path))):
+      yield decode(block)[0]
+
+
 def lines_before(span: Span) -> int:
   """How many lines of its file come before the span (a compressed file's span starts
   at its beginning)."""
@@ -180,17 +187,6 @@ def lines_before(span: Span) -> int:
       counted += block.count(b"\n")
       remaining -= len(block)
   return counted
-
-
-def read_lines(span: Span) -> Iterator[Tuple[bytes, int]]:
-  """(line without its newline, bytes consumed) for each line of the span."""
-  for block, _ in read_blocks(span):
-    lines = block.split(b"\n")
-    last = lines.pop()  # b"" when the block ends with a newline
-    for line in lines:
-      yield line, len(line) + 1
-    if last:
-      yield last, len(last)
 
 
 def decode(line: bytes) -> Tuple[str, int]:

@@ -161,6 +161,12 @@ def of_model(vocab_file: str, model_folder: str = "", lower_case: Optional[bool]
                 asked)
 
 
+def as_flag(name: str, value: bool) -> str:
+  """The data build's (and tools.tokenize's) flag for a field of the pair, for settle's
+  messages: --do-lower-case, --no-strip-accents, ..."""
+  return f"--{'do' if value else 'no'}-{name.removeprefix('do_').replace('_', '-')}"
+
+
 def as_cased_flag(name: str, value: bool) -> str:
   """The tools' --cased, for settle's messages (it asks for both fields false)."""
   del name, value

@@ -39,34 +39,21 @@ class PrepareOptions:
 def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
                             lower_case: bool, accents: bool):
   """Counts BERT words over the corpus (streamed) and writes a learned vocab.txt."""
-  from data_prep.tokenizer import basic_words
+  from data_prep.tokenizer import LONG_WORD_MARK, basic_words
   counts = collections.Counter()
-  for path in corpus_lib.list_files(corpus_dir):
-    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
-                                                           os.path.getsize(path))):
-      counts.update(basic_words(corpus_lib.decode(block)[0], lower_case, accents))
-  counts.pop("\ue000", None)  # the marker of over-long words, not a word
+  for text in corpus_lib.read_texts(corpus_dir):
+    counts.update(basic_words(text, lower_case, accents))
+  counts.pop(LONG_WORD_MARK, None)  # the marker of over-long words, not a word
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
-
-
-def corpus_characters(corpus_dir: str):
-  """(the counts of the corpus's characters on lines that are not ASCII, how many
-  characters it holds, white space aside), streamed."""
-  counts, total = collections.Counter(), 0
-  for path in corpus_lib.list_files(corpus_dir):
-    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(path, 0,
-                                                           os.path.getsize(path))):
-      total += normalization_lib.count_characters(
-          corpus_lib.decode(block)[0].split("\n"), counts)
-  return counts, total
 
 
 def learned_normalization(config: BuildConfig) -> normalization_lib.Decision:
   """The normalisation of a vocabulary learned from the corpus: the flags', else
-  decided from the corpus's characters (a pass over it)."""
-  open_question = config.strip_accents is None and config.do_lower_case is not False
-  counts, total = (corpus_characters(config.corpus_dir) if open_question
-                   else (collections.Counter(), 0))
+  decided from the corpus's characters (a pass over it, streamed)."""
+  counts, total = collections.Counter(), 0
+  if config.strip_accents is None and config.do_lower_case is not False:
+    total = sum(normalization_lib.count_characters(text.split("\n"), counts)
+                for text in corpus_lib.read_texts(config.corpus_dir))
   return normalization_lib.decide_for_corpus(counts, total, config.do_lower_case,
                                              config.strip_accents)
 

@@ -4,11 +4,10 @@ The contract (names, dtypes, lengths) is the original release's: int64 features 
 length max_seq_length, so its reader parses our files and ours parses its files. Files
 written with static masks carry three more features of length max_predictions_per_seq.
 
-The writer encodes tf.train.Example protobufs and TFRecord framing itself, in plain
-Python and NumPy (bulk varint encoding beat one protobuf object per record), and needs
-no TensorFlow; the bytes are the same as tf.io.TFRecordWriter's. With the tokenizer
-TensorFlow-free too, the build's worker processes never import TensorFlow (about 5 s of
-start-up each) unless --static-masking asks for it.
+The writer encodes tf.train.Example protobufs and TFRecord framing itself, in bulk in
+plain Python and NumPy, and needs no TensorFlow; the bytes are the same as
+tf.io.TFRecordWriter's. With the tokenizer TensorFlow-free too, the build's worker
+processes never import TensorFlow unless --static-masking asks for it.
 """
 
 import os
@@ -34,9 +33,8 @@ def feature_spec(max_seq_length: int, max_predictions: Optional[int] = None) -> 
   spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
           for name in SEQUENCE_FEATURES}
   if max_predictions is not None:
-    spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions], tf.int64)
-    spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions], tf.int64)
-    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions], tf.float32)
+    spec.update({name: tf.io.FixedLenFeature([max_predictions], dtype) for name, dtype in
+                 zip(STATIC_MASK_FEATURES, (tf.int64, tf.int64, tf.float32))})
   return spec
 
 
@@ -46,18 +44,10 @@ def _masked_crc(data: bytes) -> bytes:
   return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
 
 
-class RecordFile:
-  """One TFRecord file: length, its checksum, the record, its checksum, per record."""
-
-  def __init__(self, path: str):
-    self.file = open(path, "wb")  # pylint: disable=consider-using-with
-
-  def write(self, record: bytes):
-    length = struct.pack("<Q", len(record))
-    self.file.write(length + _masked_crc(length) + record + _masked_crc(record))
-
-  def close(self):
-    self.file.close()
+def frame(record: bytes) -> bytes:
+  """One record as a TFRecord file holds it: length, its checksum, record, its checksum."""
+  length = struct.pack("<Q", len(record))
+  return length + _masked_crc(length) + record + _masked_crc(record)
 
 
 class ShardWriter:
@@ -66,11 +56,11 @@ class ShardWriter:
   def __init__(self, out_dir: str, job: int, num_processes: int, num_out_files: int):
     self.paths = [os.path.join(out_dir, FILE_PATTERN.format(index=i, count=num_out_files))
                   for i in range(num_out_files) if i % num_processes == job]
-    self.files: List[RecordFile] = []
+    self.files = []
     self.written = 0
 
   def __enter__(self):
-    self.files = [RecordFile(path) for path in self.paths]
+    self.files = [open(path, "wb") for path in self.paths]  # pylint: disable=consider-using-with
     return self
 
   def __exit__(self, *_):
@@ -80,7 +70,7 @@ class ShardWriter:
   def write(self, features: Dict[str, np.ndarray]):
     """Writes each row of the [B, L] arrays as one example."""
     for record in serialize_examples(features):
-      self.files[self.written % len(self.files)].write(record)
+      self.files[self.written % len(self.files)].write(frame(record))
       self.written += 1
 
 
@@ -121,21 +111,17 @@ def _field(number: int, payload: bytes) -> bytes:
 
 
 def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
-  """tf.train.Example bytes for each row of [B, L] arrays, encoded here in bulk.
-
-  Building protobuf objects one by one took a quarter of the build time. The wire
-  format: Example.features(1) -> Features.feature(1, map entries: key 1, value 2) ->
-  Feature.int64_list(3) or float_list(2) -> packed value(1).
-  """
+  """tf.train.Example bytes for each row of [B, L] arrays, encoded here in bulk (one
+  protobuf object per row is slow). The wire format: Example.features(1) ->
+  Features.feature(1, map entries: key 1, value 2) -> Feature.int64_list(3) or
+  float_list(2) -> packed value(1)."""
   encoded = []
   for name, values in features.items():
     key = _field(1, name.encode("utf-8"))
-    if values.dtype.kind == "f":
-      rows = [row.tobytes() for row in values.astype("<f4")]
-      kind = 2
-    else:
-      rows = _packed_varints(values)
-      kind = 3
+    floats = values.dtype.kind == "f"
+    rows = [row.tobytes() for row in values.astype("<f4")] if floats else _packed_varints(
+        values)
+    kind = 2 if floats else 3
     # Masks and segment ids take few distinct rows: their entries come from a cache.
     cached = kind == 3 and values.max(initial=0) < 0x80
     cache = _entry_cache.setdefault(name, {}) if cached else {}

@@ -1,21 +1,13 @@
 """The fast WordPiece tokenizer: BERT's rules, exactly, in Python and numpy only.
 
-Pure Python (no TensorFlow, no new dependency) so that the data build's worker processes
-never import TensorFlow (about 5 s of start-up each). Measured on the 25 MB shared
-corpus (experiments/bench_build_workers.py compares it with the earlier tensorflow-text path):
-- normalization: BERT's text cleaning, CJK spacing, lower-casing and accent stripping
-  through C-level string operations only (bytes.translate and lower for ASCII text;
-  str.lower, unicodedata.normalize and precompiled character-class regexes otherwise;
-  one pass each over a whole batch of lines). tensorflow-text's own normalizers differ
-  from BERT's on thousands of code points (control characters to spaces instead of
-  dropped, compatibility mappings such as "ª" -> "a", ICU case folding).
-- the split into words and punctuation marks: one bytes.replace per ASCII mark (14x
-  faster than a regex), a regex of the other marks on the lines that are not ASCII, then
-  one bytes.split; a line end is one more word.
-- WordPiece: once per distinct word (BERT's greedy longest-match-first, the reference's
-  own function), its ids remembered in numpy buffers; a batch's ids are then a dict
-  lookup per word and a numpy gather. Hashing the words is most of that lookup's cost.
-  The Rust `tokenizers` WordPiece, tried instead, halved the throughput.
+No TensorFlow, so that the data build's worker processes never import it (seconds of
+start-up each); tensorflow-text's own normalizers differ from BERT's on thousands of
+code points (control characters to spaces instead of dropped, compatibility mappings
+such as "ª" -> "a", ICU case folding). Normalization is C-level string operations over a
+whole batch of lines (bytes operations for ASCII text); the split into words and marks
+one bytes.replace per ASCII mark, a regex of the other marks on the lines that are not
+ASCII; WordPiece runs once per distinct word (the reference's own function), its ids
+remembered in numpy buffers, so a batch's ids are a dict lookup per word and a gather.
 tests/test_tokenization.py checks every code point against the plain-Python reference.
 
 Fixed around the edges:
@@ -25,6 +17,7 @@ Fixed around the edges:
 - Text such as "[CLS]" is plain text for BERT ("[", "cl", "##s", "]"), here too.
 """
 
+import functools
 import re
 import sys
 import unicodedata
@@ -43,9 +36,8 @@ LONG_WORD_MARK = "\ue000"
 def _char_class(member: np.ndarray) -> str:
   """A regex matching one character c where member[ord(c)] (a bool per code point).
 
-  Python's re checks characters above U+FFFF against a class range by range, which makes
-  a class like "all control characters" 20x slower on ordinary text; so the astral part
-  sits behind a one-range guard that ordinary characters fail at once.
+  Python's re checks characters above U+FFFF against a class range by range, so the
+  astral part sits behind a one-range guard that ordinary characters fail at once.
   """
   def body(lo, hi):
     flags = np.concatenate([[False], member[lo:hi], [False]])
@@ -62,7 +54,7 @@ def _char_class(member: np.ndarray) -> str:
 
 
 class _Patterns:
-  """Character classes of BERT's rules, compiled once per process (about a second)."""
+  """Character classes of BERT's rules, compiled once per process."""
 
   def __init__(self):
     code_points = np.arange(sys.maxunicode + 1)
@@ -87,15 +79,10 @@ class _Patterns:
         f"{_char_class(~(space | punctuation))}{{{ref.MAX_WORD_CHARS + 1},}}")
 
 
-_patterns = None
-
-
+@functools.cache
 def get_patterns() -> _Patterns:
-  """The tokenizer's compiled patterns, compiled at the first call (about a second)."""
-  global _patterns
-  if _patterns is None:
-    _patterns = _Patterns()
-  return _patterns
+  """The tokenizer's compiled patterns, compiled at the first call."""
+  return _Patterns()
 
 
 # Pure-ASCII text (most English) needs only byte operations: drop control characters,
@@ -157,11 +144,7 @@ _ASCII_PUNCTUATION = [bytes([cp]) for cp in range(128) if ref.is_punctuation(chr
 
 def _space_punctuation(data: bytes) -> bytes:
   """Normalized UTF-8 lines with spaces around each punctuation mark: a whitespace split
-  then gives BERT's words and marks (normalize() left " " and "\n" the only white space).
-
-  One bytes.replace per ASCII mark is 14x faster than a regex over the text; only the
-  lines that are not ASCII go through the regex of the other marks.
-  """
+  then gives BERT's words and marks (normalize() left " " and "\n" the only white space)."""
   for mark in _ASCII_PUNCTUATION:
     data = data.replace(mark, b" " + mark + b" ")
   if data.isascii():

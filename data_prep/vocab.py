@@ -89,10 +89,9 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int) -> List[str]:
   """A WordPiece vocabulary of `vocab_size` tokens, BERT's special ids in place.
 
   `word_counts` counts the words of BERT's basic tokenization. SentencePiece learns BPE
-  pieces from them (fast, in C++; tensorflow-text's WordPiece learner is pure Python and
-  took ~3 minutes on 7 MB of text); a piece that starts a word ("\u2581the") becomes
-  "the", one inside a word becomes "##the". Every character seen is kept in both forms,
-  so no word of the corpus is [UNK].
+  pieces from them (in C++; tensorflow-text's WordPiece learner is pure Python and slow);
+  a piece that starts a word ("\u2581the") becomes "the", one inside a word becomes
+  "##the". Every character seen is kept in both forms, so no word of the corpus is [UNK].
   """
   import sentencepiece as spm
   if vocab_size < MIN_LEARNED_SIZE:

@@ -2,15 +2,13 @@
 generators the dropout layers draw from, which checkpoints hold and recompute rewinds.
 
 Keras' Dropout draws a uniform float per unit with TensorFlow's Philox, whose CPU
-kernel is scalar: at electra_small's shapes 4.2M numbers a layer, which cost more than
-the layer's GELU. KeyedDropout draws two 32-bit words a call from the same checkpointed
-generator and keeps unit i where a 32-bit integer hash of i and the key reaches
-rate * 2^32. The hash is a few integer multiplies, shifts and xors that XLA vectorizes
-and fuses with the select, much faster than the draw it replaces (bench/RESULTS.md,
-"Keyed dropout"). Same rate, same scale, same placement as Keras' and the original's
-dropout; other random bits (the original's TF1 dropout drew other bits again). The masks
-are integer arithmetic, so the fused islands (model/fused.py), which compute them inside
-their own XLA code, and this layer drop the same units.
+kernel is scalar (bench/RESULTS.md, "Keyed dropout"). KeyedDropout draws two 32-bit
+words a call from the same checkpointed generator and keeps unit i where a 32-bit
+integer hash of i and the key reaches rate * 2^32, a few integer operations that XLA
+vectorizes and fuses with the select. Same rate, scale and placement as Keras' and the
+original's dropout, other random bits. The masks are integer arithmetic, so the fused
+islands (model/fused.py), which compute them inside their own XLA code, and this layer
+drop the same units.
 """
 
 import tensorflow as tf

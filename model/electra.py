@@ -1,4 +1,6 @@
-"""The ELECTRA generator/discriminator pair, with the original's weight sharing.
+"""The ELECTRA generator/discriminator pair, with the original's weight sharing, and the
+pre-training heads (the generator's masked-LM softmax, the discriminator's replaced-token
+classifier) with the original's layer structure and initializers.
 
 By default the generator is a smaller encoder that reads the discriminator's embedding
 layer (one copy of word, position and token-type embeddings and their LayerNorm) and
@@ -14,8 +16,59 @@ import tensorflow as tf
 import tf_keras
 
 from model.config import ModelConfig
-from model.encoder import ElectraEmbeddings, ElectraEncoder
-from model.heads import DiscriminatorHead, GeneratorHead
+from model.encoder import (ElectraEmbeddings, ElectraEncoder, activation, initializer,
+                           layer_norm)
+
+
+class _Head(tf_keras.layers.Layer):
+  """A pre-training head: its first layer is dense(-> `width`) + the config's activation
+  with the encoder's initializer, as the original's."""
+
+  def __init__(self, config: ModelConfig, width_of, **kwargs):
+    super().__init__(**kwargs)
+    self.model_config = config = ModelConfig.coerce(config)
+    self.dense = tf_keras.layers.Dense(width_of(config),
+                                       activation=activation(config.hidden_act),
+                                       kernel_initializer=initializer(config),
+                                       name="dense")
+
+  def get_config(self):
+    return {**super().get_config(), "config": self.model_config.to_dict()}
+
+
+class GeneratorHead(_Head):
+  """dense(h -> E) + GELU + LayerNorm, then logits = x @ word_embeddings^T + output_bias."""
+
+  def __init__(self, config: ModelConfig, **kwargs):
+    kwargs.setdefault("name", "generator_predictions")
+    super().__init__(config, lambda c: c.embedding_width, **kwargs)
+    self.layer_norm = layer_norm("layer_norm")
+
+  def build(self, input_shape):
+    self.output_bias = self.add_weight("output_bias", shape=[self.model_config.vocab_size],
+                                       initializer="zeros", dtype=tf.float32)
+    super().build(input_shape)
+
+  def call(self, hidden, embedding_table):
+    x = self.layer_norm(self.dense(hidden))
+    # The [*, V] matmul runs in the compute dtype (bf16/fp16 under mixed precision);
+    # logits are returned in float32 for the softmax.
+    logits = tf.matmul(tf.cast(x, self.compute_dtype),
+                       tf.cast(embedding_table, self.compute_dtype), transpose_b=True)
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+
+
+class DiscriminatorHead(_Head):
+  """dense(H -> H) + GELU, then dense(H -> 1): one "replaced" logit per token."""
+
+  def __init__(self, config: ModelConfig, **kwargs):
+    kwargs.setdefault("name", "discriminator_predictions")
+    super().__init__(config, lambda c: c.hidden_size, **kwargs)
+    # The original's second tf.layers.dense passes no initializer: glorot uniform.
+    self.dense_1 = tf_keras.layers.Dense(1, name="dense_1")
+
+  def call(self, hidden):
+    return tf.cast(tf.squeeze(self.dense_1(self.dense(hidden)), -1), tf.float32)
 
 
 class ElectraPair(tf_keras.Model):
@@ -35,9 +88,6 @@ class ElectraPair(tf_keras.Model):
       self.generator = self.discriminator
     self.generator_head = GeneratorHead(self.generator_model_config)
     self.discriminator_head = DiscriminatorHead(config)
-
-  def generator_hidden(self, inputs, training=None):
-    return self.generator(inputs, training=training)
 
   def generator_logits(self, inputs, training=None, positions=None, hidden=None):
     """MLM logits [B, N, V] at `positions` [B, N], or [B, S, V] at every position."""

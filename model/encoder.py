@@ -153,10 +153,6 @@ class ElectraEncoder(tf_keras.Model):
     """Every layer's attention weights, [B, heads, S, S] each (inference mode)."""
     return self.inspect(inputs)[1]
 
-  def hidden_states(self, inputs):
-    """The first layer's input and every layer's output, [B, S, H] each (inference)."""
-    return self.inspect(inputs)[0]
-
   def inspect(self, inputs):
     """(hidden_states, attention_probs) of one inference pass."""
     x, mask = self._embed(inputs)

@@ -1,37 +1,25 @@
-"""Start points of pre-training: the original's truncated normal, or a mimetic start.
+"""Start points of pre-training, and fine-tuning's changes of pre-trained values; each
+sets values only, so checkpoints keep the original's names and shapes. Why each exists:
+docs/cpu_recipe.md.
 
-"truncated_normal" is the original's: every kernel and embedding from a truncated normal
-of std initializer_range, so attention starts uniform over the sequence and position
-embeddings carry no notion of "my neighbour" (docs/cpu_recipe.md, "Why the mimetic start").
-
-"mimetic" (after Trockman and Kolter, "Mimetic Initialization of Self-Attention
-Layers", ICML 2023) sets only the values of the standard variables, so checkpoints keep
-the original's names and shapes:
+"truncated_normal" is the original's (the variables' own initializers). "mimetic" (after
+Trockman and Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023):
 - position embeddings become sinusoids (smooth in position: neighbours are similar),
   `position_scale` times the token embeddings' per-element std;
 - in every transformer layer and head, query x key^T = qk_noise Z + qk_identity I and
   value x output = vo_noise Z - vo_identity I (Z Gaussian with variance 1/width),
   factored by SVD into the head's kernels. Attention then follows similarity, which
   with dominant smooth positions is locality, from step 0.
-
-"mimetic_generator" gives that start to the generator alone: its attention and, when it
-has its own (untied_generator_embeddings), its position embeddings. The discriminator
-and the embeddings it reads keep the original's start. The mimetic start helps the
-masked LM off its plateau, but a discriminator that keeps it (its rate a tenth of the
-generator's) fine-tunes far worse than random weights: position fills ~86% of its first
-layer's input variance and [CLS] attends to itself and its neighbours, so the
-classifier on [CLS] sees almost nothing of the sentence (docs/cpu_recipe.md, "A
-pre-trained encoder that fine-tunes worse than random weights").
-
-"mimetic_open_cls" is the mimetic start for both networks, except that [CLS] reads the
-whole sentence in the first layer: pre-training puts [CLS] at position 0 in segment 0,
-so its word-embedding row becomes minus (position row 0 + token-type row 0) and its
-embedding sum is exactly zero. LayerNorm of zero is its beta, the projection of that its
-bias, and the first layer's query of [CLS] the query bias: all zero at the start, so
-[CLS]'s attention is uniform over the real tokens while every other token keeps the
-mimetic pattern (only the key of [CLS] is now zero for them too). The later layers'
-[CLS] state is an ordinary one again (the mean of the values), and attends as the
-mimetic start makes every token attend.
+"mimetic_generator" gives that start to the generator alone (and to its own position
+embeddings, when untied_generator_embeddings); the discriminator and the embeddings it
+reads keep the original's, as a discriminator that keeps the mimetic start fine-tunes
+far worse than random weights.
+"mimetic_open_cls" is the mimetic start for both networks, except that [CLS] (at
+position 0 in segment 0) gets the word-embedding row minus (position row 0 + token-type
+row 0): its embedding sum is exactly zero, so the LayerNorm, the projection and the
+first layer's query of [CLS] are all biases, zero at the start, and [CLS]'s first-layer
+attention is uniform over the real tokens while every other token keeps the mimetic
+pattern. The later layers' [CLS] state is an ordinary one again.
 """
 
 import math
@@ -41,10 +29,9 @@ import numpy as np
 import tensorflow as tf
 
 from model.config import INIT_ADJUSTMENTS, INIT_SCHEMES
-from model.electra import ElectraPair
+from model.electra import DiscriminatorHead, ElectraPair, GeneratorHead
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
-from model.heads import DiscriminatorHead, GeneratorHead
 
 
 def sinusoids(num_positions: int, width: int, rms: float) -> np.ndarray:
@@ -166,14 +153,11 @@ def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):
   log(rate / (1 - rate)) (0 for a rate of None: the logits already carry it).
 
   A new option (the "prior" initialization of an imbalanced classifier's last layer, as
-  in Lin et al., "Focal Loss for Dense Object Detection", 2017). The original's random
-  output layer starts with per-token logits of about unit spread around 0; their pull
-  toward the base rate reaches every layer below before any token can be told apart,
-  and on this project's CPU budgets the discriminator's token states collapse to one
-  direction within ~200 steps and stay there (docs/cpu_recipe.md). From a zero kernel the
-  head's first gradient is the direction that separates replaced from original tokens,
-  and only that reaches the encoder. Values only: names and shapes are the original's.
-  """
+  in Lin et al., "Focal Loss", 2017). The original's random output layer's pull toward
+  the base rate reaches every layer below before any token can be told apart (the
+  discriminator's states collapse); from a zero kernel the head's first gradient is the
+  direction that separates replaced from original tokens, and only that reaches the
+  encoder."""
   kernel, bias = head.dense_1.kernel, head.dense_1.bias
   kernel.assign(tf.zeros_like(kernel))
   prior = 0.0 if replaced_rate is None else math.log(replaced_rate / (1 - replaced_rate))
@@ -182,29 +166,24 @@ def prior_discriminator_head(head: DiscriminatorHead, replaced_rate: float):
 
 def unigram_generator_head(head: GeneratorHead, log_frequencies: np.ndarray):
   """Starts the generator's softmax at the data's unigram distribution: its output bias
-  becomes the tokens' log-frequencies (the word-embedding logits start ~0.2 in spread,
-  so samples are unigram draws from step 0).
+  becomes the tokens' log-frequencies (the word-embedding logits start small, so
+  samples are unigram draws from step 0).
 
-  A new option ("init the last layer's bias to the data's marginal"). From the
-  original's zero bias the generator's first samples are nearly uniform over the
-  vocabulary, i.e. mostly rare tokens, so the discriminator first learns "a rare token
-  was replaced" from the token alone; some 100 steps later the generator has learned
-  the unigram, that cue is gone, and on this project's CPU budgets the discriminator's
-  states collapse while it unlearns it (docs/cpu_recipe.md). From a unigram start there
-  is no such cue: only context tells a sample from the original. Values only.
-  """
+  A new option. From the original's zero bias the first samples are mostly rare tokens,
+  so the discriminator first learns "a rare token was replaced" from the token alone,
+  a cue gone once the generator has learned the unigram (its states collapse while it
+  unlearns it); from a unigram start only context tells a sample from the original."""
   bias = head.output_bias
   bias.assign(tf.cast(log_frequencies, bias.dtype))
 
 
 def adjust_pretrained(encoder: ElectraEncoder, adjustment: str):
   """A new option for encoders pre-trained briefly from the mimetic start, whose states
-  are mostly position and whose [CLS] attends to itself, so that fine-tuning sits at
-  the label prior for hundreds of steps (docs/cpu_recipe.md). "attention": every layer's
+  are mostly position and whose [CLS] attends to itself. "attention": every layer's
   query kernel and bias become zero, so attention starts uniform over the sentence
-  (as random weights' does: [CLS] reads the whole sentence) and learns its pattern
-  anew from the keys, values and feed-forward layers kept; "positions": the position
-  embeddings are scaled so that their rows' mean norm equals the word embeddings'."""
+  (as random weights' does) and learns its pattern anew from the keys, values and
+  feed-forward layers kept; "positions": the position embeddings are scaled so that
+  their rows' mean norm equals the word embeddings'."""
   if adjustment not in INIT_ADJUSTMENTS:
     raise ValueError(f"init_adjustment {adjustment!r}: expected one of {INIT_ADJUSTMENTS}")
   if adjustment in ("attention", "attention_and_positions"):

@@ -1,21 +1,8 @@
 """The private attributes of tf-models-official and tf_keras that the project reads, in
 one place: an upgrade of either (both pinned in requirements.txt) that renames them is
-fixed here. Everything else reaches them through these functions.
-
-- tf-models' TransformerEncoderBlock keeps its sublayers as _attention_layer,
-  _attention_layer_norm, _intermediate_dense, _intermediate_activation_layer,
-  _output_dense, _output_layer_norm, _attention_dropout and _output_dropout, and Keras'
-  MultiHeadAttention its projections as _query_dense, _key_dense, _value_dense and
-  _output_dense (its softmax's dropout as _dropout_layer, made by _build_from_signature
-  at its first call unless called before): block_layers, replace_block_dropouts,
-  swap_block_input_dense; its
-  settings (_norm_first, _use_bias, _key_dim, _norm_epsilon, ...): plain_post_layer_norm,
-  attention_scale, norm_epsilon.
-- Keras' Dropout draws from a _random_generator (a RandomGenerator whose
-  tf.random.Generator, _generator, exists after _maybe_init): dropout_generator,
-  draw_key.
-- Keras' legacy optimizer makes its slots in _create_all_weights and keys them by
-  optimizer_v2._var_key: create_slots, variable_key.
+fixed here. Everything else reaches them through these functions: tf-models'
+TransformerEncoderBlock's sublayers and settings, Keras' MultiHeadAttention's
+projections, its Dropout's random generator, its legacy optimizer's slots.
 """
 
 import dataclasses

@@ -16,17 +16,11 @@
   near 0.5, and disc_loss near the rate's binary entropy.
 
 The original's disc_auc is measured against the model's own generator, so it falls as the
-generator gets better and cannot by itself say whether the discriminator learned. Two new
-figures do not move with the generator (FixedCorruptionMetrics, from the objective's
-eval_outputs: pretrain/objectives/electra.py):
-- disc_auc_fixed: the exact ROC AUC (ties counted half) of the discriminator's logits on
-  a fixed corruption, 15% of the candidate tokens replaced by draws from the batch's
-  unigram distribution with seeds that depend only on the batch's index, over the
-  candidate positions only. A token's identity alone gives about 0.5; above it is the
-  use of context.
-- disc_state_cosine: the mean cosine similarity over all pairs of the discriminator's
-  final token states at those positions (within and across inputs): near 1 when the
-  states collapse to one direction, lower when they tell tokens apart.
+generator gets better; two new figures do not move with it (FixedCorruptionMetrics, from
+the objective's eval_outputs; docs/pretraining.md defines them): disc_auc_fixed, the
+exact ROC AUC (ties counted half) of the discriminator's logits on a fixed corruption
+over the candidate positions, and disc_state_cosine, the mean cosine over all pairs of
+the discriminator's final token states there (within and across inputs).
 
 Metrics are tf_keras metric objects, so they accumulate over batches and, created under
 a strategy's scope and updated inside `strategy.run`, sum across replicas. The

@@ -98,13 +98,10 @@ def token_log_frequencies(files: List[str], vocab_size: int, special_ids: Sequen
   """log p(token) [vocab_size] over the real tokens other than `special_ids` in the
   first `max_records` records (static masks written back), add-one smoothed."""
   counts = np.zeros(vocab_size, np.int64)
-  names = ["input_ids", "input_mask"]
-  if static_mask_length:
-    names += ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"]
   seen = 0
   for path in files:
     for example in _first_examples(path, max_records - seen):
-      feature = {n: example.features.feature[n] for n in names}
+      feature = example.features.feature
       ids = np.array(feature["input_ids"].int64_list.value)
       if static_mask_length:
         weights = np.array(feature["masked_lm_weights"].float_list.value) > 0

@@ -11,9 +11,8 @@ import pytest
 import tensorflow as tf
 
 from model.config import ModelConfig
-from model.electra import ElectraPair
+from model.electra import DiscriminatorHead, ElectraPair
 from model.encoder import ElectraEncoder
-from model.heads import DiscriminatorHead
 from model.weights import CheckpointError
 from runs.pretrained import open_weights
 from model.weights.original import save_original
@@ -260,7 +259,7 @@ def test_config_accepts_bert_fields_and_refuses_unknown_ones():
 
 def test_layers_are_keras_serializable():
   from model.encoder import ElectraEmbeddings
-  from model.heads import GeneratorHead
+  from model.electra import GeneratorHead
   config = ModelConfig.from_size("debug", vocab_size=50)
   for layer in (ElectraEmbeddings(config), GeneratorHead(config), DiscriminatorHead(config)):
     clone = type(layer).from_config(layer.get_config())

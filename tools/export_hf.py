@@ -31,11 +31,7 @@ def main(argv=None) -> int:
   parser.add_argument("--output", required=True, help="the Hugging Face directory")
   parser.add_argument("--part", choices=("discriminator", "generator"), default="",
                       help="of a pre-trained checkpoint (default: discriminator)")
-  parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
-  parser.add_argument("--cased", action="store_true",
-                      help="the model's tokenizer keeps case and accents (for a model "
-                           "whose tokenizer_config.json records nothing, as a released "
-                           "one; one that records lower-casing refuses it)")
+  cli.add_vocab_flags(parser)
   args = parser.parse_args(argv)
   cli.check_given(parser, args, "checkpoint", "output")
 

@@ -184,7 +184,7 @@ def _default(f: dataclasses.Field) -> str:
 
 def _allowed(f: dataclasses.Field) -> str:
   allowed = f.metadata.get("allowed")
-  return str(allowed).replace("|", "\\|") if allowed is not None else "-"
+  return _cell(str(allowed)) if allowed is not None else "-"
 
 
 def _owner(cls, name: str):

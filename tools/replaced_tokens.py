@@ -42,15 +42,10 @@ def main(argv=None) -> int:
   parser.add_argument("--corrupt", action="store_true",
                       help="let the generator replace 15%% of the word-pieces first")
   parser.add_argument("--seed", type=int, default=0, help="--corrupt's random seed")
-  parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
-  parser.add_argument("--cased", action="store_true",
-                      help="the model's tokenizer keeps case and accents (for a model "
-                           "whose tokenizer_config.json records nothing, as a released "
-                           "one; one that records lower-casing refuses it)")
+  cli.add_vocab_flags(parser)
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, seed=hparams.SEED)
   cli.check_given(parser, args, "checkpoint", "input")
-
 
   def score() -> int:
     from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
@@ -66,6 +61,7 @@ def main(argv=None) -> int:
         print(("\n" if i else "") + replaced_tokens.format_text(scored))
     return 0
   return cli.run_command(score)
+
 
 if __name__ == "__main__":
   sys.exit(main())

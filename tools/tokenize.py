@@ -24,13 +24,6 @@ from data_prep.vocab import load_vocab  # pylint: disable=wrong-import-position
 from util import cli  # pylint: disable=wrong-import-position
 from util.files import atomic_write, check_output  # pylint: disable=wrong-import-position
 
-BATCH = 2000
-
-
-FLAGS = {("do_lower_case", False): "--no-lower-case",
-         ("strip_accents", False): "--no-strip-accents"}
-
-
 def tokenize_file(vocab_file: str, input_path: str, output_path: str,
                   lower_case: Optional[bool] = None,
                   accents: Optional[bool] = None) -> int:
@@ -44,29 +37,20 @@ def tokenize_file(vocab_file: str, input_path: str, output_path: str,
   vocab = load_vocab(vocab_file)
   tokenizer = Tokenizer(vocab, *normalization.of_model(
       vocab_file, lower_case=lower_case, strip_accents=accents,
-      asked=lambda name, value: FLAGS[name, value]))
-  span = corpus_lib.Span(input_path, 0, os.path.getsize(input_path))
+      asked=normalization.as_flag))
   invalid = 0
   with atomic_write(output_path) as out:
-
-    def flush(batch):
-      ids, offsets = tokenizer.batch_ids(batch)
+    for block, _ in corpus_lib.read_blocks(corpus_lib.Span(input_path, 0,
+                                                           os.path.getsize(input_path))):
+      text, bad = corpus_lib.decode(block)
+      invalid += bad
+      lines = text.removesuffix("\n").split("\n")
+      ids, offsets = tokenizer.batch_ids(lines)
       ids = ids.tolist()
-      for i in range(len(batch)):
+      for i in range(len(lines)):
         row = ids[offsets[i]:offsets[i + 1]]
         out.write(json.dumps({"tokens": [vocab.tokens[t] for t in row], "ids": row},
                              ensure_ascii=False) + "\n")
-
-    batch = []
-    for raw, _ in corpus_lib.read_lines(span):
-      text, bad = corpus_lib.decode(raw)
-      invalid += bad
-      batch.append(text)
-      if len(batch) >= BATCH:
-        flush(batch)
-        batch = []
-    if batch:
-      flush(batch)
   return invalid
 
 

@@ -121,6 +121,15 @@ def check_files(parser, args, *dests: str) -> None:
                    "expected a file")
 
 
+def add_vocab_flags(parser) -> None:
+  """--vocab and --cased, as the tools reading a model's text (--checkpoint DIR) take them."""
+  parser.add_argument("--vocab", default="", help="vocab.txt (default: beside DIR)")
+  parser.add_argument("--cased", action="store_true",
+                      help="the model's tokenizer keeps case and accents (for a model "
+                           "whose tokenizer_config.json records nothing, as a released "
+                           "one; one that records lower-casing refuses it)")
+
+
 def run_command(body: Callable[[], int]) -> int:
   """`body()`'s exit status; an expected failure printed as one line (status 2), an
   interruption as one line (status 130)."""

@@ -10,6 +10,7 @@ negative learning rate fails at once, in one line, instead of training.
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -148,16 +149,12 @@ def _describe(kind, allowed: Optional[Allowed]) -> str:
   return f"{name} {allowed}" if allowed is not None else name
 
 
-_FIELDS = {}
-
-
+@functools.cache
 def _fields(cls) -> Dict[str, tuple]:
   """{name: (type, Allowed or None)} of dataclass `cls`, computed once per class."""
-  if cls not in _FIELDS:
-    hints = typing.get_type_hints(cls)
-    _FIELDS[cls] = {f.name: (hints[f.name], f.metadata.get("allowed"))
-                    for f in dataclasses.fields(cls)}
-  return _FIELDS[cls]
+  hints = typing.get_type_hints(cls)
+  return {f.name: (hints[f.name], f.metadata.get("allowed"))
+          for f in dataclasses.fields(cls)}
 
 
 def _settable(cls) -> Dict[str, tuple]:

@@ -25,6 +25,7 @@ import zipfile
 from typing import Dict, Optional
 
 from model.weights import CheckpointError
+from model.weights.huggingface import HF_WEIGHT_FILES
 from util import cli, files
 from util.progress import Progress
 
@@ -34,9 +35,8 @@ URL_ENV = "ELECTRA_RELEASE_URL"  # another place to fetch the zips from (a mirro
 CACHE_ENV = "ELECTRA_CACHE"
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+(@[\w./-]+)?$")
 PARTS = ("discriminator", "generator")
-# What a transformers directory needs here; the weights in one of two formats.
+# What a transformers directory needs here, besides its weights in one of two formats.
 HUB_FILES = ["config.json", "vocab.txt"]
-HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 CHUNK = 1 << 20
 
 
@@ -177,12 +177,13 @@ def _snapshot(repo: str, revision: Optional[str], asked: str) -> str:
   from huggingface_hub import errors  # pylint: disable=g-import-not-at-top
   try:
     folder = None
-    for weights in HUB_WEIGHTS:  # the first format the repository has
+    for weights in HF_WEIGHT_FILES:  # the first format the repository has
       folder = huggingface_hub.snapshot_download(
           repo, revision=revision, allow_patterns=HUB_FILES + [weights])
       if os.path.isfile(os.path.join(folder, weights)):
         return folder
-    raise CheckpointError(f"{asked}: {repo} holds neither {' nor '.join(HUB_WEIGHTS)}")
+    raise CheckpointError(f"{asked}: {repo} holds neither "
+                          f"{' nor '.join(HF_WEIGHT_FILES)}")
   except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError,
           errors.RepositoryNotFoundError, errors.RevisionNotFoundError,
           errors.HfHubHTTPError, errors.HFValidationError, OSError) as e:

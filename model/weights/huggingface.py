@@ -1,11 +1,7 @@
 """Hugging Face transformers' ELECTRA layout: its weight names, shapes and config.json.
 
-Names follow from the original checkpoint's (original.py's mapping table) the
-way transformers' own converter reads an original checkpoint: scopes become dotted
-modules (layer_3 -> layer.3), kernel/gamma -> weight (kernels transposed to torch's
-[out, in]), beta -> bias, an embedding table gets .weight, the discriminator's dense_1
-is dense_prediction, the generator's output_bias is generator_lm_head.bias (its weight
-is the word embeddings, tied), and a generator's own scope becomes "electra".
+Names follow from the original checkpoint's (original.py's mapping table) the way
+transformers' own converter reads an original checkpoint (hf_name).
 
 A sentence classifier is the one exception that is not a renaming: the original's head
 (ours) is one dense layer on [CLS], transformers' ElectraClassificationHead is dense,
@@ -108,20 +104,21 @@ def span_weights(start_kernel: np.ndarray, start_bias: np.ndarray,
           "qa_outputs.bias": np.concatenate([start_bias, end_bias]).astype(np.float32)}
 
 
+# ModelConfig's fields that ElectraConfig names alike (embedding_size aside: ours may be
+# None, meaning hidden_size).
+SHARED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                 "attention_probs_dropout_prob", "max_position_embeddings",
+                 "type_vocab_size", "initializer_range")
+
+
 def config_json(config: ModelConfig, architecture: str, **extra) -> Dict[str, object]:
   """transformers' ElectraConfig fields for a model of these sizes."""
-  return {
-      "architectures": [architecture], "model_type": "electra",
-      "vocab_size": config.vocab_size, "embedding_size": config.embedding_width,
-      "hidden_size": config.hidden_size, "num_hidden_layers": config.num_hidden_layers,
-      "num_attention_heads": config.num_attention_heads,
-      "intermediate_size": config.intermediate_size, "hidden_act": config.hidden_act,
-      "hidden_dropout_prob": config.hidden_dropout_prob,
-      "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-      "max_position_embeddings": config.max_position_embeddings,
-      "type_vocab_size": config.type_vocab_size,
-      "initializer_range": config.initializer_range, "layer_norm_eps": 1e-12,
-      "pad_token_id": 0, "position_embedding_type": "absolute", **extra}
+  return {"architectures": [architecture], "model_type": "electra",
+          "embedding_size": config.embedding_width,
+          **{name: getattr(config, name) for name in SHARED_FIELDS},
+          "layer_norm_eps": 1e-12, "pad_token_id": 0,
+          "position_embedding_type": "absolute", **extra}
 
 
 def classification_labels(labels: List[str]) -> Dict[str, object]:
@@ -178,11 +175,8 @@ def model_config_values(config: Dict[str, object]) -> Dict[str, object]:
   for field, value in FIXED.items():
     if config.get(field, value) != value:
       raise ValueError(f"{field} {config[field]!r}: the original ELECTRA has {value!r}")
-  names = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-           "num_attention_heads", "intermediate_size", "hidden_act",
-           "hidden_dropout_prob", "attention_probs_dropout_prob",
-           "max_position_embeddings", "type_vocab_size", "initializer_range")
-  return {name: config[name] for name in names if name in config}
+  return {name: config[name] for name in ("embedding_size", *SHARED_FIELDS)
+          if name in config}
 
 
 # ---- reading a transformers directory -------------------------------------------------

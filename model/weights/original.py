@@ -211,28 +211,21 @@ def model_config(prefix: str, part: str = "pair") -> ModelConfig:
   if word is None:
     raise CheckpointError(f"{prefix}: no {emb_scope}/embeddings/word_embeddings among "
                           f"its {len(shapes)} variables; not a whole ELECTRA checkpoint")
-  if disc is None:
-    if gen is None or part != "generator":
-      what = "a generator only" if gen else "no encoder"
-      raise CheckpointError(f"{prefix}: holds {what} (no electra/encoder/layer_* "
-                            f"variables); cannot load the {part}" +
-                            ("; load it with part='generator'" if gen else ""))
-    hidden, layers, inner = gen
-    return ModelConfig.from_dict(dict(
-        vocab_size=word[0], embedding_size=word[1], hidden_size=hidden,
-        num_hidden_layers=layers, intermediate_size=inner,
-        max_position_embeddings=shapes[f"{emb_scope}/embeddings/position_embeddings"][0],
-        type_vocab_size=shapes[f"{emb_scope}/embeddings/token_type_embeddings"][0],
-        generator_hidden_size=1.0, generator_layers=1.0,
-        untied_generator_embeddings=untied_embeddings))
-  hidden, layers, inner = disc
+  if disc is None and (gen is None or part != "generator"):
+    what = "a generator only" if gen else "no encoder"
+    raise CheckpointError(f"{prefix}: holds {what} (no electra/encoder/layer_* "
+                          f"variables); cannot load the {part}" +
+                          ("; load it with part='generator'" if gen else ""))
+  hidden, layers, inner = disc or gen
   values = dict(
       vocab_size=word[0], embedding_size=word[1], hidden_size=hidden,
       num_hidden_layers=layers, intermediate_size=inner,
-      max_position_embeddings=shapes["electra/embeddings/position_embeddings"][0],
-      type_vocab_size=shapes["electra/embeddings/token_type_embeddings"][0],
+      max_position_embeddings=shapes[f"{emb_scope}/embeddings/position_embeddings"][0],
+      type_vocab_size=shapes[f"{emb_scope}/embeddings/token_type_embeddings"][0],
       untied_generator_embeddings=untied_embeddings)
-  if gen is not None:
+  if disc is None:  # the generator alone, as a pair of its own size
+    values.update(generator_hidden_size=1.0, generator_layers=1.0)
+  elif gen is not None:
     values.update(generator_hidden_size=gen[0] / hidden, generator_layers=gen[1] / layers)
   elif "generator_predictions/output_bias" in shapes:
     values.update(untied_generator=False)  # the generator is the "electra" encoder
