@@ -31,6 +31,8 @@ from util.files import atomic_write
 class QARunner(TaskRunner):
   """Span extraction: windows of one question and part of its context."""
 
+  serving = qa_serving.SERVING
+
   def __init__(self, task, config, tokenizer):
     super().__init__(task, config, tokenizer)
     self._windows = {}  # split -> Windows of its last featurization (not training's)
@@ -156,6 +158,3 @@ class QARunner(TaskRunner):
       result = squad_metrics.evaluate_v1(dataset, predictions.answers)
     self._write(self.output_file(split, "eval"), result)
     return squad_metrics.headline(result, self.task.v2)
-
-  def serving_function(self, module):
-    return qa_serving.qa_function(module, self)

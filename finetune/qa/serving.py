@@ -268,3 +268,16 @@ def qa_function(module: serving.ServingModule, runner):
                     no_answer=odds > config.qa_na_threshold)
     return result
   return answer
+
+
+# The deploy.json fields of the run's QA settings the reader reads.
+_READER_SETTINGS = ("max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+                    "answerable_classifier", "qa_na_threshold")
+
+# The exported model's outputs are the head's inference outputs, as
+# postprocess.predict_answers reads them.
+SERVING = serving.Serving(
+    qa_function, reader="finetune.qa.deployed",
+    info=lambda runner: {"v2": runner.task.v2, **{
+        name: getattr(runner.settings, name) for name in _READER_SETTINGS}},
+    float_head=True, fixed_length=True)

@@ -22,6 +22,8 @@ from finetune.sentence import serving as sentence_serving
 class SentenceRunner(TaskRunner):
   """Classification and regression of one sentence or a sentence pair (GLUE, users')."""
 
+  serving = sentence_serving.SERVING
+
   def prepare_examples(self, examples, split):
     if split == self.task.train_split and self.task.symmetric and \
         self.config.section("sentence").double_unordered:
@@ -85,6 +87,3 @@ class SentenceRunner(TaskRunner):
       return super().write_predictions(examples, features, outputs, split, out_dir)
     return [write_glue_submission(
         self.task, split, examples, list(self.predictions(outputs)), out_dir)]
-
-  def serving_function(self, module):
-    return sentence_serving.sentence_function(module, self)

@@ -25,6 +25,8 @@ from finetune.tagging import serving as tagging_serving
 class TaggingRunner(TaskRunner):
   """One label per word from the encoder's vector of its first piece."""
 
+  serving = tagging_serving.SERVING
+
   labels = tagging_features.LABELS
   # The word arrays are max_seq_length long too and hold fewer words than tokens.
   token_features = padding.TOKEN_FEATURES + (
@@ -61,6 +63,3 @@ class TaggingRunner(TaskRunner):
                                      tagging_features.predicted_tags(
                                          examples, features["word_label_mask"], outputs))
     return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}
-
-  def serving_function(self, module):
-    return tagging_serving.tagging_function(module, self)

@@ -47,3 +47,10 @@ def tagging_function(module: serving.ServingModule, runner):
     return {"tag_id": tag_id.to_tensor(-1),
             "tag": tf.gather(tags, tag_id).to_tensor("")}
   return tag
+
+
+SERVING = serving.Serving(
+    tagging_function, reader="finetune.tagging.deployed",
+    inputs=("input_ids", "input_mask", "segment_ids", "word_positions"),
+    outputs=lambda runner, out: {"logits": out},
+    info=lambda runner: {"labels": list(runner.labels)})
