@@ -4,8 +4,8 @@ A runner turns a task's examples into fixed-size feature arrays, provides its he
 its per-example loss, and turns the head's outputs on a split back into scores and
 prediction files. The trainer (finetune/trainer.py) pools several tasks' features,
 trains one encoder with every head, and calls back here. Each family implements it in
-its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
-finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
+its own folder's model.py (finetune/sentence/, qa/, tagging/); finetune/tasks.py picks
+the runner of a task.
 """
 
 import json

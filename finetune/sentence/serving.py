@@ -4,7 +4,7 @@ predictions of --predict out."""
 import tensorflow as tf
 
 from finetune import serving
-from finetune.sentence.files import unlabeled_layout
+from finetune.sentence.data import unlabeled_layout
 
 
 def numeric_outputs(task, out):
