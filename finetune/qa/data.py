@@ -60,10 +60,6 @@ class QAExample:
 WORD_SEPARATORS = " \t\r\n\u202f"
 
 
-def _is_whitespace(char: str) -> bool:
-  return char in WORD_SEPARATORS
-
-
 def split_words(context: str) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
   """Whitespace-separated words and, for every character, the index of its word.
 
@@ -71,7 +67,7 @@ def split_words(context: str) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
   """
   words, char_to_word, in_space = [], [], True
   for char in context:
-    if _is_whitespace(char):
+    if char in WORD_SEPARATORS:
       in_space = True
     else:
       if in_space:
