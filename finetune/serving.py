@@ -41,6 +41,7 @@ from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
+from finetune import padding
 from finetune.graph_tokenizer import GraphTokenizer
 from finetune.runner import scope_name
 from util.files import atomic_directory
@@ -63,7 +64,7 @@ class Serving:
   # The exported model's inputs, each int32 [B, L]: L the batch's longest example, or
   # max_seq_length where `fixed_length` (export/registry.py Job.model_function); the
   # runner's features hold them.
-  inputs: Tuple[str, ...] = ("input_ids", "input_mask", "segment_ids")
+  inputs: Tuple[str, ...] = padding.TOKEN_FEATURES
   # (runner, head outputs) -> the exported model's outputs (named tensors).
   outputs: Callable[[object, object], Dict[str, tf.Tensor]] = lambda runner, out: dict(out)
   # runner -> the deploy.json fields its reader reads besides the shared ones.

@@ -302,14 +302,8 @@ def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
   return examples
 
 
-def read_tfds(task: QATask, split: str, tfds_data_dir: Optional[str] = None,
-              builder=None) -> List[QAExample]:
-  """Questions of a SQuAD dataset prepared in TensorFlow Datasets (or `builder`); never
-  downloads."""
-  if builder is None:
-    builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
-  if builder is None:
-    raise DataError(f"TensorFlow Datasets has no prepared {task.tfds_name}")
+def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
+  """Questions of the SQuAD dataset `builder` has prepared in TensorFlow Datasets."""
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
   paragraphs = []
 
@@ -346,7 +340,7 @@ def read_examples(task: QATask, data_dir: str, split: str,
                                                    tfds_data_dir, fetch_missing)
     if builder is None:
       raise
-    return read_tfds(task, split, tfds_data_dir, builder)[:max_examples]
+    return read_tfds(task, split, builder)[:max_examples]
   return read_file(task, path)[:max_examples]
 
 

@@ -198,7 +198,7 @@ def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
 
 
 def null_odds(outputs, config, window_example, batch, best_start_score, best_end_score):
-  """Each example's no-answer score as postprocess scores it: its windows' least null
+  """Each example's no-answer score as deployed.py scores it: its windows' least null
   logit, less its best span's when the head has no answerable classifier."""
   if config.answerable_classifier:
     null = outputs["answerable_logit"]

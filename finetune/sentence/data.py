@@ -256,14 +256,9 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
   return value
 
 
-def read_tfds(task: SentenceTask, split: str, tfds_data_dir: Optional[str] = None,
-              max_examples: Optional[int] = None, builder=None) -> List[SentenceExample]:
-  """Examples from a locally prepared TFDS dataset (or `builder`); never downloads."""
-  if builder is None:
-    builder = tfds_source.prepared_builder(task.tfds_name, tfds_data_dir)
-  if builder is None:
-    raise DataError(f"TensorFlow Datasets has no prepared {task.tfds_name} in "
-                    f"{tfds_data_dir or 'its default data_dir'}")
+def read_tfds(task: SentenceTask, split: str, builder,
+              max_examples: Optional[int] = None) -> List[SentenceExample]:
+  """Examples from the prepared TFDS dataset of `builder`."""
   if split not in task.tfds_splits:
     raise DataError(f"task {task.name} has no split {split!r} in TFDS")
   labelled = split not in task.test_splits
@@ -290,14 +285,12 @@ def read_examples(task: SentenceTask, data_dir: str, split: str,
   prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
   try:
     path = split_file(task, data_dir, split)
-  except DataError as missing:
-    if task.files_dir is not None:
-      raise
+  except DataError as missing:  # (a user's task has no tfds_name: its error stands)
     builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
                                                    tfds_data_dir, fetch_missing)
     if builder is None:
       raise
-    return read_tfds(task, split, tfds_data_dir, max_examples, builder)
+    return read_tfds(task, split, builder, max_examples)
   return read_split_file(task, split, path, max_examples)
 
 

@@ -4,7 +4,7 @@ word out, as --predict."""
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from finetune import serving
+from finetune import padding, serving
 from finetune.tagging import data as tagging_data
 
 
@@ -51,6 +51,6 @@ def tagging_function(module: serving.ServingModule, runner):
 
 SERVING = serving.Serving(
     tagging_function, reader="finetune.tagging.deployed",
-    inputs=("input_ids", "input_mask", "segment_ids", "word_positions"),
+    inputs=padding.TOKEN_FEATURES + ("word_positions",),
     outputs=lambda runner, out: {"logits": out},
     info=lambda runner: {"labels": list(runner.labels)})
