@@ -100,7 +100,7 @@ def read_train_file(task, path: str) -> list:
   if task.name == "chunk":
     from finetune.tagging.data import read_conll
     return read_conll(path, task.tags)
-  from finetune.sentence.files import read_split_file
+  from finetune.sentence.data import read_split_file
   return read_split_file(task, task.train_split, path)
 
 

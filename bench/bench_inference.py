@@ -367,13 +367,12 @@ def length_inputs(loaded, lengths) -> dict:
   """{N: the reader's input columns of one text of N tokens, [CLS] and [SEP] included}
   (--lengths): the vocabulary's first one-piece word repeated (a pair task's second
   text empty; for tagging, a sentence of those words)."""
-  from export.families import DEPLOYABLE  # pylint: disable=import-outside-toplevel  # TensorFlow
   family, longest = loaded.family.name, loaded.max_seq_length
   if family == "qa":
     raise ValueError(f"--lengths: {loaded.task.name} is a QA task, whose model runs on "
                      f"windows of max_seq_length ({longest}) whatever the text's length; "
                      "give a sentence or tagging model")
-  pair = DEPLOYABLE[family].info(loaded).get("pair", False)
+  pair = loaded.runner.serving.info(loaded.runner).get("pair", False)
   tokenizer = loaded.tokenizer()
   word = next(t for t in tokenizer.vocab.tokens if t.isalpha() and tokenizer.tokenize(t)
               == [t])

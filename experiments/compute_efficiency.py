@@ -259,7 +259,7 @@ def given_encoder(path: str) -> dict:
   """An --encoders entry: any checkpoint run_finetuning.py reads (ours, the original's,
   a Hugging Face ELECTRA or BERT directory), with its own vocabulary."""
   from model.weights import CheckpointError  # pylint: disable=g-import-not-at-top
-  from model.weights.formats import open_weights  # pylint: disable=g-import-not-at-top
+  from runs.pretrained import open_weights  # pylint: disable=g-import-not-at-top
   try:
     weights = open_weights(path)
     weights.model_config("discriminator")  # refused here, not in every unit's log

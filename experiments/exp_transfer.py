@@ -100,10 +100,10 @@ def similarity(data_dir: str, init_checkpoint: str, count: int = 256):
   from data_prep.tokenizer import Tokenizer  # pylint: disable=g-import-not-at-top
   from data_prep.vocab import load_vocab  # pylint: disable=g-import-not-at-top
   from finetune import tasks  # pylint: disable=g-import-not-at-top
-  from finetune.sentence.features import encode  # pylint: disable=g-import-not-at-top
+  from finetune.sentence.data import encode  # pylint: disable=g-import-not-at-top
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.encoder import ElectraEncoder  # pylint: disable=g-import-not-at-top
-  from model.weights.formats import open_weights  # pylint: disable=g-import-not-at-top
+  from runs.pretrained import open_weights  # pylint: disable=g-import-not-at-top
 
   def mean_cosine(vectors, mask=None):
     unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)

@@ -11,8 +11,8 @@ import shutil
 from typing import Dict, List
 
 from export import reader
-from export.families import Deployable
 from export.source import Finetuned
+from finetune.serving import Serving
 
 READER = "reader.py"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,7 +52,7 @@ def project_sources(start: str) -> Dict[str, str]:
   return found
 
 
-def reader_sources(deployable: Deployable) -> Dict[str, str]:
+def reader_sources(deployable: Serving) -> Dict[str, str]:
   """Every file the reader needs, by its path in the bundle."""
   sources = {**project_sources(reader.__name__), **project_sources(deployable.reader)}
   del sources[_module_path(reader.__name__)]
@@ -68,7 +68,7 @@ def input_lengths(folder: str, files: List[str]) -> Dict[str, object]:
   return {name: length or "longest" for name, length in lengths.items()}
 
 
-def write(finetuned: Finetuned, deployable: Deployable, folder: str, files: List[str],
+def write(finetuned: Finetuned, deployable: Serving, folder: str, files: List[str],
           calibrated: int, smoothed: Dict[str, float]):
   """vocab.txt, deploy.json and the reader with the modules it imports; `smoothed`, the
   files whose outliers were migrated (export/smoothing.py), each with its alpha."""
@@ -78,7 +78,7 @@ def write(finetuned: Finetuned, deployable: Deployable, folder: str, files: List
           "max_seq_length": finetuned.max_seq_length, "inputs": list(deployable.inputs),
           "models": files, "input_lengths": input_lengths(folder, files),
           "calibration_examples": calibrated, "smoothing_alpha": smoothed,
-          "source": os.path.abspath(finetuned.folder), **deployable.info(finetuned)}
+          "source": os.path.abspath(finetuned.folder), **deployable.info(finetuned.runner)}
   with open(os.path.join(folder, reader.INFO_FILE), "w", encoding="utf-8") as f:
     json.dump(info, f, indent=2)
   for target, source in reader_sources(deployable).items():

@@ -4,7 +4,7 @@ activations, their ranges calibrated on a seeded sample of the task's training s
 with the job's smoothing_alpha, the dense layers' input outliers first migrated into
 their weights: export/smoothing.py);
 to_litert also makes export/litert_mixed_int8.py's form.
-Each takes the family's token-ids inputs (export/families.py); the WordPiece step stays
+Each takes the family's token-ids inputs (its serving.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
 (docs/deploying.md lists them; ai-edge-litert's interpreter has no Select-TF-ops
 runtime to run them)."""

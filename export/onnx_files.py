@@ -1,6 +1,6 @@
 """ONNX files for onnxruntime: model_float32.onnx (tf2onnx) and model_dynamic_int8.onnx
 (onnxruntime's dynamic quantization of it). Each takes the family's token-ids inputs
-(export/families.py), read by the reader bundle."""
+(its serving.py), read by the reader bundle."""
 
 import os
 import tempfile

@@ -23,9 +23,9 @@ import tensorflow as tf
 
 from export import bundle, folder as export_folder
 from export import huggingface, litert, litert_mixed_int8, onnx_files, original, saved_model
-from export.families import DEPLOYABLE, Deployable
 from export.source import Finetuned, load_finetuned
 from finetune import tasks as task_registry
+from finetune.serving import Serving
 
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
                                               litert_mixed_int8, onnx_files)}
@@ -47,7 +47,8 @@ class Job:
                data_dir: str = "", seed: int = 0,
                smoothing_alpha: Optional[float] = None):
     self.finetuned = finetuned
-    self.deployable: Deployable = DEPLOYABLE.get(finetuned.family.name)
+    serving: Optional[Serving] = finetuned.runner.serving
+    self.deployable = serving if serving and serving.reader else None
     self.calibration_size, self.data_dir, self.seed = calibration_size, data_dir, seed
     # The calibrated forms' outlier migration (export/smoothing.py; None: none), and the
     # files written migrated, each with its alpha (deploy.json says so).
@@ -59,7 +60,7 @@ class Job:
     """Why `form` (a token-ids model read by the reader) cannot take this model."""
     if self.deployable is None:
       return (f"{form} takes a model of a family with a deployment declaration "
-              f"({', '.join(DEPLOYABLE)}: export/families.py); "
+              f"({', '.join(deployable_families())}: their serving.py's SERVING); "
               f"{self.finetuned.task.name} is of the {self.finetuned.family.name} family")
     return ""
 
@@ -71,9 +72,9 @@ class Job:
 
   def model_function(self):
     """The model as a new tf.function of its family's token-ids inputs, its outputs the
-    family's (declared in export/families.py). Their token axis is free (None), so the
+    family's (declared in its serving.py). Their token axis is free (None), so the
     files convert with a dynamic sequence axis, unless the family's files keep
-    max_seq_length (its Deployable's fixed_length: QA). (In
+    max_seq_length (its Serving's fixed_length: QA). (In
     LiteRT the reshapes whose shapes follow a free axis leave XNNPACK, between its
     partitions; such a file ran about as fast as one converted at full length, and much
     faster on short inputs: bench/RESULTS.md, "Inference at the input's length".)"""
@@ -85,7 +86,7 @@ class Job:
 
     def call(*tensors):
       batch = dict(zip(deployable.inputs, tensors))
-      return deployable.outputs(finetuned, model(batch, training=False)[head])
+      return deployable.outputs(finetuned.runner, model(batch, training=False)[head])
     return tf.function(call, input_signature=spec, autograph=False)
 
   @property
@@ -109,10 +110,16 @@ class Job:
     # (A missing or empty split is refused by the reader, naming its file.)
     examples = task_registry.read_examples(task, data_dir, task.train_split)
     chosen = np.random.default_rng(self.seed).permutation(len(examples))
-    features = self.deployable.features(
-        finetuned, [examples[i] for i in chosen[:self.calibration_size]])
+    features = finetuned.runner.features(
+        [examples[i] for i in chosen[:self.calibration_size]], task.train_split)
     return {name: features[name][:self.calibration_size]
             for name in self.deployable.inputs}
+
+
+def deployable_families() -> List[str]:
+  """The families whose models the token-ids forms take (a reader in their Serving)."""
+  return [family.name for family in task_registry.FAMILIES
+          if getattr(family.runner().serving, "reader", "")]
 
 
 def _calibrated(writer, variants) -> bool:

@@ -46,7 +46,7 @@ _DROP, _KEEP, _TO_SPACE, _CJK = 0, 1, 2, 3
 @functools.lru_cache(maxsize=None)  # seconds per process, not per export
 def _code_point_classes():
   """Per code point: the step-1 action, Python-whitespace, BERT punctuation or space,
-  and what QA's answer alignment skips (postprocess._is_skipped) (numpy)."""
+  and what QA's answer alignment skips (qa/deployed.py's _is_skipped) (numpy)."""
   code_points = np.arange(sys.maxunicode + 1)
   category = np.array([unicodedata.category(chr(cp)) for cp in code_points])
   is_space = np.array([chr(cp).isspace() for cp in code_points])
@@ -217,5 +217,5 @@ class GraphTokenizer(tf.Module):
     return tf.strings.strip(tf.strings.regex_replace(text, " +", " "))
 
   def skipped(self, cps: tf.Tensor) -> tf.Tensor:
-    """Whether QA's answer alignment skips each code point (postprocess._is_skipped)."""
+    """Whether QA's answer alignment skips each code point (qa/deployed.py's _is_skipped)."""
     return tf.cast(self._lookup(self._skipped_starts, self._skipped, cps), tf.bool)

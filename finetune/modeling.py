@@ -1,6 +1,6 @@
 """The fine-tuning model: the discriminator's encoder with one head per task.
 
-Heads (head.py of each family: finetune/sentence, finetune/qa, finetune/tagging) are
+Heads (model.py of each family: finetune/sentence, finetune/qa, finetune/tagging) are
 layers called as head(sequence_output, batch, training=...). Layer-wise learning rates
 follow the original's depths: embeddings (and embeddings_project) 0, layer i i+1, task
 heads L+2; a variable's rate is lr * decay ** (L + 2 - depth).

@@ -4,8 +4,8 @@ A runner turns a task's examples into fixed-size feature arrays, provides its he
 its per-example loss, and turns the head's outputs on a split back into scores and
 prediction files. The trainer (finetune/trainer.py) pools several tasks' features,
 trains one encoder with every head, and calls back here. Each family implements it in
-its own folder: finetune/sentence/runner.py, finetune/qa/runner.py,
-finetune/tagging/runner.py; finetune/tasks.py picks the runner of a task.
+its own folder's model.py (finetune/sentence/, qa/, tagging/); finetune/tasks.py picks
+the runner of a task.
 """
 
 import json
@@ -50,6 +50,9 @@ class TaskRunner:
   token_features: Tuple[str, ...] = padding.TOKEN_FEATURES
   # The shortest a cut batch may be: the head's own need (QA's beam of start positions).
   shortest_batch: int = 1
+  # The family's serving (finetune/serving.py Serving: the SavedModel's function, raw
+  # strings in, what prediction_records says out; the token-ids exports' declaration).
+  serving = None
 
   def __init__(self, task, config, tokenizer):
     """`config` is the run's FinetuningConfig, `tokenizer` a data_prep Tokenizer."""
@@ -121,9 +124,4 @@ class TaskRunner:
   def prediction_records(self, examples: list, features: Dict[str, np.ndarray],
                          outputs) -> List[Dict[str, object]]:
     """One JSON-ready prediction per example, from the head's numpy outputs."""
-    raise NotImplementedError
-
-  def serving_function(self, module):
-    """The task's tf.function for the serving SavedModel: raw strings in, what
-    prediction_records says out; built from finetune/serving.py's ServingModule."""
     raise NotImplementedError

@@ -27,23 +27,55 @@ Sentence and tagging inputs are padded to the batch's longest, not to max_seq_le
 Loading needs tensorflow and tensorflow_text only (`import tensorflow_text` registers
 its ops); the model's variables are saved, not the Keras objects.
 
-The shared part is here: the module holding the model's variables, the tokenizer and
-one function per task, the ragged-tensor steps the families' functions share, and the
-export. Each family builds its function in its own folder (sentence/serving.py,
-tagging/serving.py, qa/serving.py), asked through its runner's serving_function; the
-tokenizer is finetune/graph_tokenizer.py.
+The shared part is here: a family's serving declaration (`Serving`: its in-graph
+function and what the token-ids exports of export/ take and return), the module holding
+the model's variables, the tokenizer and one function per task, the ragged-tensor steps
+the families' functions share, and the export. Each family declares its `SERVING` in its
+own folder (sentence/serving.py, tagging/serving.py, qa/serving.py), its runner's
+`serving`; the tokenizer is finetune/graph_tokenizer.py.
 """
 
+import dataclasses
 import os
-from typing import List
+from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
+from finetune import padding
 from finetune.graph_tokenizer import GraphTokenizer
 from finetune.runner import scope_name
 from util.files import atomic_directory
 
 SAVED_MODEL = "saved_model"
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+  """A family's serving: the SavedModel's function and, for the token-ids files of
+  export/ (LiteRT, ONNX), their inputs and outputs and the numpy reader shipped beside
+  them. The callables take the task's runner (its task, settings and tokenizer)."""
+  # (ServingModule, runner) -> the task's tf.function: raw strings in, --predict's
+  # outputs out.
+  function: Callable
+  # The module (dotted path) whose Reader(info, tokenizer) turns texts into the model's
+  # inputs and its outputs into --predict's records; it and the project modules it
+  # imports are shipped (numpy only). "": the family's models are not exported as files.
+  reader: str = ""
+  # The exported model's inputs, each int32 [B, L]: L the batch's longest example, or
+  # max_seq_length where `fixed_length` (export/registry.py Job.model_function); the
+  # runner's features hold them.
+  inputs: Tuple[str, ...] = padding.TOKEN_FEATURES
+  # (runner, head outputs) -> the exported model's outputs (named tensors).
+  outputs: Callable[[object, object], Dict[str, tf.Tensor]] = lambda runner, out: dict(out)
+  # runner -> the deploy.json fields its reader reads besides the shared ones.
+  info: Callable[[object], Dict[str, object]] = lambda runner: {}
+  # True when the head stays float32 in the full-int8 model: its outputs span a range
+  # that int8 cannot hold (QA's -1000 on the positions outside the context: calibrated
+  # to int8, every real logit became one value and no int8 answer was --predict's).
+  float_head: bool = False
+  # True when the files keep max_seq_length: QA's joint head, at a free length, converts
+  # to a strided slice (a new axis over a free one) LiteRT has no builtin kernel for.
+  fixed_length: bool = False
 
 
 def concat(parts: List[tf.RaggedTensor]) -> tf.RaggedTensor:
@@ -99,7 +131,7 @@ def gather_at(ragged: tf.RaggedTensor, index: tf.Tensor, valid: tf.Tensor) -> tf
 
 class ServingModule(tf.Module):
   """The model's variables, the tokenizer and one prediction function per task (each
-  runner's serving_function builds its task's from this module's parts)."""
+  runner's serving.function builds its task's from this module's parts)."""
 
   def __init__(self, model, runners, vocab, normalization, max_seq_length: int):
     super().__init__(name="serving")
@@ -127,7 +159,7 @@ class ServingModule(tf.Module):
     self.head = head
     functions = {}
     for runner in runners:
-      function = runner.serving_function(self)
+      function = runner.serving.function(self, runner)
       functions[scope_name(runner.task.name)] = function
       functions.setdefault("serving_default", function)
     self.functions = functions

@@ -4,7 +4,8 @@ A GLUE or SQuAD task whose files are missing is downloaded and prepared by TFDS 
 (its progress bars shown) into the TFDS data directory and read from there. Offline,
 the download hosts are probed first, so the answer is one line at once rather than
 minutes of retries. tensorflow_datasets is imported lazily: the readers of plain files
-do not need it.
+do not need it; util/ too: the families' data modules import this one, and the exported
+models' readers ship those without util/ (tests/export_helpers.py RUNNER).
 """
 
 import socket
@@ -12,7 +13,6 @@ import urllib.parse
 from typing import Dict, Iterator, List, Optional
 
 from finetune.errors import DataError
-from util import cli, stderr
 
 PROBE_TIMEOUT_SECONDS = 5
 # What TFDS logs (absl WARNING) for a dataset folder not prepared yet: that is the
@@ -21,6 +21,7 @@ NOT_PREPARED_LINE = "has no dataset_info.json"
 
 
 def _is_prepared(builder) -> bool:
+  from util import stderr  # pylint: disable=g-import-not-at-top
   with stderr.without_lines(NOT_PREPARED_LINE):
     return builder.is_prepared()
 
@@ -56,6 +57,7 @@ def unreachable_hosts(builder) -> List[str]:
 def fetch(name: str, data_dir: Optional[str] = None, log=print):
   """The builder of `name`, downloaded and prepared into `data_dir` (TFDS's default
   when None) unless it already is; a DataError saying what failed otherwise."""
+  from util import cli  # pylint: disable=g-import-not-at-top
   builder = prepared_builder(name, data_dir)
   if builder is not None:
     return builder

@@ -22,6 +22,7 @@ import tensorflow as tf
 from export import litert, registry, source
 from tools import litert_ops
 from finetune import graph_tokenizer, serving, trainer
+from finetune.sentence import serving as sentence_serving
 from model.weights import original as original_names
 from tests.helpers import ROOT, shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
@@ -175,8 +176,7 @@ def test_every_form_runs_at_the_inputs_length(sst2_export):
   assert len(names) == 6 and info["input_lengths"] == {name: "longest" for name in names}
   texts = ["a fine film", "dull", "it was long , slow and tiresome ."]
   for name, run in run_readers(output, names, [texts]).items():
-    assert run["declared"] == {k: [None, None] for k in registry.DEPLOYABLE[
-        "sentence"].inputs}, name
+    assert run["declared"] == {k: [None, None] for k in sentence_serving.SERVING.inputs}, name
     mask = np.array(run["inputs"]["input_mask"])
     assert mask.shape[1] == mask.sum(-1).max() < info["max_seq_length"]
     short, padded = (np.array(run[k]["probabilities"]) for k in ("outputs",

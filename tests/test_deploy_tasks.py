@@ -16,6 +16,8 @@ import tensorflow as tf
 
 from export import registry, source
 from finetune import serving
+from finetune.tagging import serving as tagging_serving
+from finetune.qa import serving as qa_serving
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, predict_questions,
                                    refusal, run_readers, shared_chunk_model,
                                    shared_squad_model)
@@ -76,8 +78,7 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory)
   assert info["input_lengths"] == {name: "longest" for name in names}
   short = [" ".join(s.split()[:n]) for s, n in zip(sentences, (3, 6, 1, 9, 4, 7))]
   for name, run in run_readers(output, names, [short]).items():
-    assert run["declared"] == {k: [None, None] for k in registry.DEPLOYABLE[
-        "tagging"].inputs}, name
+    assert run["declared"] == {k: [None, None] for k in tagging_serving.SERVING.inputs}, name
     mask = np.array(run["inputs"]["input_mask"])
     length = mask.shape[1]
     assert length == mask.sum(-1).max() < info["max_seq_length"]
@@ -114,8 +115,7 @@ def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, 
   assert json.loads((output / "deploy.json").read_text())["input_lengths"] == {
       name: length for name in names}
   for name, run in got.items():
-    assert run["declared"] == {k: [None, length] for k in registry.DEPLOYABLE[
-        "qa"].inputs}, name
+    assert run["declared"] == {k: [None, length] for k in qa_serving.SERVING.inputs}, name
     records = run["records"]
     assert [r["id"] for r in records] == [str(i) for i in range(len(questions))]
     if "float32" in name:

@@ -13,8 +13,8 @@ import transformers
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import trainer
-from finetune.sentence import features as sentence_features
-from finetune.sentence.task import SentenceExample
+from finetune.sentence import data as sentence_data
+from finetune.sentence.data import SentenceExample
 from runs.pretrained import open_weights
 from tests.helpers import shared_path, write_tiny_pretrained_model
 from tests.export_helpers import shared_glue_models
@@ -34,7 +34,7 @@ def tokenizer():
 def inputs(tokenizer):
   """Our featurization of SENTENCES (pairs and single, with padding), as numpy arrays."""
   examples = [SentenceExample(i, a, b, None) for i, (a, b) in enumerate(SENTENCES)]
-  return sentence_features.encode(tokenizer, examples, 40)
+  return sentence_data.encode(tokenizer, examples, 40)
 
 
 def torch_inputs(features):

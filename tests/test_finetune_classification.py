@@ -13,8 +13,8 @@ import pytest
 
 from finetune import tasks
 from finetune.sentence import data as sentence_data
-from finetune.sentence.submission import write_glue_submission
-from finetune.sentence.task import SentenceExample, both_orders
+from finetune.sentence.model import write_glue_submission
+from finetune.sentence.data import SentenceExample, both_orders
 from finetune.errors import DataError
 from tests.helpers import ROOT, shared_path
 

@@ -12,8 +12,8 @@ from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import trainer
-from finetune.sentence import features as sentence_features
-from finetune.sentence.task import SentenceExample
+from finetune.sentence import data as sentence_data
+from finetune.sentence.data import SentenceExample
 from runs.pretrained import open_weights
 from model.weights.original import save_original
 from model import flops as model_flops
@@ -183,7 +183,7 @@ def test_pair_encoding_truncates_like_the_original():
   vocab = tokenizer.vocab.ids
   a = SentenceExample(0, "one two three four five six", "seven eight", None)
   single = SentenceExample(1, "one two three four five six", None, None)
-  out = sentence_features.encode(tokenizer, [a, single], max_seq_length=8)
+  out = sentence_data.encode(tokenizer, [a, single], max_seq_length=8)
   ids = lambda words: [vocab[w] for w in words.split()]
   # Pair: 5 tokens fit; the longer text loses tokens first, B when they tie.
   assert out["input_ids"][0].tolist() == (
@@ -194,7 +194,7 @@ def test_pair_encoding_truncates_like_the_original():
       [vocab["[CLS]"]] + ids("one two three four five six") + [vocab["[SEP]"]])
   assert out["input_mask"][1].tolist() == [1] * 8
   a_list, b_list = [1, 2, 3], [4, 5, 6]
-  sentence_features.truncate_pair(a_list, b_list, 4)
+  sentence_data.truncate_pair(a_list, b_list, 4)
   assert (a_list, b_list) == ([1, 2], [4, 5])
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from finetune.modeling import FinetuningModel
-from finetune.sentence.head import SentenceHead
+from finetune.sentence.model import SentenceHead
 from model.config import ModelConfig
 from runs.pretrained import open_weights
 from tests import numpy_electra

@@ -18,10 +18,8 @@ from data_prep.vocab import Vocab, load_vocab
 from finetune import config as finetune_config
 from finetune import tasks
 from finetune.qa import data as qa_data
-from finetune.qa import examples as qa_examples
-from finetune.qa import features as qa_features
-from finetune.qa import head as qa_head
-from finetune.qa import postprocess as qa_postprocess
+from finetune.qa import model as qa_model
+from finetune.qa import deployed as qa_deployed
 from finetune.qa import squad_metrics
 from finetune import trainer
 from finetune.errors import DataError
@@ -45,7 +43,7 @@ def test_windows_recover_every_shared_dev_answer(bert_tokenizer):
   examples = qa_data.read_file(tasks.get_task("squad/v1.1"),
                           shared_path("squad", "dev-v1.1.json"))
   length, stride = 256, 128
-  windows = qa_features.featurize(tokenizer, examples, length, 64, stride)
+  windows = qa_data.featurize(tokenizer, examples, length, 64, stride)
   ids, mask, segments = (windows.arrays[k] for k in ("input_ids", "input_mask",
                                                      "segment_ids"))
   # Context pieces: the whole context tokenized at once, cut into the windows.
@@ -68,8 +66,8 @@ def test_windows_recover_every_shared_dev_answer(bert_tokenizer):
     if start == 0:
       continue
     to_word = windows.token_to_word[w]
-    text = qa_postprocess.get_final_text(
-        qa_postprocess.piece_text([tokens[i] for i in ids[w, start:end + 1]]),
+    text = qa_deployed.get_final_text(
+        qa_deployed.piece_text([tokens[i] for i in ids[w, start:end + 1]]),
         " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1]))
     gold = example.answers[0].text
     recovered[example.qid] = text
@@ -98,27 +96,27 @@ def example(qid, question, context, answer=None, eid=0, impossible=False):
   answers = ()
   if answer:
     start = context.index(answer)
-    answers = (qa_examples.Answer(answer, start, char_to_word[start],
+    answers = (qa_data.Answer(answer, start, char_to_word[start],
                          char_to_word[start + len(answer) - 1]),)
-  return qa_examples.QAExample(eid, qid, question, context, words, answers,
+  return qa_data.QAExample(eid, qid, question, context, words, answers,
                       tuple(a.text for a in answers), impossible)
 
 
 def test_doc_spans_and_max_context_follow_the_original_example():
   # The original's comment: "bought" (piece 7) has the most context in span C.
-  spans = qa_features.doc_spans(12, 5, 3)
+  spans = qa_data.doc_spans(12, 5, 3)
   assert spans == [(0, 5), (3, 5), (6, 5), (9, 3)]
-  owner = qa_features.max_context_owner(spans, 12)
+  owner = qa_data.max_context_owner(spans, 12)
   assert owner[7] == 2
   # By hand: piece 3 has min(3, 1) in span A, min(0, 4) in B; piece 9 min(3, 1) in C.
   assert owner.tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3]
-  assert qa_features.doc_spans(0, 5, 3) == [(0, 0)]
+  assert qa_data.doc_spans(0, 5, 3) == [(0, 0)]
 
 
 def test_answer_span_is_tightened_to_the_answer_pieces():
   tokenizer = small_tokenizer()
   context = "the man went to the store, and bought milk."
-  windows = qa_features.featurize(tokenizer, [example("q", "where", context, "store")],
+  windows = qa_data.featurize(tokenizer, [example("q", "where", context, "store")],
                                   32, 8, 16)
   start, end = windows.arrays["start_positions"][0], windows.arrays["end_positions"][0]
   # The word is "store," but the answer's own pieces are just "store".
@@ -130,7 +128,7 @@ def test_answer_span_is_tightened_to_the_answer_pieces():
 def test_windows_without_the_answer_point_at_cls():
   tokenizer = small_tokenizer()
   context = "the man went to the store and bought a gallon of milk"
-  windows = qa_features.featurize(
+  windows = qa_data.featurize(
       tokenizer, [example("q", "what did the man buy", context, "milk"),
                   example("n", "who", context, eid=1, impossible=True)], 12, 8, 2)
   rows = windows.example_index == 0
@@ -144,20 +142,20 @@ def test_windows_without_the_answer_point_at_cls():
 
 def test_a_question_too_long_for_the_window_names_the_example():
   with pytest.raises(DataError, match="question long-q: 8 question pieces leave no room"):
-    qa_features.featurize(small_tokenizer(), [
+    qa_data.featurize(small_tokenizer(), [
         example("long-q", "the man went to the store and bought", "milk")], 11, 8, 4)
 
 
 def test_get_final_text():
-  assert qa_postprocess.get_final_text("steve smith", "Steve Smith's") == "Steve Smith"
-  assert qa_postprocess.get_final_text("1895", "(1895-1943).") == "1895"
-  assert qa_postprocess.get_final_text("cafe", "Café,") == "Café"
+  assert qa_deployed.get_final_text("steve smith", "Steve Smith's") == "Steve Smith"
+  assert qa_deployed.get_final_text("1895", "(1895-1943).") == "1895"
+  assert qa_deployed.get_final_text("cafe", "Café,") == "Café"
   # Zero-width characters dropped by BERT still align.
-  assert qa_postprocess.get_final_text("model", "model\u200b\u200bmany") == "model"
+  assert qa_deployed.get_final_text("model", "model\u200b\u200bmany") == "model"
   # Not found, or no character alignment: the whole original text.
-  assert qa_postprocess.get_final_text("xyz", "Steve Smith's") == "Steve Smith's"
+  assert qa_deployed.get_final_text("xyz", "Steve Smith's") == "Steve Smith's"
   # An accent written as a combining mark: no character alignment.
-  assert qa_postprocess.get_final_text("ete", "e\u0301te\u0301s") == "e\u0301te\u0301s"
+  assert qa_deployed.get_final_text("ete", "e\u0301te\u0301s") == "e\u0301te\u0301s"
 
 
 def plain_outputs(windows, scores):
@@ -180,14 +178,14 @@ def predict(windows, examples, outputs, **kwargs):
   settings = dict(n_best_size=3, max_answer_length=4, v2=False,
                   answerable_classifier=False, lower_case=True)
   settings.update(kwargs)
-  return qa_postprocess.predict_answers(examples, windows, outputs,
+  return qa_deployed.predict_answers(examples, windows, outputs,
                                         small_tokenizer().vocab.tokens, **settings)
 
 
 def test_nbest_ordering_length_limit_and_invalid_spans():
   context = "The man went to the store and bought a gallon of milk."
   examples = [example("q", "what did the man buy", context)]
-  windows = qa_features.featurize(small_tokenizer(), examples, 64, 16, 32)
+  windows = qa_data.featurize(small_tokenizer(), examples, 64, 16, 32)
   at = lambda word: position(windows, 0, word)
   outputs = plain_outputs(windows, {
       (0, at(1)): (9.0, None),     # start "man"
@@ -222,7 +220,7 @@ def test_nbest_ordering_length_limit_and_invalid_spans():
 def test_span_from_the_window_with_most_context():
   context = "the man went to the store and bought a gallon of milk"
   examples = [example("q", "who", context)]
-  windows = qa_features.featurize(small_tokenizer(), examples, 9, 4, 3)
+  windows = qa_data.featurize(small_tokenizer(), examples, 9, 4, 3)
   # "bought" (word 7) is in windows 1 and 2; window 2 gives it the most context.
   holding = [w for w in range(len(windows.example_index))
              if (windows.token_to_word[w] == 7).any()]
@@ -242,7 +240,7 @@ def test_span_from_the_window_with_most_context():
 def test_joint_outputs_and_null_odds():
   context = "the man went to the store and bought a gallon of milk"
   examples = [example("q", "who", context), example("r", "who", context, eid=1)]
-  windows = qa_features.featurize(small_tokenizer(), examples, 9, 4, 3)
+  windows = qa_data.featurize(small_tokenizer(), examples, 9, 4, 3)
   n = len(windows.example_index)
   q_windows = np.flatnonzero(windows.example_index == 0)
   at = lambda w, word: position(windows, w, word)
@@ -267,7 +265,7 @@ def test_joint_outputs_and_null_odds():
   # The null score is the smallest answerability logit over the question's windows.
   assert result.null_odds["q"] == float(q_windows[0])
   assert result.null_odds["r"] == float(np.flatnonzero(windows.example_index == 1)[0])
-  assert qa_postprocess.thresholded(result, result.null_odds["r"] - 0.5) == {
+  assert qa_deployed.thresholded(result, result.null_odds["r"] - 0.5) == {
       "q": "of milk", "r": ""}
 
 
@@ -281,7 +279,7 @@ def test_joint_head_matches_a_numpy_reference():
            "start_positions": np.array([4, 0], np.int32),
            "end_positions": np.array([5, 0], np.int32),
            "is_impossible": np.array([0, 1], np.int32)}
-  head = qa_head.SpanHead(beam_size=beam)
+  head = qa_model.SpanHead(beam_size=beam)
   inference = {k: v.numpy() for k, v in head(sequence, batch, training=False).items()}
   training = {k: v.numpy() for k, v in head(sequence, batch, training=True).items()}
   weights = {w.name.split("/", 1)[1]: w.numpy() for w in head.weights}
@@ -316,7 +314,7 @@ def test_joint_head_matches_a_numpy_reference():
   # Masked positions never start an answer; [CLS] may.
   assert (inference["start_top_index"][1] < 5).all()
   # The loss: mean start/end cross-entropy plus half the answerability loss.
-  loss = qa_head.span_loss(training, batch, 0.5).numpy()
+  loss = qa_model.span_loss(training, batch, 0.5).numpy()
   softmax_ce = lambda logits, i: -log_softmax(logits)[i]
   p = 1 / (1 + np.exp(-training["answerable_logit"]))
   expected = [(softmax_ce(training["start_logits"][b], batch["start_positions"][b]) +
@@ -326,7 +324,7 @@ def test_joint_head_matches_a_numpy_reference():
               for b in range(batch_size)]
   np.testing.assert_allclose(loss, expected, rtol=1e-4)
   # Independent start and end logits (joint_prediction false) are masked the same way.
-  plain = qa_head.SpanHead(joint_prediction=False, answerable_classifier=False)
+  plain = qa_model.SpanHead(joint_prediction=False, answerable_classifier=False)
   out = plain(sequence, batch, training=False)
   assert set(out) == {"start_logits", "end_logits"}
   assert (out["end_logits"].numpy()[allowed == 0] < -500).all()
@@ -375,7 +373,7 @@ def test_span_head_logits_are_float32_under_mixed_precision():
            "start_positions": np.array([4, 0], np.int32)}
   tf_keras.mixed_precision.set_global_policy("mixed_float16")
   try:
-    head = qa_head.SpanHead(beam_size=4)
+    head = qa_model.SpanHead(beam_size=4)
     for training in (True, False):
       outputs = head(sequence, batch, training=training)
       assert {k: v.dtype for k, v in outputs.items() if "index" not in k} == {

@@ -12,7 +12,7 @@ from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import tasks, trainer
 from finetune.tagging import data as tagging_data
-from finetune.tagging.runner import TaggingRunner
+from finetune.tagging.model import TaggingRunner
 from tests.helpers import chunk_data, shared_path
 
 

@@ -22,7 +22,7 @@ import tensorflow as tf
 import tf_keras
 
 from finetune.modeling import FinetuningModel
-from finetune.sentence.head import SentenceHead
+from finetune.sentence.model import SentenceHead
 from model.config import ModelConfig
 from pretrain.config import load_config
 from pretrain.objectives import objective_for

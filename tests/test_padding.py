@@ -147,8 +147,8 @@ def test_qa_windows_cut_to_their_longest_answer_as_padded_ones(tmp_path):
 
 
 def test_qa_logits_are_padded_back_off_every_span_and_its_beams_kept():
-  from finetune.qa.head import OFF_SPAN  # pylint: disable=import-outside-toplevel
-  from finetune.qa.runner import QARunner  # pylint: disable=import-outside-toplevel
+  from finetune.qa.model import OFF_SPAN  # pylint: disable=import-outside-toplevel
+  from finetune.qa.model import QARunner  # pylint: disable=import-outside-toplevel
   logits = np.array([[0.5, -2.0, OFF_SPAN + 0.3]], np.float32)
   top = np.array([[1, 0]])
   padded = QARunner.padded_outputs(None, {"start_logits": logits, "end_logits": logits,

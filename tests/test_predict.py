@@ -15,7 +15,6 @@ import run_finetuning
 from finetune import config as finetune_config
 from finetune import trainer
 from finetune.tagging import data as tagging_data
-from finetune.tagging import features as tagging_features
 from tests.helpers import (as_v2, chunk_data, head_of, ROOT, shared_path, squad_subset,
                            write_json, write_tiny_pretrained_model)
 
@@ -214,7 +213,7 @@ def test_chunking_predictions_match_evaluation(tmp_path, capsys):
   code, err, lines = predict(data, "chunk", overrides, inputs, output, capsys)
   assert code == 0, err
   _, split, outputs, _ = eval_outputs(config, "test")
-  expected = tagging_features.predicted_tags(split.examples,
+  expected = tagging_data.predicted_tags(split.examples,
                                              split.features["word_label_mask"], outputs)
   assert len(lines) == len(sentences) == 40
   for line, sentence, tags in zip(lines, sentences, expected):

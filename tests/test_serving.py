@@ -16,11 +16,9 @@ from data_prep.vocab import load_vocab
 from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, trainer
 from finetune.qa import data as qa_data
-from finetune.qa import features as qa_features
-from finetune.qa import postprocess
+from finetune.qa import deployed as qa_deployed
 from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
-from finetune.tagging import features as tagging_features
 from tests.export_helpers import (ODD_CONTEXT, TRANSFORMERS_QA_HEAD,
                                    call_in_clean_process, predict_questions,
                                    shared_chunk_model, shared_squad_model)
@@ -64,9 +62,9 @@ def test_graph_answer_alignment_is_get_final_text(lower_case):
               for i in tokenizer.ids(word)]
     for a, b in ((a, b) for a in range(len(pieces))
                  for b in range(a, min(a + 8, len(pieces)))):
-      pred_texts.append(postprocess.piece_text([t for _, t in pieces[a:b + 1]]))
+      pred_texts.append(qa_deployed.piece_text([t for _, t in pieces[a:b + 1]]))
       orig_texts.append(" ".join(words[pieces[a][0]:pieces[b][0] + 1]))
-      want.append(postprocess.final_span(pred_texts[-1], orig_texts[-1], lower_case))
+      want.append(qa_deployed.final_span(pred_texts[-1], orig_texts[-1], lower_case))
   graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
   start, end = qa_serving.final_spans(graph, tf.constant(orig_texts), tf.constant(pred_texts))
   assert list(zip(start.numpy().tolist(), end.numpy().tolist())) == want
@@ -122,7 +120,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
 def test_tagging_export(tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   [(split, logits)] = keras_outputs(config, "test")
-  want = tagging_features.predicted_tags(split.examples,
+  want = tagging_data.predicted_tags(split.examples,
                                         split.features["word_label_mask"], logits)
   assert any(len(tags) > split.features["word_label_mask"][i].sum()
              for i, tags in enumerate(want))  # some sentence is cut
@@ -168,7 +166,7 @@ def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
   want = {}
   for name, (config, _) in models.items():
     path, want[name] = predict_questions(tmp_path, config, questions)
-  windows = np.bincount(qa_features.featurize(
+  windows = np.bincount(qa_data.featurize(
       Tokenizer(load_vocab(config.vocab_file)), list(qa_data.read_questions(str(path))),
       config.max_seq_length, config.section("qa").max_query_length,
       config.section("qa").doc_stride).example_index)

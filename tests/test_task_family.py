@@ -20,9 +20,9 @@ from finetune import tasks
 from finetune.errors import DataError
 from finetune.family import Family
 from finetune.runner import TaskRunner
-from finetune.sentence.features import encode
-from finetune.sentence.head import SentenceHead
-from finetune.sentence.task import SentenceExample
+from finetune.sentence.data import encode
+from finetune.sentence.model import SentenceHead
+from finetune.sentence.data import SentenceExample
 from tests.helpers import ROOT, shared_path
 from runs import record
 from util import hparams

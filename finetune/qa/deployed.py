@@ -1,17 +1,234 @@
-"""A QA task's exported model as the reader (export/reader.py) sees it: questions and
-their contexts to the windows of finetune/qa/features.py (the run's max_query_length
-and doc_stride; a long context gives several rows), the head's outputs on every window
-to --predict's records by finetune/qa/postprocess.py (answer, its characters start and
-end in the context, probability; SQuAD 2.0: no_answer_score and no_answer). numpy only:
-shipped with the export."""
+"""From span scores on QA windows back to answer texts: the original's post-processing,
+which the runner scores and predicts with, and the exported model as the reader
+(export/reader.py) sees it.
 
-from typing import Dict, List, Optional, Sequence
+For each question, candidate spans from all of its windows (the joint head's beam of
+starts and, per start, of ends; or the n_best_size best starts x ends of independent
+logits) are kept when both ends lie in the context, the start is in the window where
+its piece has the most context, the end does not precede the start and the span has at
+most max_answer_length pieces. They are ranked by start + end score, and the first
+n_best_size distinct texts form the n-best list. A span's text is its word pieces
+joined back together, projected onto the original words' characters (get_final_text),
+so the answer keeps the context's case and punctuation but not the extra characters of
+a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
+over its windows of the answerability logit (or of the [CLS] start + end scores without
+that classifier); "no answer" is chosen when it exceeds a threshold.
+
+The reader turns questions and their contexts into the windows of data.py (the run's
+max_query_length and doc_stride; a long context gives several rows), the head's outputs
+on every window into --predict's records (answer, its characters start and end in the
+context, probability; SQuAD 2.0: no_answer_score and no_answer). numpy only: shipped
+with the export.
+"""
+
+import dataclasses
+import unicodedata
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from finetune.qa.examples import make_example, split_words
-from finetune.qa.features import featurize
-from finetune.qa.postprocess import predict_answers, prediction_records
+from data_prep.tokenizer import basic_words
+from finetune.qa.data import QAExample, Windows, featurize, make_example, split_words
+
+
+@dataclasses.dataclass
+class Predictions:
+  answers: Dict[str, str]                 # question id -> best (non-null) answer text
+  nbest: Dict[str, List[Dict[str, object]]]
+  null_odds: Dict[str, float]             # SQuAD 2.0: larger means "no answer"
+  # [start, end) of each answer in its context's characters (none for a placeholder)
+  spans: Dict[str, Tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+def best_indexes(logits: np.ndarray, n: int) -> np.ndarray:
+  """Indexes of the n largest logits, best first; ties keep index order."""
+  return np.argsort(-logits, kind="stable")[:n]
+
+
+def _is_skipped(char: str) -> bool:
+  """Spaces, and what BERT's text cleaning drops or makes a space (e.g. U+200B, U+00A0)."""
+  return char.isspace() or unicodedata.category(char)[0] in "CZ"
+
+
+def _strip_spaces(text: str) -> Tuple[str, List[int]]:
+  """The text without spaces, and each kept character's position in the text."""
+  if text.isascii() and text.isprintable():
+    kept = [i for i, char in enumerate(text) if char != " "]
+  else:
+    kept = [i for i, char in enumerate(text) if not _is_skipped(char)]
+  return "".join(text[i] for i in kept), kept
+
+
+def final_span(pred_text: str, orig_text: str, lower_case: bool = True,
+               accents: bool = True) -> Tuple[int, int]:
+  """[start, end) of the part of orig_text (original words) that the normalized
+  pred_text covers.
+
+  pred_text comes from word pieces, so it is normalized (lower_case, accents: the
+  tokenizer's) and split at punctuation. orig_text is basic-tokenized the same way;
+  when the two agree character for character outside spaces, pred_text's place in it
+  maps back onto orig_text. Otherwise the whole orig_text is the answer.
+  """
+  whole = (0, len(orig_text))
+  tok_text = " ".join(basic_words(orig_text, lower_case, accents))
+  start = tok_text.find(pred_text)
+  if start < 0:
+    return whole
+  end = start + len(pred_text) - 1
+  orig_chars, orig_positions = _strip_spaces(orig_text)
+  tok_chars, tok_positions = _strip_spaces(tok_text)
+  if len(orig_chars) != len(tok_chars):
+    return whole
+  tok_to_stripped = {position: i for i, position in enumerate(tok_positions)}
+  if start not in tok_to_stripped or end not in tok_to_stripped:
+    return whole  # pred_text starts or ends with a space
+  return (orig_positions[tok_to_stripped[start]],
+          orig_positions[tok_to_stripped[end]] + 1)
+
+
+def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True,
+                   accents: bool = True) -> str:
+  """The text of final_span: the answer in the context's own characters."""
+  start, end = final_span(pred_text, orig_text, lower_case, accents)
+  return orig_text[start:end]
+
+
+def context_span(example: QAExample, first_word: int, start: int, end: int
+                 ) -> Tuple[int, int]:
+  """[start, end) in example.context of characters [start, end) of its words
+  first_word, ... joined by single spaces (final_span's orig_text)."""
+  _, char_to_word = split_words(example.context)
+  word_starts = np.searchsorted(char_to_word, np.arange(len(example.doc_tokens)))
+  lengths = [len(w) + 1 for w in example.doc_tokens[first_word:]]
+  joined_starts = np.concatenate([[0], np.cumsum(lengths)])
+
+  def to_context(position):  # a character of a word (final_span never ends on a space)
+    word = int(np.searchsorted(joined_starts, position, side="right")) - 1
+    return int(word_starts[first_word + word]) + position - int(joined_starts[word])
+
+  return to_context(start), to_context(end - 1) + 1
+
+
+def piece_text(tokens: Sequence[str]) -> str:
+  """Word pieces joined into text: "##" continuations glued on, whitespace collapsed."""
+  text = " ".join(tokens).replace(" ##", "").replace("##", "")
+  return " ".join(text.split())
+
+
+def window_candidates(outputs: Mapping[str, np.ndarray], window: int, n_best_size: int):
+  """(start, end, start score, end score) arrays of one window, in the original's order."""
+  if "start_top_index" in outputs:  # joint head: a beam of starts, each with its ends
+    starts = outputs["start_top_index"][window]
+    ends = outputs["end_top_index"][window]
+    beam = ends.shape[-1]
+    return (np.repeat(starts, beam), ends.reshape(-1),
+            np.repeat(outputs["start_top_log_probs"][window], beam),
+            outputs["end_top_log_probs"][window].reshape(-1))
+  start_logits, end_logits = outputs["start_logits"][window], outputs["end_logits"][window]
+  starts = best_indexes(start_logits, n_best_size)
+  ends = best_indexes(end_logits, n_best_size)
+  starts, ends = np.repeat(starts, len(ends)), np.tile(ends, len(starts))
+  return starts, ends, start_logits[starts], end_logits[ends]
+
+
+def null_score(outputs: Mapping[str, np.ndarray], window: int,
+               answerable_classifier: bool) -> float:
+  """A window's "no answer" score: the classifier's logit, else [CLS]'s span score."""
+  if answerable_classifier:
+    return float(outputs["answerable_logit"][window])
+  score = outputs["start_logits"][window, 0]
+  if "end_logits" in outputs:  # the joint head scores ends only after a start
+    score += outputs["end_logits"][window, 0]
+  return float(score)
+
+
+def _softmax(scores: Sequence[float]) -> np.ndarray:
+  scores = np.asarray(scores, np.float64)
+  exp = np.exp(scores - scores.max())
+  return exp / exp.sum()
+
+
+def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
+                    vocab_tokens: Sequence[str], *, n_best_size: int,
+                    max_answer_length: int, v2: bool, answerable_classifier: bool,
+                    lower_case: bool, accents: bool = True) -> Predictions:
+  """Every question's answer, n-best list and (SQuAD 2.0) null score."""
+  input_ids = windows.arrays["input_ids"]
+  bounds = np.searchsorted(windows.example_index, np.arange(len(examples) + 1))
+  result = Predictions({}, {}, {})
+  for index, example in enumerate(examples):
+    parts, null = [], np.inf
+    for window in range(bounds[index], bounds[index + 1]):
+      if v2:
+        null = min(null, null_score(outputs, window, answerable_classifier))
+      starts, ends, start_scores, end_scores = window_candidates(outputs, window,
+                                                                 n_best_size)
+      to_word = windows.token_to_word[window]
+      # Outside the context (question, [CLS], [SEP], padding) the word is -1.
+      keep = ((to_word[starts] >= 0) & (to_word[ends] >= 0) &
+              windows.max_context[window, starts] & (ends >= starts) &
+              (ends - starts + 1 <= max_answer_length))
+      parts.append((np.full(keep.sum(), window), starts[keep], ends[keep],
+                    start_scores[keep], end_scores[keep]))
+    # Every example has a window (featurize makes one even for an empty context).
+    window_of, starts, ends, start_scores, end_scores = (
+        np.concatenate(column) for column in zip(*parts))
+    order = np.argsort(-(start_scores + end_scores), kind="stable")
+    nbest, seen = [], set()
+    for k in order:
+      if len(nbest) >= n_best_size:
+        break
+      window, start, end = window_of[k], starts[k], ends[k]
+      pred_text = piece_text([vocab_tokens[i] for i in input_ids[window, start:end + 1]])
+      to_word = windows.token_to_word[window]
+      orig_text = " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1])
+      span = final_span(pred_text, orig_text, lower_case, accents)
+      text = orig_text[span[0]:span[1]]
+      if text not in seen:
+        seen.add(text)
+        nbest.append((text, float(start_scores[k]), float(end_scores[k]),
+                      (int(to_word[start]),) + span))
+    if not nbest:  # no valid span at all: a placeholder, as the original
+      nbest.append(("empty", 0.0, 0.0, None))
+    probabilities = _softmax([s + e for _, s, e, _ in nbest])
+    result.nbest[example.qid] = [
+        {"text": text, "probability": float(p), "start_logit": s, "end_logit": e}
+        for (text, s, e, _), p in zip(nbest, probabilities)]
+    best = next((entry for entry in nbest if entry[0]), ("", 0.0, 0.0, None))
+    result.answers[example.qid] = best[0] if v2 else nbest[0][0]
+    chosen = best if v2 else nbest[0]
+    if chosen[3] is not None:
+      result.spans[example.qid] = context_span(example, *chosen[3])
+    if v2:
+      result.null_odds[example.qid] = (null if answerable_classifier
+                                       else null - best[1] - best[2])
+  return result
+
+
+def thresholded(predictions: Predictions, threshold: float) -> Dict[str, str]:
+  """SQuAD 2.0 answers: "" where the null odds exceed the threshold."""
+  return {qid: "" if predictions.null_odds[qid] > threshold else text
+          for qid, text in predictions.answers.items()}
+
+
+def prediction_records(examples: Sequence[QAExample], predictions: Predictions, v2: bool,
+                       threshold: float) -> List[Dict[str, object]]:
+  """--predict's record of each question: the answer, its [start, end) characters in the
+  context and its n-best probability; for SQuAD 2.0 also the null odds and whether they
+  pass `threshold` (no answer)."""
+  records = []
+  for example in examples:
+    qid, answer = example.qid, predictions.answers[example.qid]
+    start, end = predictions.spans.get(qid, (None, None))
+    record = {"id": qid, "answer": answer, "start": start, "end": end,
+              "probability": next((e["probability"] for e in predictions.nbest[qid]
+                                   if e["text"] == answer), 0.0)}
+    if v2:
+      null_odds = predictions.null_odds[qid]
+      record.update(no_answer_score=null_odds, no_answer=null_odds > threshold)
+    records.append(record)
+  return records
+
 
 INPUTS = ("input_ids", "input_mask", "segment_ids")
 

@@ -23,7 +23,7 @@ class QASettings:
 
 
 def _runner():
-  from finetune.qa.runner import QARunner  # pylint: disable=g-import-not-at-top
+  from finetune.qa.model import QARunner  # pylint: disable=g-import-not-at-top
   return QARunner
 
 

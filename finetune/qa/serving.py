@@ -9,7 +9,7 @@ import tensorflow_text as tf_text
 
 from finetune import serving
 from finetune.graph_tokenizer import GraphTokenizer
-from finetune.qa.examples import WORD_SEPARATORS as SEPARATORS
+from finetune.qa.data import WORD_SEPARATORS as SEPARATORS
 
 WORD_SEPARATORS = np.array([ord(c) for c in SEPARATORS], np.int32)
 
@@ -35,7 +35,7 @@ def split_context(context: tf.Tensor):
 
 
 def final_spans(tokenizer: GraphTokenizer, orig_text: tf.Tensor, pred_text: tf.Tensor):
-  """finetune/qa/postprocess.py's final_span on string tensors [N]: [start, end) in
+  """finetune/qa/deployed.py's final_span on string tensors [N]: [start, end) in
   characters of the part of orig_text that pred_text covers, or all of orig_text."""
   tok_text = tokenizer.basic_text(orig_text)
   tok_length = tf.strings.length(tok_text, unit="UTF8_CHAR")
@@ -66,7 +66,7 @@ def final_spans(tokenizer: GraphTokenizer, orig_text: tf.Tensor, pred_text: tf.T
 
 
 def window_candidates(outputs, n_best_size: int):
-  """postprocess.window_candidates on every window: start, end [N, C] and their
+  """deployed.window_candidates on every window: start, end [N, C] and their
   scores, in its order."""
   if "start_top_index" in outputs:  # the joint head's beam of starts, each with its ends
     beam = outputs["start_top_index"].shape[-1]
@@ -84,7 +84,7 @@ def window_candidates(outputs, n_best_size: int):
 
 
 def qa_windows(module: serving.ServingModule, question, words, config):
-  """finetune/qa/features.py's featurize: the model inputs of every window [N, L],
+  """finetune/qa/data.py's featurize: the model inputs of every window [N, L],
   its example [N], each position's context word (-1 outside the context) and whether
   the window is the piece's one with the most context [N, L]."""
   length, tokenizer = module.length, module.tokenizer
@@ -185,7 +185,7 @@ def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
   span_start, span_end = final_spans(tokenizer, orig_text, pred_text)
   text = tf.strings.substr(orig_text, span_start, span_end - span_start,
                            unit="UTF8_CHAR")
-  # postprocess.context_span: from the words joined by single spaces to the context.
+  # deployed.context_span: from the words joined by single spaces to the context.
   joined = serving.row_cumsum(tf.gather(word_lengths.values, span_words) + 1)
 
   def in_context(place):
@@ -198,7 +198,7 @@ def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
 
 
 def null_odds(outputs, config, window_example, batch, best_start_score, best_end_score):
-  """Each example's no-answer score as postprocess scores it: its windows' least null
+  """Each example's no-answer score as deployed.py scores it: its windows' least null
   logit, less its best span's when the head has no answerable classifier."""
   if config.answerable_classifier:
     null = outputs["answerable_logit"]
@@ -213,8 +213,8 @@ def null_odds(outputs, config, window_example, batch, best_start_score, best_end
 
 
 def qa_function(module: serving.ServingModule, runner):
-  """The answer of every (question, context): postprocess.predict_answers over the
-  windows of finetune/qa/features.py, as runner.prediction_records reports it."""
+  """The answer of every (question, context): deployed.predict_answers over the
+  windows of finetune/qa/data.py, as runner.prediction_records reports it."""
   config, v2 = runner.settings, runner.task.v2
   spec = tf.TensorSpec([None], tf.string)
 
@@ -268,3 +268,16 @@ def qa_function(module: serving.ServingModule, runner):
                     no_answer=odds > config.qa_na_threshold)
     return result
   return answer
+
+
+# The deploy.json fields of the run's QA settings the reader reads.
+_READER_SETTINGS = ("max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+                    "answerable_classifier", "qa_na_threshold")
+
+# The exported model's outputs are the head's inference outputs, as
+# deployed.predict_answers reads them.
+SERVING = serving.Serving(
+    qa_function, reader="finetune.qa.deployed",
+    info=lambda runner: {"v2": runner.task.v2, **{
+        name: getattr(runner.settings, name) for name in _READER_SETTINGS}},
+    float_head=True, fixed_length=True)

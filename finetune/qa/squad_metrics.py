@@ -77,7 +77,7 @@ def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
 
 
 def gold_dataset(examples) -> List[Dict]:
-  """Questions (finetune/qa/examples.py's) as a SQuAD data set of one article, the
+  """Questions (finetune/qa/data.py's) as a SQuAD data set of one article, the
   evaluations' input."""
   return [{"paragraphs": [{"qas": [
       {"id": e.qid, "is_impossible": e.is_impossible,

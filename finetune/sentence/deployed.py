@@ -3,15 +3,13 @@ its input_ids, input_mask, segment_ids (as long as the batch's longest text); it
 probabilities and label_id (or score) to --predict's records. numpy only: shipped with
 the export."""
 
-import collections
+import itertools
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from finetune.padding import cut_to_longest
-from finetune.sentence.features import encode
-
-_Example = collections.namedtuple("_Example", "text_a text_b")
+from finetune.sentence.data import SentenceExample, encode
 
 
 class Reader:
@@ -26,14 +24,20 @@ class Reader:
     if self.info["pair"] != (texts_b is not None):
       raise ValueError(f"{self.info['task']} takes " +
                        ("pairs of texts" if self.info["pair"] else "one text per input"))
-    examples = [_Example(a, None if texts_b is None else texts_b[i])
+    examples = [SentenceExample(i, a, None if texts_b is None else texts_b[i], None)
                 for i, a in enumerate(texts_a)]
     return cut_to_longest(encode(self.tokenizer, examples, self.info["max_seq_length"]))
 
   def records(self, outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:
-    if self.info["regression"]:
-      return [{"index": i, "score": float(s)} for i, s in enumerate(outputs["score"])]
-    labels = self.info["labels"]
-    return [{"index": i, "label": labels[int(k)],
-             "probabilities": dict(zip(labels, map(float, p)))}
-            for i, (k, p) in enumerate(zip(outputs["label_id"], outputs["probabilities"]))]
+    return prediction_records(self.info["labels"], itertools.count(), outputs)
+
+
+def prediction_records(labels: Sequence[str], indexes: Sequence[int],
+                       outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:
+  """--predict's record of each text from the model's numeric outputs (serving.py's
+  numeric_outputs): index, label and probabilities, or a regression's index and score."""
+  if "score" in outputs:
+    return [{"index": i, "score": float(s)} for i, s in zip(indexes, outputs["score"])]
+  return [{"index": i, "label": labels[int(k)],
+           "probabilities": dict(zip(labels, map(float, p)))}
+          for i, k, p in zip(indexes, outputs["label_id"], outputs["probabilities"])]

@@ -4,7 +4,7 @@ predictions of --predict out."""
 import tensorflow as tf
 
 from finetune import serving
-from finetune.sentence.files import unlabeled_layout
+from finetune.sentence.data import unlabeled_layout
 
 
 def numeric_outputs(task, out):
@@ -52,3 +52,11 @@ def sentence_function(module: serving.ServingModule, runner):
         autograph=False)
   return tf.function(lambda text_a: outputs(encode(module.tokenize(text_a))),
                      input_signature=[spec], autograph=False)
+
+
+SERVING = serving.Serving(
+    sentence_function, reader="finetune.sentence.deployed",
+    outputs=lambda runner, out: numeric_outputs(runner.task, out),
+    info=lambda runner: {"labels": list(runner.task.labels or []),
+                         "regression": runner.task.is_regression,
+                         "pair": unlabeled_layout(runner.task)[1].text_b is not None})

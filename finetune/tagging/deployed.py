@@ -9,8 +9,7 @@ from typing import Dict, List, Sequence, Union
 import numpy as np
 
 from finetune.padding import cut_to_longest
-from finetune.tagging.data import TaggingExample
-from finetune.tagging.features import encode, prediction_records
+from finetune.tagging.data import TaggingExample, encode, prediction_records
 
 INPUTS = ("input_ids", "input_mask", "segment_ids", "word_positions")
 

@@ -5,7 +5,7 @@ from finetune.tagging import data
 
 
 def _runner():
-  from finetune.tagging.runner import TaggingRunner  # pylint: disable=g-import-not-at-top
+  from finetune.tagging.model import TaggingRunner  # pylint: disable=g-import-not-at-top
   return TaggingRunner
 
 

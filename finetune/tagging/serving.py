@@ -4,7 +4,7 @@ word out, as --predict."""
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from finetune import serving
+from finetune import padding, serving
 from finetune.tagging import data as tagging_data
 
 
@@ -47,3 +47,10 @@ def tagging_function(module: serving.ServingModule, runner):
     return {"tag_id": tag_id.to_tensor(-1),
             "tag": tf.gather(tags, tag_id).to_tensor("")}
   return tag
+
+
+SERVING = serving.Serving(
+    tagging_function, reader="finetune.tagging.deployed",
+    inputs=padding.TOKEN_FEATURES + ("word_positions",),
+    outputs=lambda runner, out: {"logits": out},
+    info=lambda runner: {"labels": list(runner.labels)})

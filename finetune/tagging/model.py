@@ -1,31 +1,47 @@
-"""The fine-tuning runner of sequence tagging (CoNLL-2000 chunking), as the original does it.
+"""The fine-tuning model of sequence tagging (CoNLL-2000 chunking), as the original does
+it: its head, loss, scores and predictions (the TaskRunner).
 
-Each word is WordPiece-tokenized on its own and the sentence becomes [CLS] pieces [SEP];
-a word's label sits on its first piece (the others carry no loss). Labels are the
-BIOES form of the chunk tags (finetune/tagging/data.py) and a softmax over them is trained
-with cross-entropy summed over the sentence's words. Words past max_seq_length are
-left out of training and predicted O when scoring. Predictions go back to B-/I-/O tags
-and are scored by span F1 (finetune/tagging/metrics.py, conlleval's counting).
+Features come from data.py: a word's label sits on its first piece (the others carry no
+loss). Labels are the BIOES form of the chunk tags and a softmax over them is trained
+with cross-entropy summed over the sentence's words. Words past max_seq_length are left
+out of training and predicted O when scoring. Predictions go back to B-/I-/O tags and
+are scored by span F1 (metrics.py, conlleval's counting).
 """
 
 from typing import Dict
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
 from finetune import padding
 from finetune.runner import TaskRunner, label_entropy
 from finetune.tagging import data as tagging_data
-from finetune.tagging import features as tagging_features
 from finetune.tagging import metrics as tagging_metrics
-from finetune.tagging.head import TaggingHead
 from finetune.tagging import serving as tagging_serving
+
+
+class TaggingHead(tf_keras.layers.Layer):
+  """[B, L, num_labels] float32 logits at each word's first piece (batch word_positions)."""
+
+  def __init__(self, num_labels: int, **kwargs):
+    super().__init__(**kwargs)
+    self.num_labels = num_labels
+    self.dense = tf_keras.layers.Dense(num_labels, name="dense")
+
+  def call(self, sequence_output, batch, training=None):
+    words = tf.gather(sequence_output, batch["word_positions"], batch_dims=1)
+    return tf.cast(self.dense(words), tf.float32)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
 
 
 class TaggingRunner(TaskRunner):
   """One label per word from the encoder's vector of its first piece."""
 
-  labels = tagging_features.LABELS
+  serving = tagging_serving.SERVING
+  labels = tagging_data.BIOES_LABELS
   # The word arrays are max_seq_length long too and hold fewer words than tokens.
   token_features = padding.TOKEN_FEATURES + (
       "word_positions", "word_labels", "word_label_mask")
@@ -34,7 +50,7 @@ class TaggingRunner(TaskRunner):
     return padding.pad_tokens(outputs, max_length)
 
   def features(self, examples, split) -> Dict[str, np.ndarray]:
-    return tagging_features.encode(self.tokenizer, examples, self.config.max_seq_length)
+    return tagging_data.encode(self.tokenizer, examples, self.config.max_seq_length)
 
   def make_head(self, model_config):
     return TaggingHead(len(self.labels), name=self.head_layer_name)
@@ -53,14 +69,11 @@ class TaggingRunner(TaskRunner):
     return tagging_data.read_sentences(path)
 
   def prediction_records(self, examples, features, outputs):
-    return tagging_features.prediction_records(examples, features["word_label_mask"],
+    return tagging_data.prediction_records(examples, features["word_label_mask"],
                                                outputs)
 
   def score(self, examples, features, outputs, split):
     spans = tagging_metrics.chunk_f1([e.tags for e in examples],
-                                     tagging_features.predicted_tags(
+                                     tagging_data.predicted_tags(
                                          examples, features["word_label_mask"], outputs))
     return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}
-
-  def serving_function(self, module):
-    return tagging_serving.tagging_function(module, self)
