@@ -68,6 +68,8 @@ def test_a_short_run_writes_a_qat_model_that_exports(stsb_trial, tmp_path, capsy
   assert results["forward_max_abs_diff"] < 1e-4
   assert set(results["files"]) == {f"{model} {form}" for model in ("float", "qat")
                                    for form in int8_qat.FILE_FORMS}
+  for graph in ("float graph", "qat graph"):
+    assert {"pearson", "against its full_int8 file"} <= set(results[graph])
   for scores in results["files"].values():
     assert {"pearson", "spearman"} <= set(scores) and scores["MiB"] > 0
   qat = source.load_finetuned(str(work / "qat"), note=lambda _: None)
