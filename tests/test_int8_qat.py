@@ -10,8 +10,7 @@ import pytest
 
 from experiments import int8_qat
 from export import litert, registry, source
-from model.internals import block_layers
-from tests.export_helpers import shared_glue_models
+from tests.export_helpers import add_outlier_channel, shared_glue_models
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +28,12 @@ def test_the_sublayer_forward_computes_the_models_outputs(stsb_trial):
 
 
 def test_the_fake_quantized_forward_follows_the_full_int8_file(stsb_trial, tmp_path):
-  """With an outlier channel (the attention LayerNorm's channel 3 20x larger, the kernel
-  row reading it 20x smaller, as in tests/test_smoothing.py), full int8 moves the
+  """With an outlier channel (export_helpers.add_outlier_channel), full int8 moves the
   outputs far from float's; the fake-quantized forward moves them as the file does.
   (Without one, the file's error is rounding noise, which no simulation short of the
   converter's own arithmetic predicts.)"""
   finetuned = source.load_finetuned(stsb_trial, note=lambda _: None)
-  layers = block_layers(finetuned.model.encoder.transformer_layers[0])
-  outlier = (np.arange(layers.attention_norm.gamma.shape[0]) == 3)
-  for variable in (layers.attention_norm.gamma, layers.attention_norm.beta):
-    variable.assign(variable.numpy() * np.where(outlier, 20.0, 1.0).astype(np.float32))
-  kernel = layers.intermediate.kernel.numpy()
-  kernel[outlier] /= 20
-  layers.intermediate.kernel.assign(kernel)
+  add_outlier_channel(finetuned)
   job = registry.Job(finetuned)
   litert.write(job, str(tmp_path), lambda _: None, forms=("full_int8",))
   rows = job.calibration
