@@ -26,7 +26,8 @@ runner's own loss.
 
 Writes into WORK: qat/ (a fine-tuned model dir of the QAT weights, which tools.export
 and bench.bench_inference read), float_export/ and qat_export/ (tools.export's LiteRT
-files: float32, dynamic, full and mixed int8), results.json and a Markdown table: each
+files: float32, dynamic, full and mixed int8 of the float model, float32 and full int8
+of the QAT model), results.json and a Markdown table: each
 file's dev metrics (the runner's own scoring, on the dev split at max_seq_length), the
 training graph's fake-quantized outputs, of the float and of the QAT model, against
 their full-int8 files' (correlation, max difference), and float against QAT steps/s, timed in this process on the same
@@ -45,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from export import reader as export_reader
+from export import litert, reader as export_reader
 from export.registry import Job, export
 from export.source import Finetuned, load_finetuned
 from finetune import tasks as task_registry
@@ -56,6 +57,7 @@ from util import cli
 # What tf_keras' masked softmax adds to masked-off float32 scores.
 MASK_ADDER = -1e9
 FILE_FORMS = ("float32", "dynamic_int8", "full_int8", "mixed_int8")
+QAT_FORMS = ("float32", "full_int8")
 _BATCH = 32
 
 
@@ -320,12 +322,15 @@ def run(args):
   graphs["qat"] = outputs_of(finetuned, quant, dev)
 
   scores = {}
-  for name, model_dir in (("float", args.model_dir), ("qat", qat_dir)):
+  # The QAT model's float32 and full int8 only (the lever is for full int8).
+  for name, model_dir, forms in (("float", args.model_dir, FILE_FORMS),
+                                 ("qat", qat_dir, QAT_FORMS)):
     folder = os.path.join(work, f"{name}_export")
     if not os.path.isdir(folder):
-      export(model_dir, folder, ["litert", "litert_mixed_int8"], args.calibration_examples,
-             data_dir, args.seed, log=log)
-    for form in FILE_FORMS:
+      export(model_dir, folder, ["litert"] + ["litert_mixed_int8"] * ("mixed_int8" in forms),
+             args.calibration_examples, data_dir, args.seed, log=log,
+             variants={"litert": [f for f in forms if f in litert.FORMS]})
+    for form in forms:
       outputs = file_outputs(os.path.join(folder, f"model_{form}.tflite"), dev, inputs)
       scores[f"{name} {form}"] = outputs
       results.setdefault("files", {})[f"{name} {form}"] = {
@@ -338,7 +343,24 @@ def run(args):
         "against its full_int8 file": agreement(outputs, scores[f"{name} full_int8"])}
   json.dump(results, open(results_path, "w", encoding="utf-8"), indent=1)
   print(json.dumps(results, indent=1))
+  print(table(results))
   return 0
+
+
+def table(results) -> str:
+  """The dev metrics of every file and graph, as a Markdown table."""
+  rows = {**results["files"], **{name: {k: v for k, v in scores.items()
+                                        if not isinstance(v, dict)}
+                                 for name, scores in results.items() if name.endswith("graph")}}
+  metrics = [k for k in next(iter(rows.values())) if k not in ("as float", "MiB")]
+  lines = ["| form | " + " | ".join(metrics) + " | as float | MiB |",
+           "|---" * (len(metrics) + 3) + "|"]
+  for name, scores in rows.items():
+    cells = [f"{scores[k]:.2f}" for k in metrics]
+    cells.append(f"{scores['as float']:.4f}" if "as float" in scores else "")
+    cells.append(f"{scores['MiB']:.1f}" if "MiB" in scores else "")
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ def test_a_short_run_writes_a_qat_model_that_exports(stsb_trial, tmp_path, capsy
   results = json.loads((work / "results.json").read_text())
   assert results["training"]["steps"] == 3  # 96 pairs, both orders, half an epoch of 32
   assert results["forward_max_abs_diff"] < 1e-4
-  assert set(results["files"]) == {f"{model} {form}" for model in ("float", "qat")
-                                   for form in int8_qat.FILE_FORMS}
+  assert set(results["files"]) == (
+      {f"float {form}" for form in int8_qat.FILE_FORMS}
+      | {f"qat {form}" for form in int8_qat.QAT_FORMS})
   for graph in ("float graph", "qat graph"):
     assert {"pearson", "against its full_int8 file"} <= set(results[graph])
   for scores in results["files"].values():
@@ -69,4 +70,6 @@ def test_a_short_run_writes_a_qat_model_that_exports(stsb_trial, tmp_path, capsy
   assert any(np.abs(a.numpy() - b.numpy()).max() > 0
              for a, b in zip(qat.model.variables, trained.model.variables))
   assert not os.path.exists(str(work / "qat.tmp"))
-  assert "QAT step 3/3" in capsys.readouterr().out
+  out = capsys.readouterr().out
+  assert "QAT step 3/3" in out
+  assert "| qat full_int8 | " in out and "| float graph | " in out
