@@ -1,8 +1,9 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
-test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py): running an export in
-a process without the project, the tiny GLUE, SQuAD and chunking fine-tunings (and their
-models shared by the tests that only read them), --predict's records of a questions
-file, tools.export_lite's one-line refusals."""
+test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py, test_smoothing.py,
+test_int8_qat.py): running an export in a process without the project, the tiny GLUE,
+SQuAD and chunking fine-tunings (and their models shared by the tests that only read
+them), an activation outlier put into a model, --predict's records of a questions file,
+tools.export_lite's one-line refusals."""
 
 import atexit
 import hashlib
