@@ -295,14 +295,43 @@ def run(args):
   log(f"sublayer forward against the model's call: max |diff| "
       f"{results['forward_max_abs_diff']:.2e}")
 
-  # The float model's fake-quantized outputs: how well the simulation foresees what
-  # post-training full int8 does to it (compared with its file below).
-  graph_path = os.path.join(work, "float_graph_outputs.npy")
-  if not os.path.isfile(graph_path):
-    observe_ranges(finetuned, quant, calibration)
-    np.save(graph_path, outputs_of(finetuned, quant, dev))
-  graphs = {"float": np.load(graph_path)}
+  def save():
+    with open(results_path, "w", encoding="utf-8") as f:
+      json.dump(results, f, indent=1)
 
+  scores = {}
+
+  def score_files(name: str, model_dir: str, forms):
+    """Exports `model_dir`'s LiteRT `forms` (tools.export's path) and scores them."""
+    folder = os.path.join(work, f"{name}_export")
+    if not os.path.isdir(folder):
+      export(model_dir, folder, ["litert"] + ["litert_mixed_int8"] * ("mixed_int8" in forms),
+             args.calibration_examples, data_dir, args.seed, log=log,
+             variants={"litert": [f for f in forms if f in litert.FORMS]})
+    for form in forms:
+      path = os.path.join(folder, f"model_{form}.tflite")
+      scores[f"{name} {form}"] = outputs = file_outputs(path, dev, inputs)
+      results.setdefault("files", {})[f"{name} {form}"] = row = {
+          **finetuned.runner.score(dev_examples, dev, outputs, dev_split),
+          "as float": agreement(outputs, scores.get("float float32", outputs))["correlation"],
+          "MiB": os.path.getsize(path) / 2 ** 20}
+      log(f"{name} {form}: {row}")
+    save()
+
+  def score_graph(name: str):
+    """The model's fake-quantized outputs on dev (ranges from its current weights),
+    scored and against its full-int8 file: how well the simulation foresees the file."""
+    observe_ranges(finetuned, quant, calibration)
+    outputs = outputs_of(finetuned, quant, dev)
+    results[f"{name} graph"] = row = {
+        **finetuned.runner.score(dev_examples, dev, outputs, dev_split),
+        "against its full_int8 file": agreement(outputs, scores[f"{name} full_int8"])}
+    log(f"{name} graph: {row}")
+    save()
+
+  # In the issue's order: the float model's files first, then the lever.
+  score_files("float", args.model_dir, FILE_FORMS)
+  score_graph("float")
   qat_dir = os.path.join(work, "qat")
   if not os.path.isdir(qat_dir):
     _, features = split_features(finetuned, finetuned.task.train_split, data_dir)
@@ -313,35 +342,12 @@ def run(args):
                            "learning_rate": args.learning_rate, "epochs": args.epochs,
                            "range_every": args.range_every}
     save_model_dir(finetuned, args.model_dir, qat_dir)
-    json.dump(results, open(results_path, "w", encoding="utf-8"), indent=1)
+    save()
   else:
     finetuned = load_finetuned(qat_dir, note=log)
-
-  # The training graph's fake-quantized outputs, ranges from the final weights.
-  observe_ranges(finetuned, quant, calibration)
-  graphs["qat"] = outputs_of(finetuned, quant, dev)
-
-  scores = {}
   # The QAT model's float32 and full int8 only (the lever is for full int8).
-  for name, model_dir, forms in (("float", args.model_dir, FILE_FORMS),
-                                 ("qat", qat_dir, QAT_FORMS)):
-    folder = os.path.join(work, f"{name}_export")
-    if not os.path.isdir(folder):
-      export(model_dir, folder, ["litert"] + ["litert_mixed_int8"] * ("mixed_int8" in forms),
-             args.calibration_examples, data_dir, args.seed, log=log,
-             variants={"litert": [f for f in forms if f in litert.FORMS]})
-    for form in forms:
-      outputs = file_outputs(os.path.join(folder, f"model_{form}.tflite"), dev, inputs)
-      scores[f"{name} {form}"] = outputs
-      results.setdefault("files", {})[f"{name} {form}"] = {
-          **finetuned.runner.score(dev_examples, dev, outputs, dev_split),
-          "as float": agreement(outputs, scores.get("float float32", outputs))["correlation"],
-          "MiB": os.path.getsize(os.path.join(folder, f"model_{form}.tflite")) / 2 ** 20}
-  for name, outputs in graphs.items():
-    results[f"{name} graph"] = {
-        **finetuned.runner.score(dev_examples, dev, outputs, dev_split),
-        "against its full_int8 file": agreement(outputs, scores[f"{name} full_int8"])}
-  json.dump(results, open(results_path, "w", encoding="utf-8"), indent=1)
+  score_files("qat", qat_dir, QAT_FORMS)
+  score_graph("qat")
   print(json.dumps(results, indent=1))
   print(table(results))
   return 0
