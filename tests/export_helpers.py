@@ -1,8 +1,9 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
-test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py): running an export in
-a process without the project, the tiny GLUE, SQuAD and chunking fine-tunings (and their
-models shared by the tests that only read them), --predict's records of a questions
-file, tools.export_lite's one-line refusals."""
+test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py, test_smoothing.py,
+test_int8_qat.py): running an export in a process without the project, the tiny GLUE,
+SQuAD and chunking fine-tunings (and their models shared by the tests that only read
+them), an activation outlier put into a model, --predict's records of a questions file,
+tools.export_lite's one-line refusals."""
 
 import atexit
 import hashlib
@@ -14,11 +15,13 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
 import pytest
 import tf_keras
 
 from finetune import config as finetune_config
 from finetune import predict, trainer
+from model.internals import block_layers
 from tests.helpers import (as_v2, chunk_data, head_of, shared_folder, shared_path,
                            squad_subset, write_json, write_tiny_pretrained_model)
 from tools import export_lite
@@ -248,6 +251,20 @@ def shared_glue_models(tmp_path_factory):
   data = shared_folder(tmp_path_factory, "glue_models", train)
   configs = {task: glue_config(data, task) for task in GLUE_FOLDERS}
   return {task: (config, f"{config.model_dir}_1") for task, config in configs.items()}
+
+
+def add_outlier_channel(finetuned, channel: int = 3, factor: float = 20.0):
+  """An activation outlier, as real pre-trained encoders have, in `finetuned`'s first
+  layer: its attention LayerNorm's `channel` `factor` times larger and the FFN kernel's
+  row reading it `factor` times smaller (the FFN's input carries it, and the residual
+  sum after the FFN)."""
+  layers = block_layers(finetuned.model.encoder.transformer_layers[0])
+  outlier = np.arange(layers.attention_norm.gamma.shape[0]) == channel
+  for variable in (layers.attention_norm.gamma, layers.attention_norm.beta):
+    variable.assign(variable.numpy() * np.where(outlier, factor, 1.0).astype(np.float32))
+  kernel = layers.intermediate.kernel.numpy()
+  kernel[outlier] /= factor
+  layers.intermediate.kernel.assign(kernel)
 
 
 def glue_config(data, task):

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from export import litert, registry, smoothing, source
 from model.internals import block_layers
-from tests.export_helpers import shared_glue_models
+from tests.export_helpers import add_outlier_channel, shared_glue_models
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +92,7 @@ def test_migration_brings_full_int8_closer_to_float_on_an_outlier(stsb_trial, tm
   also enters the residual sum, whose int8 range no migration of the dense layers'
   inputs changes.)"""
   finetuned = source.load_finetuned(stsb_trial, note=lambda _: None)
-  layers = block_layers(finetuned.model.encoder.transformer_layers[0])
-  outlier = (np.arange(layers.attention_norm.gamma.shape[0]) == 3)
-  for variable in (layers.attention_norm.gamma, layers.attention_norm.beta):
-    variable.assign(variable.numpy() * np.where(outlier, 20.0, 1.0).astype(np.float32))
-  kernel = layers.intermediate.kernel.numpy()
-  kernel[outlier] /= 20
-  layers.intermediate.kernel.assign(kernel)
+  add_outlier_channel(finetuned)
   errors, logged = {}, []
   for alpha in (None, 0.5):
     job = registry.Job(finetuned, calibration_size=32, smoothing_alpha=alpha)
