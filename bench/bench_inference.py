@@ -3,6 +3,7 @@
   python -m bench.bench_inference --model-dir DIR [--model-dir DIR2 ...]
       [--work-dir WORK] [--examples 200] [--dev-examples N] [--threads 1,2]
       [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2] [--smoothing-alpha A]
+      [--outlier-channels K]
 
 The model is of any family the exports take, read from its run record: a sentence
 task's (classification or regression), a tagging task's (chunking) or a question
@@ -32,7 +33,9 @@ every form runs at the text's own length (the SavedModel and the reader pad a ba
 its longest example only; the PyTorch peer, eager, takes the reader's inputs), so the
 table shows what a short text costs in each.
 --smoothing-alpha A: the calibrated forms exported with tools.export's outlier
-migration (export/smoothing.py); their exports are rebuilt when A changes.
+migration (export/smoothing.py); --outlier-channels K: full int8 with tools.export's K
+outlier channels per block apart (export/outlier_groups.py; 0: none). The exports are
+rebuilt when either changes.
 """
 
 import argparse
@@ -391,7 +394,8 @@ def length_inputs(loaded, lengths) -> dict:
 
 def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
             dev_examples: Optional[int] = None, lengths=None,
-            smoothing_alpha: Optional[float] = None) -> dict:
+            smoothing_alpha: Optional[float] = None,
+            outlier_channels: Optional[int] = None) -> dict:
   """Writes the exports `forms` need and the dev inputs once (with `lengths`, the
   texts of those lengths instead); returns the task, its family, what scores the dev
   predictions and why each writer the model's family or head cannot take refuses it.
@@ -424,7 +428,9 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
             registry.DEPLOYMENT and not refusals[writer_of(f)]]
   if not os.path.isdir(export):
     registry.export(trial, export, [*deployment, *single], log=lambda _: None,
-                    variants=deployment, smoothing_alpha=smoothing_alpha)
+                    variants=deployment, smoothing_alpha=smoothing_alpha,
+                    **({} if outlier_channels is None
+                       else {"outlier_channels": outlier_channels}))
   if "huggingface" in writers and not refusals["huggingface"] and not os.path.isdir(hf_dir):
     huggingface.export(trial, hf_dir)
   with atomic_write(os.path.join(folder, LENGTH_INPUTS if lengths else DEV_INPUTS)) as f:
@@ -437,13 +443,18 @@ def prepare(trial: str, folder: str, identity: dict, forms=FORMS,
 
 def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
                 onednn: str = "auto", forms=FORMS, dev_examples: Optional[int] = None,
-                lengths=None, smoothing_alpha: Optional[float] = None) -> list:
-  """`smoothing_alpha`: the exports' outlier migration (registry.export's); they are
-  rebuilt when it changes."""
+                lengths=None, smoothing_alpha: Optional[float] = None,
+                outlier_channels: Optional[int] = None) -> list:
+  """`smoothing_alpha`, `outlier_channels`: the exports' outlier migration and full
+  int8's outlier channels (registry.export's; None: its default); they are rebuilt when
+  either changes."""
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
-  identity = {**model_identity(trial), **({} if smoothing_alpha is None
-                                         else {"smoothing_alpha": smoothing_alpha})}
+  identity = {**model_identity(trial),
+              **({} if smoothing_alpha is None else {"smoothing_alpha": smoothing_alpha}),
+              # Always: exports made before full int8 kept outlier channels apart by
+              # default hold no such key and are rebuilt.
+              "outlier_channels": outlier_channels}
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
   reuse_or_clear(folder, identity, forms)
@@ -451,7 +462,8 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
     task = child.measure(prepare, {"trial": trial, "folder": folder,
                                    "identity": identity, "forms": list(forms),
                                    "dev_examples": dev_examples, "lengths": lengths,
-                                   "smoothing_alpha": smoothing_alpha})
+                                   "smoothing_alpha": smoothing_alpha,
+                                   "outlier_channels": outlier_channels})
   except BaseException:
     if made:  # a refused model leaves no folder behind (the work dir only if empty)
       shutil.rmtree(folder, ignore_errors=True)
@@ -607,9 +619,13 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--smoothing-alpha", default="none",
                       help="the calibrated forms' outlier migration (tools.export's "
                            "flag; default none)")
+  parser.add_argument("--outlier-channels", type=int, default=None,
+                      help="full int8's outlier channels per block apart (tools.export's "
+                           "flag; default its default)")
   child.add_arguments(parser)
   args = parser.parse_args(argv)
-  cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1})
+  cli.check_flags(parser, args, examples={"at_least": 1}, dev_examples={"at_least": 1},
+                  outlier_channels={"at_least": 0})
   cli.check_fraction_or_none(parser, args, "smoothing_alpha")
   for trial in args.model_dir:
     if not os.path.isdir(trial):
@@ -629,7 +645,7 @@ def main(argv=None) -> int:
       try:
         rows = bench_model(trial, args.work_dir, args.examples, args.threads, args.isa,
                            args.onednn, args.forms, args.dev_examples, args.lengths,
-                           args.smoothing_alpha)
+                           args.smoothing_alpha, args.outlier_channels)
       except child.ChildFailed as e:  # the export's child: one line, as a refusal
         raise ValueError(str(e)) from None
       shown = length_table(rows, args.lengths) if args.lengths else table(rows)

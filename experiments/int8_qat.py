@@ -279,7 +279,9 @@ def run(args):
     raise ValueError(f"{args.model_dir}: a {finetuned.family.name} model; this study "
                      "takes a sentence or tagging model")
   data_dir = args.data_dir or finetuned.settings["data_dir"]
-  job = Job(finetuned, args.calibration_examples, data_dir, args.seed)
+  # The study's file is full int8 as first made: one int8 range per tensor, no outlier
+  # channels apart (export/outlier_groups.py), which its fake quantization simulates.
+  job = Job(finetuned, args.calibration_examples, data_dir, args.seed, outlier_channels=0)
   calibration = job.calibration
   inputs = list(job.deployable.inputs)
   dev_split = finetuned.task.eval_splits[0]
@@ -307,7 +309,7 @@ def run(args):
     if not os.path.isdir(folder):
       export(model_dir, folder, ["litert"] + ["litert_mixed_int8"] * ("mixed_int8" in forms),
              args.calibration_examples, data_dir, args.seed, log=log,
-             variants={"litert": [f for f in forms if f in litert.FORMS]})
+             variants={"litert": [f for f in forms if f in litert.FORMS]}, outlier_channels=0)
     for form in forms:
       path = os.path.join(folder, f"model_{form}.tflite")
       scores[f"{name} {form}"] = outputs = file_outputs(path, dev, inputs)

@@ -69,15 +69,18 @@ def input_lengths(folder: str, files: List[str]) -> Dict[str, object]:
 
 
 def write(finetuned: Finetuned, deployable: Serving, folder: str, files: List[str],
-          calibrated: int, smoothed: Dict[str, float]):
+          calibrated: int, smoothed: Dict[str, float], grouped: Dict[str, int]):
   """vocab.txt, deploy.json and the reader with the modules it imports; `smoothed`, the
-  files whose outliers were migrated (export/smoothing.py), each with its alpha."""
+  files whose outliers were migrated (export/smoothing.py), each with its alpha;
+  `grouped`, those with outlier channels apart (export/outlier_groups.py), each with
+  their count per block."""
   shutil.copyfile(finetuned.vocab_file, os.path.join(folder, "vocab.txt"))
   info = {"task": finetuned.task.name, "family": finetuned.family.name,
           "reader": deployable.reader, **finetuned.normalization.fields(),
           "max_seq_length": finetuned.max_seq_length, "inputs": list(deployable.inputs),
           "models": files, "input_lengths": input_lengths(folder, files),
           "calibration_examples": calibrated, "smoothing_alpha": smoothed,
+          "outlier_channels": grouped,
           "source": os.path.abspath(finetuned.folder), **deployable.info(finetuned.runner)}
   with open(os.path.join(folder, reader.INFO_FILE), "w", encoding="utf-8") as f:
     json.dump(info, f, indent=2)

@@ -2,13 +2,16 @@
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
 activations, their ranges calibrated on a seeded sample of the task's training split;
 with the job's smoothing_alpha, the dense layers' input outliers first migrated into
-their weights: export/smoothing.py);
+their weights: export/smoothing.py; with its outlier_channels, full int8's FFN outputs
+and residual sums split into two int8 tensors, the outlier channels apart:
+export/outlier_groups.py);
 to_litert also makes export/litert_mixed_int8.py's form.
 Each takes the family's token-ids inputs (its serving.py); the WordPiece step stays
 in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
 (docs/deploying.md lists them; ai-edge-litert's interpreter has no Select-TF-ops
 runtime to run them)."""
 
+import contextlib
 import os
 import re
 from typing import Dict, List, Optional
@@ -16,7 +19,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from export import folder as export_folder, smoothing
+from export import folder as export_folder, outlier_groups, smoothing
 from util import stderr
 
 NAME = "litert"
@@ -35,7 +38,9 @@ class UnsupportedOpError(ValueError):
 
 
 def refusal(job) -> str:
-  return job.deployment_refusal("LiteRT")
+  return job.deployment_refusal("LiteRT") or (
+      job.outlier_channels and outlier_groups.refusal(job.finetuned.model,
+                                                      job.outlier_channels)) or ""
 
 
 def write(job, folder: str, log, forms=FORMS) -> List[str]:
@@ -51,31 +56,48 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
       model = _calibrated(job, form)
       if job.smoothing_alpha is not None:
         job.smoothed[name] = job.smoothing_alpha
+      if _groups(job, form):
+        job.grouped[name] = job.outlier_channels
     export_folder.write_file(path, model)
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)"
         + (f", outliers migrated (alpha {job.smoothing_alpha})" if name in job.smoothed
+           else "")
+        + (f", {job.outlier_channels} outlier channels per block apart" if name in job.grouped
            else ""))
   return written
 
 
+def _groups(job, form: str) -> int:
+  """How many outlier channels per block the calibrated `form` keeps in int8 tensors of
+  their own (export/outlier_groups.py): full int8 only; mixed int8 keeps them float32."""
+  return job.outlier_channels if form == "full_int8" else 0
+
+
 def _calibrated(job, form: str) -> bytes:
   """The job's model in a calibrated form, its dense layers' input outliers migrated into
-  their weights first (export/smoothing.py) unless the job's smoothing_alpha is None."""
+  their weights first (export/smoothing.py) unless the job's smoothing_alpha is None,
+  and in full int8 its outlier channels apart (export/outlier_groups.py) unless the
+  job's outlier_channels is 0."""
   model = job.finetuned.model
   float_scope = job.head_scope if job.deployable.float_head else ""
-  if job.smoothing_alpha is None:
+  changes = (job.smoothing_alpha, _groups(job, form))
+  if changes == (None, 0):
     return to_litert(job.function, model.variables, form, job.calibration, float_scope,
                      job.litert_float32)
-  with smoothing.migrated(model, model.encoder.transformer_layers, job.calibration,
-                          job.smoothing_alpha):
-    # Traced anew inside: the job's function computes the model as it was. The
-    # migrated model's float32 flatbuffer names its nodes, once for both forms.
+  with contextlib.ExitStack() as changed:
+    if job.smoothing_alpha is not None:
+      changed.enter_context(smoothing.migrated(
+          model, model.encoder.transformer_layers, job.calibration, job.smoothing_alpha))
+    if changes[1]:
+      changed.enter_context(outlier_groups.grouped(model, job.calibration, changes[1]))
+    # Traced anew inside: the job's function computes the model as it was. The changed
+    # model's float32 flatbuffer names its nodes, once per change.
     function = job.model_function()
-    if job.smoothed_float32 is None:
-      job.smoothed_float32 = to_litert(function, model.variables, "float32")
+    if changes not in job.float32_references:
+      job.float32_references[changes] = to_litert(function, model.variables, "float32")
     return to_litert(function, model.variables, form, job.calibration, float_scope,
-                     job.smoothed_float32)
+                     job.float32_references[changes])
 
 
 # Kept float32 in the full-int8 model (matched on the float model's tensor names):
@@ -94,12 +116,15 @@ def _calibrated(job, form: str) -> bytes:
 #   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
 #   tools.litert_ops lists them).
 # - the migrated model's division of the dense layers' inputs (export/smoothing.py): in
-#   int8 its input would take the outliers' range it is there to remove.
+#   int8 its input would take the outliers' range it is there to remove;
+# - the join of a block's outlier channels and its others (export/outlier_groups.py),
+#   before the LayerNorm, which is float32 already: in int8 one range again.
 _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$"
                           r"|embeddings/position_embeddings/"
                           r"|layer_norm/"
                           r"|self_attention/einsum(_1)?/Einsum\d*$"
-                          rf"|/{smoothing.SCOPE}/(mul|Maximum)$")
+                          rf"|/{smoothing.SCOPE}/(mul|Maximum)$"
+                          rf"|/{outlier_groups.SCOPE}/")
 # Also kept float32 in mixed_int8: each layer's FFN output dense (its weights int8:
 # int8_outlier_dense_weights) and the two residual sums, where a real pre-trained
 # encoder's outlier dimensions are (all-MiniLM-L6-v2: |x| up to 221 where the typical

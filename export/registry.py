@@ -29,6 +29,9 @@ from finetune.serving import Serving
 
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
                                               litert_mixed_int8, onnx_files)}
+# Full int8's outlier channels per block in int8 tensors of their own by default
+# (export/outlier_groups.py).
+OUTLIER_CHANNELS = 2
 # The forms read without TensorFlow through the reader bundle ("all" of tools.export).
 DEPLOYMENT = ("litert", "onnx")
 
@@ -45,7 +48,8 @@ class Job:
 
   def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
                data_dir: str = "", seed: int = 0,
-               smoothing_alpha: Optional[float] = None):
+               smoothing_alpha: Optional[float] = None,
+               outlier_channels: int = OUTLIER_CHANNELS):
     self.finetuned = finetuned
     serving: Optional[Serving] = finetuned.runner.serving
     self.deployable = serving if serving and serving.reader else None
@@ -54,7 +58,13 @@ class Job:
     # files written migrated, each with its alpha (deploy.json says so).
     self.smoothing_alpha = smoothing_alpha
     self.smoothed: Dict[str, float] = {}
-    self.smoothed_float32: Optional[bytes] = None  # the migrated model's, for LiteRT
+    # Full int8's outlier channels per block in int8 tensors of their own
+    # (export/outlier_groups.py; 0: none), and the files written so, each with its count.
+    self.outlier_channels = outlier_channels
+    self.grouped: Dict[str, int] = {}
+    # The changed models' float32 flatbuffers, by (smoothing_alpha, outlier channels):
+    # the calibrated forms' names of nodes.
+    self.float32_references: Dict[tuple, bytes] = {}
 
   def deployment_refusal(self, form: str) -> str:
     """Why `form` (a token-ids model read by the reader) cannot take this model."""
@@ -132,10 +142,12 @@ def _calibrated(writer, variants) -> bool:
 def export(model_dir: str, output: str, forms: List[str], calibration_size: int = 256,
            data_dir: str = "", seed: int = 0, log=print,
            variants: Optional[Dict[str, Sequence[str]]] = None,
-           smoothing_alpha: Optional[float] = None) -> List[str]:
+           smoothing_alpha: Optional[float] = None,
+           outlier_channels: int = OUTLIER_CHANNELS) -> List[str]:
   """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
   fine-tuned model in `model_dir`, of a writer named in `variants` only those of its
-  FORMS, the calibrated forms' outliers migrated with `smoothing_alpha` (None: not);
+  FORMS, the calibrated forms' outliers migrated with `smoothing_alpha` (None: not),
+  full int8's `outlier_channels` per block in tensors of their own (0: none);
   returns their paths. Every refusal comes before anything is written."""
   unknown = [form for form in forms if form not in WRITERS]
   if unknown:
@@ -160,7 +172,7 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
   if target.startswith(source + os.sep):  # (a folder that is no model's may hold it)
     raise ValueError(f"--output {output} is inside the model dir {model_dir}, an input "
                      "of this command; give a new folder outside it")
-  job = Job(finetuned, calibration_size, data_dir, seed, smoothing_alpha)
+  job = Job(finetuned, calibration_size, data_dir, seed, smoothing_alpha, outlier_channels)
   writers = [WRITERS[form] for form in forms]
   for writer in writers:
     reason = writer.refusal(job)
@@ -181,6 +193,7 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
       doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")
       calibrated = ("calibration" in job.__dict__) and len(
           next(iter(job.calibration.values())))
-      bundle.write(finetuned, job.deployable, tmp, written, int(calibrated), job.smoothed)
+      bundle.write(finetuned, job.deployable, tmp, written, int(calibrated), job.smoothed,
+                   job.grouped)
   export_folder.write_new(output, fill, log)
   return [os.path.join(output, name) for name in written]

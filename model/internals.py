@@ -120,11 +120,21 @@ def swap_block_input_dense(block, name: str, layer):
   intermediate) and returns the one it held. Keras does not track the swap: the model's
   variables, their order and its checkpoints stay as they were."""
   owner_name, attribute = _INPUT_DENSE[name]
-  owner = getattr(block, owner_name) if owner_name else block
+  return _swap_untracked(getattr(block, owner_name) if owner_name else block, attribute,
+                         layer)
+
+
+def swap_transformer_layers(encoder, layers):
+  """Puts the list `layers` where the ElectraEncoder `encoder` keeps its transformer
+  blocks and returns the list it held; untracked, as swap_block_input_dense."""
+  return _swap_untracked(encoder, "transformer_layers", layers)
+
+
+def _swap_untracked(owner, attribute: str, value):
   held = getattr(owner, attribute)
   owner._self_setattr_tracking = False  # pylint: disable=protected-access
   try:
-    setattr(owner, attribute, layer)
+    setattr(owner, attribute, value)
   finally:
     owner._self_setattr_tracking = True  # pylint: disable=protected-access
   return held

@@ -249,7 +249,9 @@ def test_an_op_litert_lacks_is_named(finetuned):
     (["--output", "o", "--calibration-examples", "0"],
      "--calibration-examples 0: expected an integer >= 1"),
     (["--output", "o", "--smoothing-alpha", "1.5"],
-     "--smoothing-alpha '1.5': expected a number from 0 to 1, or none")])
+     "--smoothing-alpha '1.5': expected a number from 0 to 1, or none"),
+    (["--output", "o", "--outlier-channels", "-1"],
+     "--outlier-channels -1: expected an integer >= 0")])
 def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as raised:
     export_lite.main(["--model-dir", str(tmp_path)] + flags)
@@ -378,11 +380,13 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
   output dense float32 in and out with int8 weights (the other dense layers int8 in
   and out); in a process without TensorFlow it keeps the float model's labels, and
   padding stays masked. The float32 model is converted once, and so is the migrated
-  one (export/smoothing.py), the calibrated forms' reference, for both writers."""
+  one (export/smoothing.py), the calibrated forms' reference, for both writers, and
+  full int8's with its outlier channels apart (export/outlier_groups.py)."""
   _, trial = finetuned["glue/sst2"]
   out, printed, converted = sst2_export
   assert MIXED in printed
-  assert converted == ["float32", "dynamic_int8", "float32", "full_int8", "mixed_int8"]
+  assert converted == ["float32", "dynamic_int8", "float32", "full_int8", "float32",
+                       "mixed_int8"]
   finetuned_model = source.load_finetuned(trial)
   layers = finetuned_model.sizes.num_hidden_layers
   dense = {}
@@ -390,8 +394,8 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
     ops, taken, _ = litert_ops.delegated_ops(str(out / name))
     dense[name] = [(op, delegated) for op, delegated in zip(ops, taken)
                    if op.startswith("FULLY_CONNECTED")]
-  # Per layer: full int8's 6 dense layers (query, key, value, attention output,
-  # intermediate, output) int8; mixed's output one reads float32 through int8 weights,
+  # Per layer: full int8's 7 dense layers (query, key, value, attention output,
+  # intermediate, and the output's two: its outlier channels apart) int8; mixed's output one reads float32 through int8 weights,
   # in XNNPACK like the others.
   assert not [op for op, _ in dense["model_full_int8.tflite"] if "float32" in op]
   assert [op for op, _ in dense[MIXED]].count("FULLY_CONNECTED[float32/int8]") == layers

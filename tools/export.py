@@ -3,6 +3,7 @@
   python -m tools.export --model-dir DIR --output OUT
       [--format litert|onnx|all|litert_mixed_int8|saved_model|huggingface|original[,...]]
       [--calibration-examples N] [--data-dir DATA] [--seed S] [--smoothing-alpha A|none]
+      [--outlier-channels K]
 
 (`python -m tools.export_lite`, its former name, runs the same.) DIR is a fine-tuned
 model directory of run_finetuning.py (<model_dir>_<trial>) of one task: sentence
@@ -11,7 +12,9 @@ MRQA). OUT, a new folder, receives model_float32.tflite, model_dynamic_int8.tfli
 model_full_int8.tflite (litert, the default; the full-int8 model calibrated on N
 examples of the task's training split, read under DATA, by default the run's
 data_dir; with --smoothing-alpha its dense layers' input outliers first migrated into
-their weights: export/smoothing.py), model_float32.onnx and model_dynamic_int8.onnx (onnx), both with "all"; with those,
+their weights: export/smoothing.py; its FFN outputs and residual sums split into two
+int8 tensors, each block's K outlier channels apart: export/outlier_groups.py),
+model_float32.onnx and model_dynamic_int8.onnx (onnx), both with "all"; with those,
 vocab.txt, deploy.json and reader.py, which tokenizes as the project does and runs a
 model file with ai-edge-litert or onnxruntime alone, giving --predict's records.
 The other forms: litert_mixed_int8 (model_mixed_int8.tflite: full int8 with the FFN
@@ -65,16 +68,22 @@ def main(argv=None) -> int:
                       help="migrate the calibrated forms' dense-input outliers into the "
                            "weights with this SmoothQuant alpha (0 to 1; 0.5 is the "
                            "paper's; default none: no migration)")
+  parser.add_argument("--outlier-channels", type=int,
+                      default=registry.OUTLIER_CHANNELS,
+                      help="channels per block whose FFN outputs and residual sums full "
+                           "int8 keeps in int8 tensors of their own, apart from the "
+                           f"others' (default {registry.OUTLIER_CHANNELS}; 0: none)")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
-                  seed=hparams.SEED)
+                  seed=hparams.SEED, outlier_channels={"at_least": 0})
   cli.check_given(parser, args, "model_dir", "output")
   cli.check_fraction_or_none(parser, args, "smoothing_alpha")
 
   def write() -> int:
     files = registry.export(args.model_dir, args.output, args.format,
                             args.calibration_examples, args.data_dir, args.seed,
-                            smoothing_alpha=args.smoothing_alpha)
+                            smoothing_alpha=args.smoothing_alpha,
+                            outlier_channels=args.outlier_channels)
     reader = (" and reader.py" if any(registry.WRITERS[f].READER for f in args.format)
               else "")
     print(f"wrote {args.output}: {', '.join(f.rsplit('/', 1)[-1] for f in files)}"
