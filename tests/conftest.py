@@ -30,13 +30,29 @@ if XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
 
 from util import startup  # pylint: disable=unused-import,wrong-import-position  # before TensorFlow
 
+def reads_shared_models(module):
+  """Whether a test module reads a model that export_helpers trains once per session
+  (helpers.shared_folder): it imports one of the functions that return them."""
+  export_helpers = sys.modules.get("tests.export_helpers")
+  return export_helpers is not None and any(
+      vars(module).get(name) is getattr(export_helpers, name)
+      for name in export_helpers.SHARED_MODELS)
+
+
 def pytest_collection_modifyitems(items):
-  """Modules holding a slow test (pytest.ini: learns something, or a whole study) run
-  first, each module's tests still together and in order: pytest-xdist's worksteal then
-  has the two workers begin on the long tests and end on short ones, which the idle one
-  can take over, instead of one worker finishing a long test alone at the end."""
+  """The modules that read the session's shared models run first, then those holding a
+  slow test (pytest.ini: learns something, or a whole study), each module's tests still
+  together and in order. pytest-xdist's worksteal gives each worker a contiguous half of
+  this order (and an idle one later takes over the end of the other's): the first half
+  then begins with every reader of a shared model, so one worker trains each model and
+  its readers follow it there, while the other starts on independent tests instead of
+  waiting on the model's lock (40-75 s of a worker's time each in a full run). The long
+  tests come before short ones, which the idle worker can take over, instead of one
+  worker finishing a long test alone at the end."""
   slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
-  items.sort(key=lambda item: item.module not in slow_modules)
+  readers = {module for module in {item.module for item in items}
+             if reads_shared_models(module)}
+  items.sort(key=lambda item: (item.module not in readers, item.module not in slow_modules))
 
 
 def pytest_unconfigure(config):  # pylint: disable=unused-argument

@@ -294,6 +294,11 @@ def chunk_config(home):
   return finetune_config.load_config("tiny", ["chunk"], str(home / "data"), CHUNK)
 
 
+# The functions above returning models trained once per session: conftest.py runs the
+# modules that import one together, on one pytest-xdist worker.
+SHARED_MODELS = ("shared_squad_model", "shared_glue_models", "shared_chunk_model")
+
+
 def predict_questions(tmp_path, config, questions):
   """The questions' file (<tmp_path>/questions.jsonl) and --predict's records of it."""
   path = tmp_path / "questions.jsonl"

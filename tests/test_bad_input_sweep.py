@@ -18,8 +18,8 @@ import run_pretraining
 from export.reader import Reader
 from pretrain import input_pipeline, trainer
 from pretrain.config_fitting import checked_and_sized
-from tests.helpers import (head_of, make_data_dir, ROOT, shared_path, write_reviews_task,
-                           write_tiny_pretrained_model)
+from tests.helpers import (head_of, make_data_dir, ROOT, shared_path, TINY_MODEL,
+                           write_reviews_task, write_tiny_pretrained_model)
 from tools import compare_runs, hparams_reference, litert_ops, squad_eval
 from tools import export_hf, export_lite, reference_outputs
 from tools import tokenize as tokenize_tool
@@ -248,13 +248,14 @@ def test_a_relative_data_dir_resumes_from_anywhere_and_moved_data_starts_over(
   (tmp_path / "b").mkdir()
   make_data_dir(str(tmp_path / "a" / "data"), seq_length=32, num_lines=300)
 
-  def pretrain(where, data_dir, steps):
+  def pretrain(where, data_dir, steps):  # a one-layer model: nothing here needs more
     monkeypatch.chdir(tmp_path / where)
     capsys.readouterr()
     code = run_pretraining.main(["--model-name", "m", "--data-dir", data_dir, "--hparams",
                                  json.dumps({"debug": True, "max_seq_length": 32,
                                              "num_train_steps": steps, "do_eval": False,
-                                             "save_checkpoints_steps": 2})])
+                                             "save_checkpoints_steps": 2,
+                                             **TINY_MODEL})])
     out = capsys.readouterr()
     assert code == 0, out.err
     return out.out
