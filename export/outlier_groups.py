@@ -10,9 +10,9 @@ tensors"); one range for both leaves the other channels a step or two of int8.
 The channels are each block's `count` largest |x| of that sum over the calibration rows.
 The block's output LayerNorm, float32 in every int8 form, reads the two tensors apart
 (in the name scope SCOPE, which export/litert.py keeps float32) and joins its two
-outputs (a dense layer of count x width multiplies placing the outlier channels, and an
-add), so every dense layer and residual sum stays int8. The model computes what it computed
-before, to rounding. Applied to full int8 only: mixed int8 keeps those tensors float32.
+outputs (a gather placing the outlier channels, a multiply and an add), so every dense
+layer and residual sum stays int8. The model computes what it computed before, to
+rounding. Applied to full int8 only: mixed int8 keeps those tensors float32.
 """
 
 import contextlib

@@ -395,8 +395,8 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
     dense[name] = [(op, delegated) for op, delegated in zip(ops, taken)
                    if op.startswith("FULLY_CONNECTED")]
   # Per layer: full int8's 7 dense layers (query, key, value, attention output,
-  # intermediate, and the output's two: its outlier channels apart) int8; mixed's output one reads float32 through int8 weights,
-  # in XNNPACK like the others.
+  # intermediate, and the output's two: its outlier channels apart) int8; mixed's output
+  # one reads float32 through int8 weights, in XNNPACK like the others.
   assert not [op for op, _ in dense["model_full_int8.tflite"] if "float32" in op]
   assert [op for op, _ in dense[MIXED]].count("FULLY_CONNECTED[float32/int8]") == layers
   assert all(delegated for _, delegated in dense[MIXED])
