@@ -50,8 +50,11 @@ class Job:
   def __init__(self, finetuned: Finetuned, calibration_size: int = 256,
                data_dir: str = "", seed: int = 0,
                smoothing_alpha: Optional[float] = None,
-               outlier_channels: int = OUTLIER_CHANNELS):
+               outlier_channels: int = OUTLIER_CHANNELS,
+               variants: Optional[Dict[str, Sequence[str]]] = None):
     self.finetuned = finetuned
+    # {writer name: the forms of its own FORMS it writes}; a writer not named writes all.
+    self.variants = variants or {}
     serving: Optional[Serving] = finetuned.runner.serving
     self.deployable = serving if serving and serving.reader else None
     self.calibration_size, self.data_dir, self.seed = calibration_size, data_dir, seed
@@ -66,6 +69,10 @@ class Job:
     # The changed models' float32 flatbuffers, by (smoothing_alpha, outlier channels):
     # the calibrated forms' names of nodes.
     self.float32_references: Dict[tuple, bytes] = {}
+
+  def writes(self, writer: str, form: str) -> bool:
+    """Whether `writer` writes its `form` in this job (its FORMS: all unless narrowed)."""
+    return form in self.variants.get(writer, (form,))
 
   def deployment_refusal(self, form: str) -> str:
     """Why `form` (a token-ids model read by the reader) cannot take this model."""
@@ -173,7 +180,8 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
   if target.startswith(source + os.sep):  # (a folder that is no model's may hold it)
     raise ValueError(f"--output {output} is inside the model dir {model_dir}, an input "
                      "of this command; give a new folder outside it")
-  job = Job(finetuned, calibration_size, data_dir, seed, smoothing_alpha, outlier_channels)
+  job = Job(finetuned, calibration_size, data_dir, seed, smoothing_alpha, outlier_channels,
+            variants)
   writers = [WRITERS[form] for form in forms]
   for writer in writers:
     reason = writer.refusal(job)

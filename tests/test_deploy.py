@@ -358,16 +358,17 @@ def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
   assert os.listdir(tmp_path) == []
 
 
-def ffn_output_weights(path) -> dict:
-  """{layer: (int8 weights, per-row scales)} of the FFN output dense layers of a LiteRT
-  file, read by the interpreter without a delegate (which would take the constants)."""
+def ffn_dense_weights(path, dense: str) -> dict:
+  """{layer: (int8 weights, per-row scales)} of the FFN's `dense` layers ("intermediate"
+  or "output") of a LiteRT file, read by the interpreter without a delegate (which
+  would take the constants)."""
   interpreter = Interpreter(model_path=str(path), experimental_op_resolver_type=
                             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
   interpreter.allocate_tensors()
   tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
   found = {}
   for op in interpreter._get_ops_details():  # pylint: disable=protected-access  # no public list
-    layer = re.search(r"layer_(\d+)/output/", tensors[op["outputs"][0]]["name"])
+    layer = re.search(rf"layer_(\d+)/{dense}/", tensors[op["outputs"][0]]["name"])
     if op["op_name"] == "FULLY_CONNECTED" and layer:
       weights = tensors[op["inputs"][1]]
       found[int(layer.group(1))] = (interpreter.get_tensor(weights["index"]).astype(np.float64),
@@ -377,8 +378,9 @@ def ffn_output_weights(path) -> dict:
 
 def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_export):
   """litert_mixed_int8: full int8 with each layer's residual sums float32 and its FFN
-  output dense float32 in and out with int8 weights (the other dense layers int8 in
-  and out); in a process without TensorFlow it keeps the float model's labels, and
+  float32 (both dense layers float32 in and out with int8 weights, the GELU between
+  them float32; the attention's dense layers int8 in and out); in a process without
+  TensorFlow it keeps the float model's labels, and
   padding stays masked. The float32 model is converted once, and so is the migrated
   one (export/smoothing.py), the calibrated forms' reference, for both writers, and
   full int8's with its outlier channels apart (export/outlier_groups.py)."""
@@ -389,30 +391,39 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
                        "mixed_int8"]
   finetuned_model = source.load_finetuned(trial)
   layers = finetuned_model.sizes.num_hidden_layers
-  dense = {}
+  dense, ops = {}, {}
   for name in ("model_full_int8.tflite", MIXED):
-    ops, taken, _ = litert_ops.delegated_ops(str(out / name))
-    dense[name] = [(op, delegated) for op, delegated in zip(ops, taken)
+    ops[name], taken, _ = litert_ops.delegated_ops(str(out / name))
+    dense[name] = [(op, delegated) for op, delegated in zip(ops[name], taken)
                    if op.startswith("FULLY_CONNECTED")]
   # Per layer: full int8's 7 dense layers (query, key, value, attention output,
-  # intermediate, and the output's two: its outlier channels apart) int8; mixed's output
-  # one reads float32 through int8 weights, in XNNPACK like the others.
+  # intermediate, and the output's two: its outlier channels apart) int8; mixed's two
+  # FFN ones read float32 through int8 weights, in XNNPACK like the others, and its
+  # GELUs float32 where full int8's are int8.
   assert not [op for op, _ in dense["model_full_int8.tflite"] if "float32" in op]
-  assert [op for op, _ in dense[MIXED]].count("FULLY_CONNECTED[float32/int8]") == layers
+  assert [op for op, _ in dense[MIXED]].count("FULLY_CONNECTED[float32/int8]") == 2 * layers
   assert all(delegated for _, delegated in dense[MIXED])
-  assert len([op for op, _ in dense[MIXED] if "float32" not in op]) >= 5 * layers
-  # Those int8 weights, as the interpreter reads them, are the trained FFN output
-  # kernels rounded with one scale per output channel (its largest |weight| / 127).
+  assert len([op for op, _ in dense[MIXED] if "float32" not in op]) >= 4 * layers
+  assert ops["model_full_int8.tflite"].count("GELU[int8]") == layers
+  assert ops[MIXED].count("GELU[float32]") == layers
+  # Those int8 weights, as the interpreter reads them: the FFN output's are its trained
+  # kernels rounded with one scale per output channel (its largest |weight| / 127); the
+  # intermediate's kernels were migrated first (this export's smoothing), so only their
+  # rounding is checked: each output channel's largest weight at 127.
   kernels = {int(re.search(r"layer_(\d+)/", v.name).group(1)): v.numpy()
              for v in finetuned_model.model.variables
              if re.search(r"layer_\d+/output/kernel", v.name)}
-  weights = ffn_output_weights(out / MIXED)
+  weights = ffn_dense_weights(out / MIXED, "output")
   assert sorted(weights) == sorted(kernels) == list(range(layers))
   for layer, (quantized, scales) in weights.items():
     kernel = kernels[layer].T  # LiteRT's dense weights are [outputs, inputs]
     np.testing.assert_allclose(scales, np.abs(kernel).max(axis=1) / 127, rtol=1e-6)
     assert np.abs(quantized).max() == 127
     assert np.all(np.abs(quantized * scales[:, None] - kernel) <= scales[:, None] * 0.5001)
+  intermediate = ffn_dense_weights(out / MIXED, "intermediate")
+  assert sorted(intermediate) == list(range(layers))
+  for quantized, scales in intermediate.values():
+    assert len(scales) == len(quantized) and np.all(np.abs(quantized).max(axis=1) == 127)
   assert os.path.getsize(out / MIXED) < 1.05 * os.path.getsize(out / "model_full_int8.tflite")
   texts = [[line.split("\t")[0] for line in open(shared_path(
       "glue", "SST-2", "dev.tsv"), encoding="utf-8").read().splitlines()[1:GLUE_DEV_ROWS + 1]]]

@@ -156,3 +156,8 @@ def test_the_export_records_the_channels_and_refuses_too_many(outlier_trial, tmp
       f"error: {outlier_trial}: --outlier-channels {width}: expected fewer than the "
       f"model's hidden size {width}")
   assert not os.path.exists(tmp_path / "o")
+  # Only full int8 keeps channels apart: without it the count refuses nothing.
+  written = registry.export(outlier_trial, str(tmp_path / "f"), ["litert"],
+                            log=lambda _: None, variants={"litert": ["float32"]},
+                            outlier_channels=width)
+  assert [os.path.basename(p) for p in written] == ["model_float32.tflite"]

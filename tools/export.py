@@ -17,9 +17,9 @@ int8 tensors, each block's K outlier channels apart: export/outlier_groups.py),
 model_float32.onnx and model_dynamic_int8.onnx (onnx), both with "all"; with those,
 vocab.txt, deploy.json and reader.py, which tokenizes as the project does and runs a
 model file with ai-edge-litert or onnxruntime alone, giving --predict's records.
-The other forms: litert_mixed_int8 (model_mixed_int8.tflite: full int8 with the FFN
-outputs and residual sums float32, for real pre-trained encoders, whose activation
-outliers int8 clips), saved_model, huggingface (a transformers directory, of any of the
+The other forms: litert_mixed_int8 (model_mixed_int8.tflite: full int8 with the FFNs
+and residual sums float32, the FFN weights int8, for real pre-trained encoders, whose
+activation outliers int8 clips), saved_model, huggingface (a transformers directory, of any of the
 three families; a QA model fine-tuned with joint_prediction false, and for SQuAD
 2.0-style tasks answerable_classifier false) and original (the encoder in the original
 checkpoint format).
