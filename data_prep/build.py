@@ -61,17 +61,9 @@ def default_num_out_files(corpus_bytes: int, num_processes: int) -> int:
 def with_normalization(config: BuildConfig) -> BuildConfig:
   """The config with the pair the build normalises the text with: the one the
   vocabulary's folder records (the flags may not contradict it), else the one its tokens
-  show, the flags given deciding what they name (normalization.decide_for_vocab)."""
-  if config.do_lower_case is not None and config.strip_accents is not None:
-    return config
-  folder = os.path.dirname(os.path.abspath(config.vocab_file))
-  if normalization_lib.read(folder) is None:
-    pair = normalization_lib.decide_for_vocab(load_vocab(config.vocab_file).tokens,
-                                              config.vocab_file, config.do_lower_case,
-                                              config.strip_accents)
-  else:
-    pair = normalization_lib.settle([folder], config.do_lower_case, config.strip_accents,
-                                    asked=normalization_lib.as_flag)
+  show, the flags given deciding what they name (normalization.settle)."""
+  pair = normalization_lib.settle(config.vocab_file, (), config.do_lower_case,
+                                  config.strip_accents, asked=normalization_lib.as_flag)
   return dataclasses.replace(config, **pair.fields())
 
 
