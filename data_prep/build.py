@@ -47,6 +47,10 @@ LONG_LINE_FACTOR = 10  # a line of more word-pieces than this x max_seq_length i
 TEXT_BYTES_PER_SHARD = 8 << 20  # default --num-out-files: a shard per 8 MB of text
 MAX_DEFAULT_SHARDS = 1000
 TEMP_INFIX = ".tmp-"  # <output dir>.tmp-<pid>: a build's work in progress
+# Over this share of [UNK] tokens, the vocabulary is warned of as not the corpus's (the
+# tests' English corpus with BERT's vocabulary, or any corpus with a vocabulary learned
+# from it, has under 0.1%).
+UNK_WARNING_SHARE = 0.05
 
 
 class BuildError(ValueError):
@@ -129,6 +133,12 @@ def build(config: BuildConfig) -> Stats:
       check_output_dir(output_dir, config.overwrite)
     if stats.long_lines:
       print(long_line_warning(stats, config.max_seq_length), file=sys.stderr, flush=True)
+    if stats.unk_tokens > UNK_WARNING_SHARE * stats.tokens:
+      print(f"warning: {_pct(stats.unk_tokens, stats.tokens)} of the corpus's tokens are "
+            f"[UNK] (over {UNK_WARNING_SHARE:.0%}): the vocabulary {config.vocab_file} is "
+            f"likely not of this corpus's language or casing (the text "
+            f"{config.normalization}); the summary's \"not in the vocabulary\" names the "
+            "characters it lacks", file=sys.stderr, flush=True)
   except OSError as e:
     raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
                      "nothing was written") from None
