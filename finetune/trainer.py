@@ -112,6 +112,7 @@ class Finetuner:
         self.vocab_path, self.start.weights.folder if self.start else "",
         config.do_lower_case, config.strip_accents)
     self.config = config = dataclasses.replace(config, **self.normalization.fields())
+    runtime.check_same_settings(self.strategy, self.run_signature())
     self.tokenizer = Tokenizer(vocab, *self.normalization)
     self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
     names = {task.name for task in self.tasks}
