@@ -126,11 +126,12 @@ def as_hparam(name: str, value: bool) -> str:
 
 def settle(vocab_file: str, folders: Iterable[str] = (), lower_case: Optional[bool] = None,
            strip_accents: Optional[bool] = None,
-           asked: Callable[[str, bool], str] = as_hparam) -> Normalization:
+           asked: Callable[[str, bool], str] = as_hparam,
+           note: Callable[[str], None] = print) -> Normalization:
   """The pair a step uses, the one rule of every reader: what the tokenizer_config.json
   files in `folders` (the records', the vocabulary's, a model's) and beside `vocab_file`
   record (they must agree); where none does, what the vocabulary's tokens show, by the
-  build's rule for a given vocabulary (decide_for_vocab), said in one line.
+  build's rule for a given vocabulary (decide_for_vocab), said in one line (`note`).
   `lower_case`, `strip_accents`: what the step was asked (None: nothing), refused where
   it contradicts a record; `asked(field, value)` says how it was asked, for the
   message."""
@@ -153,9 +154,9 @@ def settle(vocab_file: str, folders: Iterable[str] = (), lower_case: Optional[bo
     if None in wanted.values():
       elsewhere = "".join(f" or in {folder}" for folder in folders
                           if os.path.abspath(folder) != vocab_folder)
-      print(f"note: no {FILE} beside {vocab_file}{elsewhere}: the text read from the "
-            f"vocabulary as {pair} (do_lower_case {json.dumps(pair.lower_case)}, "
-            f"strip_accents {json.dumps(pair.strip_accents)})", flush=True)
+      note(f"note: no {FILE} beside {vocab_file}{elsewhere}: the text read from the "
+           f"vocabulary as {pair} (do_lower_case {json.dumps(pair.lower_case)}, "
+           f"strip_accents {json.dumps(pair.strip_accents)})")
     return pair
   path, pair = next(iter(found.values()))
   for name, value in wanted.items():
@@ -168,11 +169,12 @@ def settle(vocab_file: str, folders: Iterable[str] = (), lower_case: Optional[bo
 
 def of_model(vocab_file: str, model_folder: str = "", lower_case: Optional[bool] = None,
              strip_accents: Optional[bool] = None,
-             asked: Callable[[str, bool], str] = as_hparam) -> Normalization:
+             asked: Callable[[str, bool], str] = as_hparam,
+             note: Callable[[str], None] = print) -> Normalization:
   """settle over the folders of a vocabulary and of the model it serves (if any)."""
   return settle(vocab_file, [os.path.dirname(os.path.abspath(vocab_file)),
                              *([model_folder] if model_folder else [])],
-                lower_case, strip_accents, asked)
+                lower_case, strip_accents, asked, note)
 
 
 def as_flag(name: str, value: bool) -> str:

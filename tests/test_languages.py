@@ -291,9 +291,10 @@ def test_the_pair_is_recorded_by_every_step(korean_run, capsys):
 def test_a_chain_without_its_tokenizer_config_reads_the_vocabulary(korean_run, tmp_path,
                                                                    capsys):
   """The data dir's tokenizer_config.json files deleted (the vocabulary's and the
-  records'), pre-training, then fine-tuning from its run (whose own is deleted too) and
-  tools.tokenize read the pair from the Korean vocabulary by the build's rule for a
-  given one, each saying so in one line: no Korean word is [UNK]."""
+  records'), pre-training, then fine-tuning from its run (whose own is deleted too), its
+  --predict (the trial's deleted as well) and tools.tokenize read the pair from the
+  Korean vocabulary by the build's rule for a given one, each saying so in one line: no
+  Korean word is [UNK]."""
   data = tmp_path / "data"
   shutil.copytree(korean_run["data"] / "pretrain_tfrecords", data / "pretrain_tfrecords",
                   ignore=shutil.ignore_patterns(normalization.FILE))
@@ -320,6 +321,16 @@ def test_a_chain_without_its_tokenizer_config_reads_the_vocabulary(korean_run, t
   trial = run / "finetuning_models" / f"{TASK}_model_1"
   finetuned = json.loads((trial / "finetuning_config.json").read_text())
   assert {k: finetuned["finetuning"][k] for k in KEPT} == KEPT
+  # --predict, the trial's own file deleted too: the line goes to stderr, the
+  # predictions alone to stdout.
+  (trial / normalization.FILE).unlink()
+  assert run_finetuning.main(["--task", korean_run["task"], "--model-name", "ko",
+                              "--data-dir", str(data), "--hparams", json.dumps(FINETUNING),
+                              "--predict", str(korean_run["root"] / "예측.tsv")]) == 0
+  out, err = capsys.readouterr()
+  assert [json.loads(line)["label"] in LABELS for line in out.splitlines()] == [True] * 6
+  assert (f"note: no tokenizer_config.json beside {trial / 'vocab.txt'} or in "
+          f"{run / 'export'}{read_as}") in err.splitlines()
 
   (tmp_path / "ko.txt").write_text("\n".join(GOOD + BAD) + "\n", encoding="utf-8")
   assert tokenize_tool.main(["--vocab-file", str(vocab), "--input",
