@@ -158,7 +158,8 @@ def test_workers_with_other_settings_or_one_gone_stop_before_the_first_step_in_o
                            str(tmp_path / "lost"), env=ENV, cluster=cluster,
                            indices=[index])[0] for index in (0, 1)]
   (code, _, err), (other_code, _, other_err) = wait_for_exit(workers, 120)
-  assert other_code == 2 and other_err.startswith(f"error: {missing}: vocabulary not found")
+  assert other_code == 2
+  assert other_err.startswith(f"error: {missing}: vocabulary not found")
   assert code == 2 and re.fullmatch(
       rf"error: lost worker 1 \({cluster['worker'][1]}\) before the first step \(.+\); "
       "see its own error, then run the same commands on every worker again\n", err), err

@@ -47,10 +47,10 @@ def make_strategy(name: str, tpu_address: Optional[str] = None,
   """The strategy a `distribution_strategy` flag names (multi_worker: see
   multi_worker_strategy); another with TF_CONFIG set is warned of, as it trains alone."""
   if os.environ.get("TF_CONFIG") and name != "multi_worker":
-    print(f"warning: TF_CONFIG is set, but distribution_strategy is {name!r}: this process "
-          "trains alone, not in TF_CONFIG's cluster; set \"distribution_strategy\": "
-          "\"multi_worker\" to train with it, or unset TF_CONFIG", file=sys.stderr,
-          flush=True)
+    print(f"warning: TF_CONFIG is set, but distribution_strategy is {name!r}: this "
+          "process trains alone, not in TF_CONFIG's cluster; set "
+          "\"distribution_strategy\": \"multi_worker\" to train with it, or unset "
+          "TF_CONFIG", file=sys.stderr, flush=True)
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "one_device":
@@ -87,7 +87,8 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
-  tasks = cluster.num_tasks(resolver.task_type) if resolver.task_type in cluster.jobs else 0
+  tasks = (cluster.num_tasks(resolver.task_type) if resolver.task_type in cluster.jobs
+           else 0)
   if resolver.task_id is None or not 0 <= resolver.task_id < tasks:
     sizes = ", ".join(f"{cluster.num_tasks(job)} {job}{'s' * (cluster.num_tasks(job) > 1)}"
                       for job in cluster.jobs)
