@@ -5,8 +5,10 @@ transformers' tokenizer_config.json (do_lower_case, strip_accents) beside the re
 beside a vocabulary it learned, in a pre-training run's folder and its export, beside a
 fine-tuned trial's copy of the vocabulary; the Hugging Face export and the reader
 bundle carry it too. Every later step reads it (settle), never decides it again; where
-nothing records it (data and runs made before it was recorded, a released checkpoint),
-it is the original's, ORIGINAL: lower-casing with accent stripping.
+nothing records it (data and runs made before it was recorded, a released checkpoint, a
+deleted file), settle reads it from the vocabulary's tokens as the build reads a given
+vocabulary (decide_for_vocab), and says so: for BERT's and ELECTRA's English
+vocabularies that is the original's, ORIGINAL, lower-casing with accent stripping.
 
 Accent stripping (NFD, then Mn marks dropped) changes more than Latin accents: it splits
 every Hangul syllable into its jamo, takes the voicing marks off kana, the vowel signs
@@ -21,7 +23,7 @@ from collections import Counter
 from typing import Callable, Dict, Iterable, Optional, Sequence
 
 from data_prep import reference_tokenizer as ref
-from data_prep.vocab import VocabError
+from data_prep.vocab import VocabError, load_vocab
 
 FILE = "tokenizer_config.json"
 # A learned vocabulary keeps accents when at least this share of the corpus's characters
@@ -122,15 +124,20 @@ def as_hparam(name: str, value: bool) -> str:
   return f"--hparams' {name} {json.dumps(value)}"
 
 
-def settle(folders: Iterable[str], lower_case: Optional[bool] = None,
+def settle(vocab_file: str, folders: Iterable[str] = (), lower_case: Optional[bool] = None,
            strip_accents: Optional[bool] = None,
-           asked: Callable[[str, bool], str] = as_hparam) -> Normalization:
-  """The pair a step uses: what the folders' tokenizer_config.json files record (they
-  must agree), else the original's. `lower_case`, `strip_accents`: what the step was
-  asked (None: nothing), refused where it contradicts a record; `asked(field, value)`
-  says how it was asked, for the message."""
+           asked: Callable[[str, bool], str] = as_hparam,
+           note: Callable[[str], None] = print) -> Normalization:
+  """The pair a step uses, the one rule of every reader: what the tokenizer_config.json
+  files in `folders` (the records', the vocabulary's, a model's) and beside `vocab_file`
+  record (they must agree); where none does, what the vocabulary's tokens show, by the
+  build's rule for a given vocabulary (decide_for_vocab), said in one line (`note`).
+  `lower_case`, `strip_accents`: what the step was asked (None: nothing), refused where
+  it contradicts a record; `asked(field, value)` says how it was asked, for the
+  message."""
+  vocab_folder = os.path.dirname(os.path.abspath(vocab_file))
   found = {}  # the file's real path: (its path as given, its pair)
-  for folder in folders:
+  for folder in [*folders, vocab_folder]:
     pair = read(folder)
     if pair is not None:
       path = os.path.join(folder, FILE)
@@ -142,7 +149,15 @@ def settle(folders: Iterable[str], lower_case: Optional[bool] = None,
                              "trained with")
   wanted = {"do_lower_case": lower_case, "strip_accents": strip_accents}
   if not found:
-    return from_fields(wanted)
+    pair = decide_for_vocab(load_vocab(vocab_file).tokens, vocab_file, lower_case,
+                            strip_accents, asked)
+    if None in wanted.values():
+      elsewhere = "".join(f" or in {folder}" for folder in folders
+                          if os.path.abspath(folder) != vocab_folder)
+      note(f"note: no {FILE} beside {vocab_file}{elsewhere}: the text read from the "
+           f"vocabulary as {pair} (do_lower_case {json.dumps(pair.lower_case)}, "
+           f"strip_accents {json.dumps(pair.strip_accents)})")
+    return pair
   path, pair = next(iter(found.values()))
   for name, value in wanted.items():
     if value is not None and value != pair.fields()[name]:
@@ -154,11 +169,12 @@ def settle(folders: Iterable[str], lower_case: Optional[bool] = None,
 
 def of_model(vocab_file: str, model_folder: str = "", lower_case: Optional[bool] = None,
              strip_accents: Optional[bool] = None,
-             asked: Callable[[str, bool], str] = as_hparam) -> Normalization:
+             asked: Callable[[str, bool], str] = as_hparam,
+             note: Callable[[str], None] = print) -> Normalization:
   """settle over the folders of a vocabulary and of the model it serves (if any)."""
-  return settle([os.path.dirname(os.path.abspath(vocab_file)),
-                 *([model_folder] if model_folder else [])], lower_case, strip_accents,
-                asked)
+  return settle(vocab_file, [os.path.dirname(os.path.abspath(vocab_file)),
+                             *([model_folder] if model_folder else [])],
+                lower_case, strip_accents, asked, note)
 
 
 def as_flag(name: str, value: bool) -> str:
@@ -267,12 +283,13 @@ def _words(tokens: Sequence[str]):
 
 
 def decide_for_vocab(tokens: Sequence[str], path: str, lower_case: Optional[bool],
-                     strip_accents: Optional[bool]) -> Normalization:
+                     strip_accents: Optional[bool],
+                     asked: Callable[[str, bool], str] = as_flag) -> Normalization:
   """The pair of a vocabulary that records none, read from its tokens: lower-casing
   unless it is cased, accent stripping (when lower-casing) unless its tokens hold what
-  stripping changes. Flags override, but lower-casing a cased vocabulary, or not
-  lower-casing an uncased one, is refused (counting only tokens whose letters have
-  case: Hangul, kana and CJK have none)."""
+  stripping changes. Flags override (`asked` names them), but lower-casing a cased
+  vocabulary, or not lower-casing an uncased one, is refused (counting only tokens whose
+  letters have case: Hangul, kana and CJK have none)."""
   words = _words(tokens)
   with_case = [t for t in words if t.lower() != t.upper()]
   cased = sum(t != t.lower() for t in with_case)
@@ -281,13 +298,13 @@ def decide_for_vocab(tokens: Sequence[str], path: str, lower_case: Optional[bool
   if lower_case and is_cased:
     raise VocabError(
         f"{path}: a cased vocabulary ({cased} of its {len(with_case)} tokens with cased "
-        "letters hold capitals) used with --do-lower-case; drop --do-lower-case, or "
-        "use an uncased vocab.txt")
+        f"letters hold capitals) used with {asked('do_lower_case', True)}; drop "
+        f"{asked('do_lower_case', True)}, or use an uncased vocab.txt")
   if lower_case is False and is_uncased:
     raise VocabError(
         f"{path}: an uncased vocabulary (none of its {len(with_case)} tokens with cased "
-        "letters holds a capital) used with --no-lower-case: every capitalised word would "
-        "be [UNK]; drop --no-lower-case")
+        f"letters holds a capital) used with {asked('do_lower_case', False)}: every "
+        f"capitalised word would be [UNK]; drop {asked('do_lower_case', False)}")
   lower = not is_cased if lower_case is None else lower_case
   changing = {char for char in vocab_characters(words) if ORIGINAL.changes(char)}
   accented = sum(not changing.isdisjoint(t.removeprefix("##")) for t in words)

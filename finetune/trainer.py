@@ -110,8 +110,9 @@ class Finetuner:
     # holds it from here on, so the run's record does.
     self.normalization = normalization.of_model(
         self.vocab_path, self.start.weights.folder if self.start else "",
-        config.do_lower_case, config.strip_accents)
+        config.do_lower_case, config.strip_accents, note=self.log)
     self.config = config = dataclasses.replace(config, **self.normalization.fields())
+    runtime.check_same_settings(self.strategy, self.run_signature())
     self.tokenizer = Tokenizer(vocab, *self.normalization)
     self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
     names = {task.name for task in self.tasks}

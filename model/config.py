@@ -48,7 +48,8 @@ class ModelChoice:
   embedding_size: Optional[int] = hparams.field(None, at_least=1, resumable=True)
   vocab_size: int = hparams.field(30522, at_least=1)
   # The tokenizer lower-cases the text. Null: as the data build recorded it beside the
-  # vocabulary (tokenizer_config.json; true where nothing does); given, it must agree.
+  # vocabulary (tokenizer_config.json; where nothing does, as the vocabulary's tokens
+  # show); given, it must agree.
   do_lower_case: Optional[bool] = hparams.field(None, meaning=True)
   # When lower-casing, the tokenizer strips accents. Null: as the data build recorded
   # it (as do_lower_case where nothing does); given, it must agree.

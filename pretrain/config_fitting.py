@@ -57,14 +57,14 @@ def with_normalization(config: PretrainingConfig,
                        start: Optional[PretrainedStart] = None) -> PretrainingConfig:
   """The config with the text normalisation the records and the vocabulary were built
   with, and the start's weights trained with (tokenizer_config.json beside each, which
-  must agree; the original's where none records one), which the run records; one the
-  config asks that contradicts them is refused."""
+  must agree; read from the vocabulary where none records one), which the run records;
+  one the config asks that contradicts them is refused."""
   records = sorted({os.path.dirname(path)
                     for path in input_pipeline.matching_files(config)})
   vocab = os.path.dirname(os.path.abspath(config.vocab_file))
   model = [start.weights.folder] if start else []
-  pair = normalization.settle([*records, vocab, *model], config.do_lower_case,
-                              config.strip_accents)
+  pair = normalization.settle(config.vocab_file, [*records, vocab, *model],
+                              config.do_lower_case, config.strip_accents)
   return dataclasses.replace(config, **pair.fields())
 
 

@@ -29,7 +29,7 @@ from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
 from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
-                                 run_normalization, write_run_config)
+                                 run_normalization, run_signature, write_run_config)
 from runs import lock, record
 from runs.checkpoints import CHECKPOINT_NAME, kept_checkpoints
 from training import runtime
@@ -56,6 +56,7 @@ class Pretrainer:
         self.files, config.max_seq_length, config.mask_prob)
     input_pipeline.check_token_ids(self.files, config.vocab_size, config.vocab_file)
     check_model_dir(config, self.start)
+    runtime.check_same_settings(self.strategy, run_signature(config, self.start))
     if config.do_train:  # before any model call: one too big would never return
       config.check_batch_split(config.train_batch_size,
                                self.strategy.num_replicas_in_sync)

@@ -339,6 +339,35 @@ def test_build_names_the_file_in_the_way_of_its_output(tmp_path, capsys):
   assert blocking.read_text() == "kept\n"
 
 
+def test_a_build_with_a_vocabulary_not_of_its_corpus_warns_of_its_unk_rate(tmp_path,
+                                                                          capsys):
+  """A Korean vocabulary given an English and Korean corpus: the build passes (exit 0),
+  with one warning naming the [UNK] rate, the summary's figure, and the likely cause."""
+  korean = ["오늘 날씨가 정말 좋네요", "음악이 아름답고 좋았어요"]
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("".join(f"{korean[i % 2]}\nthe film was fine\n\n"
+                                        for i in range(20)), encoding="utf-8")
+  vocab = tmp_path / "vocab.txt"
+  syllables = sorted({c for line in korean for c in line if c != " "})
+  vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + syllables
+                             + ["##" + c for c in syllables]) + "\n", encoding="utf-8")
+  capsys.readouterr()
+  assert build_pretraining_dataset.main([
+      "--corpus-dir", str(corpus), "--vocab-file", str(vocab), "--output-dir",
+      str(tmp_path / "out"), "--max-seq-length", "32", "--no-progress"]) == 0
+  out, err = capsys.readouterr()
+  rate = re.search(r"^\[UNK\] rate +(\S+)$", out, re.M)[1]
+  # A Korean line is a word-piece per syllable, an English one 4 [UNK]s.
+  pieces = sum(len(korean[i % 2].replace(" ", "")) for i in range(20))
+  assert rate == f"{100 * 80 / (80 + pieces):.2f}%"
+  assert err == (
+      f"warning: {rate} of the corpus's tokens are [UNK] (over 5%): the vocabulary "
+      f"{vocab} is likely not of this corpus's language or casing (the text lower-cased, "
+      "accents kept); the summary's \"not in the vocabulary\" names the characters it "
+      "lacks\n")
+
+
 # tools
 def test_litert_ops_names_a_file_that_is_not_a_model(tmp_path, capsys):
   empty, garbage = tmp_path / "empty.tflite", tmp_path / "garbage.tflite"

@@ -10,6 +10,7 @@ import collections
 import glob
 import json
 import os
+import shutil
 import unicodedata
 
 import numpy as np
@@ -285,6 +286,61 @@ def test_the_pair_is_recorded_by_every_step(korean_run, capsys):
       f"{data / 'pretrain_tfrecords' / 'tokenizer_config.json'} records the text "
       "lower-cased, accents kept (the vocabulary was built so); drop it, or build the "
       "data again with the normalisation you want\n")
+
+
+def test_a_chain_without_its_tokenizer_config_reads_the_vocabulary(korean_run, tmp_path,
+                                                                   capsys):
+  """The data dir's tokenizer_config.json files deleted (the vocabulary's and the
+  records'), pre-training, then fine-tuning from its run (whose own is deleted too), its
+  --predict (the trial's deleted as well) and tools.tokenize read the pair from the
+  Korean vocabulary by the build's rule for a given one, each saying so in one line: no
+  Korean word is [UNK]."""
+  data = tmp_path / "data"
+  shutil.copytree(korean_run["data"] / "pretrain_tfrecords", data / "pretrain_tfrecords",
+                  ignore=shutil.ignore_patterns(normalization.FILE))
+  shutil.copy(korean_run["data"] / "vocab.txt", data / "vocab.txt")
+  vocab, run = data / "vocab.txt", data / "models" / "ko"
+  read_as = (": the text read from the vocabulary as lower-cased, accents kept "
+             "(do_lower_case true, strip_accents false)")
+  capsys.readouterr()
+  assert run_pretraining.main(["--data-dir", str(data), "--model-name", "ko",
+                               "--hparams", json.dumps(TINY)]) == 0
+  assert json.loads((run / "tokenizer_config.json").read_text()) == KEPT
+  said = f"note: no tokenizer_config.json beside {vocab}"
+  assert (f"{said} or in {data / 'pretrain_tfrecords'}{read_as}"
+          in capsys.readouterr().out.splitlines())
+  record = json.loads((run / "pretrain_config.json").read_text())
+  assert {k: record["signature"][k] for k in KEPT} == KEPT
+
+  for folder in (run, run / "export"):
+    (folder / normalization.FILE).unlink()
+  assert run_finetuning.main(["--task", korean_run["task"], "--model-name", "ko",
+                              "--data-dir", str(data), "--hparams", json.dumps(
+                                  {**FINETUNING, "num_train_epochs": 1.0})]) == 0
+  assert (f"{said} or in {run / 'export'}{read_as}"
+          in capsys.readouterr().out.splitlines())
+  trial = run / "finetuning_models" / f"{TASK}_model_1"
+  finetuned = json.loads((trial / "finetuning_config.json").read_text())
+  assert {k: finetuned["finetuning"][k] for k in KEPT} == KEPT
+  # --predict, the trial's own file deleted too: the line goes to stderr, the
+  # predictions alone to stdout.
+  (trial / normalization.FILE).unlink()
+  assert run_finetuning.main(["--task", korean_run["task"], "--model-name", "ko",
+                              "--data-dir", str(data), "--hparams", json.dumps(FINETUNING),
+                              "--predict", str(korean_run["root"] / "예측.tsv")]) == 0
+  out, err = capsys.readouterr()
+  assert [json.loads(line)["label"] in LABELS for line in out.splitlines()] == [True] * 6
+  assert (f"note: no tokenizer_config.json beside {trial / 'vocab.txt'} or in "
+          f"{run / 'export'}{read_as}") in err.splitlines()
+
+  (tmp_path / "ko.txt").write_text("\n".join(GOOD + BAD) + "\n", encoding="utf-8")
+  assert tokenize_tool.main(["--vocab-file", str(vocab), "--input",
+                             str(tmp_path / "ko.txt"), "--output",
+                             str(tmp_path / "ko.jsonl")]) == 0
+  assert capsys.readouterr().out == f"{said}{read_as}\n"
+  rows = [json.loads(line) for line in open(tmp_path / "ko.jsonl", encoding="utf-8")]
+  assert ["".join(t.removeprefix("##") for t in row["tokens"]) for row in rows] == [
+      text.replace(" ", "") for text in GOOD + BAD]
 
 
 @pytest.mark.slow  # the fine-tuned model must tell the two labels apart

@@ -1,6 +1,8 @@
 """Faults of a multi-worker run (run_pretraining.py, two workers on 127.0.0.1): a signal
 to one worker stops both at one step, saved, and the re-run resumes there; a killed
-worker ends the survivor in one line; a cluster that never forms ends in one line."""
+worker ends the survivor in one line; a cluster that never forms, workers started with
+different settings and a task index outside TF_CONFIG's cluster each end in one line;
+TF_CONFIG left unused is one warning."""
 
 import json
 import os
@@ -12,6 +14,7 @@ import time
 import pytest
 import tensorflow as tf
 
+import run_pretraining
 from tests.helpers import (ROOT, TINY_MODEL, make_data_dir, start_workers, wait_for_exit,
                            wait_for_workers)
 from training.curves import LOG_NAME, read_log
@@ -131,3 +134,54 @@ def test_a_cluster_that_never_forms_ends_in_one_line_within_the_bound(data_dir, 
         "error: the multi-worker cluster did not form within 5 s: no word from worker "
         f"{other} ({cluster['worker'][other]}); start every worker of TF_CONFIG's "
         "cluster (or give them longer: \"cluster_wait_seconds\")\n"), err
+
+
+def test_workers_with_other_settings_or_one_gone_stop_before_the_first_step_in_one_line(
+    data_dir, tmp_path):
+  model_dir = tmp_path / "run"
+  cluster = loopback_cluster(2)
+  workers = [start_workers(command(data_dir, model_dir, num_train_steps=2,
+                                   **({"learning_rate": 0.01} if index else {})),
+                           str(tmp_path / "workers"), env=ENV, cluster=cluster,
+                           indices=[index])[0] for index in (0, 1)]
+  for code, _, err in wait_for_exit(workers, 120):
+    assert code == 2 and err == (
+        "error: the workers' settings differ: learning_rate 0.0005 on worker 0, 0.01 on "
+        "worker 1; give every worker the same settings\n"), err[-2000:]
+  assert tf.train.latest_checkpoint(str(model_dir)) is None
+
+  # A worker that ends before the exchange (its vocabulary missing) is named by the other.
+  cluster = loopback_cluster(2)
+  missing = tmp_path / "none.txt"
+  workers = [start_workers(command(data_dir, model_dir, num_train_steps=2,
+                                   **({"vocab_file": str(missing)} if index else {})),
+                           str(tmp_path / "lost"), env=ENV, cluster=cluster,
+                           indices=[index])[0] for index in (0, 1)]
+  (code, _, err), (other_code, _, other_err) = wait_for_exit(workers, 120)
+  assert other_code == 2
+  assert other_err.startswith(f"error: {missing}: vocabulary not found")
+  assert code == 2 and re.fullmatch(
+      rf"error: lost worker 1 \({cluster['worker'][1]}\) before the first step \(.+\); "
+      "see its own error, then run the same commands on every worker again\n", err), err
+
+
+def test_tf_config_out_of_range_or_unused_is_said_in_one_line(data_dir, tmp_path, capsys,
+                                                              monkeypatch):
+  cluster = loopback_cluster(2)
+  monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": 5}}))
+  argv = command(data_dir, tmp_path / "run", num_train_steps=1)[2:]
+  capsys.readouterr()
+  assert run_pretraining.main(argv) == 2
+  assert capsys.readouterr().err == (
+      "error: TF_CONFIG's task index 5 (type \"worker\") is not in its cluster of 2 "
+      "workers (indices 0 to 1); give each worker its own index in the cluster\n")
+  # Left at the default strategy, a run trains alone, and says TF_CONFIG is unused.
+  hparams = json.loads(argv[-1])
+  hparams.pop("distribution_strategy")
+  assert run_pretraining.main(argv[:-1] + [json.dumps(hparams)]) == 0
+  assert capsys.readouterr().err.splitlines()[0] == (
+      "warning: TF_CONFIG is set, but distribution_strategy is 'default': this process "
+      "trains alone, not in TF_CONFIG's cluster; set \"distribution_strategy\": "
+      "\"multi_worker\" to train with it, or unset TF_CONFIG")
+  assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-1")

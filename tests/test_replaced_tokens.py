@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data_prep import normalization
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from runs.pretrained import open_weights
@@ -21,11 +22,13 @@ TEXTS = ["The quick brown fox jumps over the lazy dog near the river bank today.
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-  """A tiny random pair exported as run_pretraining.py does (vocab.txt beside it)."""
+  """A tiny random pair exported as run_pretraining.py does (vocab.txt and
+  tokenizer_config.json beside it)."""
   data = tmp_path_factory.mktemp("data")
   write_tiny_pretrained_model(data)
   export = data / "models" / "tiny" / "export"
   shutil.copyfile(data / "vocab.txt", export / "vocab.txt")
+  normalization.write(str(export), normalization.ORIGINAL)
   return export
 
 
@@ -77,6 +80,16 @@ def test_scores_are_the_discriminators(model, tmp_path, capsys):
     assert row.endswith("*") == (p > 0.5)
   flagged = sum(results[0]["predicted_replaced"])
   assert rows[-1] == f"{len(tokens)} word-pieces, {flagged} called replaced"
+
+  # A released model records no normalisation: the line saying it is read from the
+  # vocabulary goes to stderr, and stdout holds the scores alone.
+  released = tmp_path / "released"
+  shutil.copytree(model, released, ignore=shutil.ignore_patterns(normalization.FILE))
+  code, out, err = run(capsys, "--checkpoint", released, "--input", lines, "--json")
+  assert code == 0 and json_lines(out) == results
+  assert err == (f"note: no tokenizer_config.json beside {released / 'vocab.txt'}: the "
+                 "text read from the vocabulary as lower-cased, accents stripped "
+                 "(do_lower_case true, strip_accents true)")
 
 
 def test_corrupt_marks_what_it_changed_and_hf_agrees(model, tmp_path, capsys):

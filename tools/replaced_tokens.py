@@ -14,6 +14,7 @@ pretrain/replaced_tokens.py.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -50,8 +51,11 @@ def main(argv=None) -> int:
   def score() -> int:
     from pretrain import replaced_tokens  # pylint: disable=g-import-not-at-top
     lines = [args.text] if args.input is None else read_lines(args.input)
-    scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, args.cased,
-                                    corrupt=args.corrupt)
+    # What loading says (the text's normalisation read from the vocabulary, say) goes
+    # to stderr: stdout holds the scores alone.
+    with contextlib.redirect_stdout(sys.stderr):
+      scorer = replaced_tokens.Scorer(args.checkpoint, args.vocab, args.cased,
+                                      corrupt=args.corrupt)
     results = scorer.score(lines, args.seed if args.corrupt else None,
                            where=args.input or "--text")
     for i, scored in enumerate(results):

@@ -6,8 +6,8 @@
 Lines are split on "\\n" only (a trailing "\\r" stays part of the line's text); each
 output line is {"tokens": [...], "ids": [...]}. Invalid UTF-8 is replaced by U+FFFD
 (which BERT drops) and counted on stderr. The text is normalised as the vocabulary's
-tokenizer_config.json records (the original's, lower-casing and accent stripping, where
-there is none); the flags ask otherwise, for a vocabulary that records nothing.
+tokenizer_config.json records (where there is none, as its tokens show, said in one
+line); the flags ask otherwise, for a vocabulary that records nothing.
 """
 
 import argparse

@@ -3,6 +3,8 @@
 Both phases start the same way (`start_run`), so a setting means the same in each.
 """
 
+import hashlib
+import json
 import os
 import random
 import re
@@ -11,6 +13,7 @@ import socket
 import sys
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 # TensorFlow's private modules that MultiWorkerMirroredStrategy configures its
@@ -42,7 +45,12 @@ def make_strategy(name: str, tpu_address: Optional[str] = None,
                   cluster_wait_seconds: int = ScaleSettings.cluster_wait_seconds
                   ) -> tf.distribute.Strategy:
   """The strategy a `distribution_strategy` flag names (multi_worker: see
-  multi_worker_strategy)."""
+  multi_worker_strategy); another with TF_CONFIG set is warned of, as it trains alone."""
+  if os.environ.get("TF_CONFIG") and name != "multi_worker":
+    print(f"warning: TF_CONFIG is set, but distribution_strategy is {name!r}: this "
+          "process trains alone, not in TF_CONFIG's cluster; set "
+          "\"distribution_strategy\": \"multi_worker\" to train with it, or unset "
+          "TF_CONFIG", file=sys.stderr, flush=True)
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "one_device":
@@ -79,6 +87,16 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
+  tasks = (cluster.num_tasks(resolver.task_type) if resolver.task_type in cluster.jobs
+           else 0)
+  if resolver.task_id is None or not 0 <= resolver.task_id < tasks:
+    sizes = ", ".join(f"{cluster.num_tasks(job)} {job}{'s' * (cluster.num_tasks(job) > 1)}"
+                      for job in cluster.jobs)
+    raise ClusterError(
+        f"TF_CONFIG's task index {json.dumps(resolver.task_id)} (type "
+        f"{json.dumps(resolver.task_type)}) is not in its cluster of {sizes}"
+        + (f" (indices 0 to {tasks - 1})" if tasks else "")
+        + "; give each worker its own index in the cluster")
   context.context().configure_coordination_service(
       service_type="standalone",
       service_leader=multi_worker_util.coordination_leader(cluster),
@@ -100,6 +118,61 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
         f"the multi-worker cluster did not form within {wait_seconds} s: no word from "
         f"{', '.join(waited_for)}; start every worker of TF_CONFIG's cluster (or give "
         "them longer: \"cluster_wait_seconds\")")
+
+
+def check_same_settings(strategy: tf.distribute.Strategy, signature: Dict):
+  """Refuses, on every worker of a multi-worker run, settings that fix the trained
+  weights (`signature`: what signs the phase's run) unlike another worker's, in one line
+  naming each field that differs, its values and the workers. One exchange of a hash per
+  field (every worker then knows which differ); a second, of those fields' values, only
+  when some do."""
+  workers = worker_position(strategy)[1]
+  if workers == 1:
+    return
+  fields = _flattened(signature)
+  names = sorted(fields)
+  # 48 bits of each value's SHA-256: exact in float64, the collectives' widest type.
+  hashes = [int.from_bytes(hashlib.sha256(fields[name].encode()).digest()[:6], "big")
+            for name in names]
+  try:
+    table = _gathered(strategy, workers, np.array(hashes, np.float64))
+    differ = [name for i, name in enumerate(names) if len(set(table[:, i])) > 1]
+    if not differ:
+      return
+    mine = np.frombuffer(json.dumps([fields[name] for name in differ]).encode(), np.uint8)
+    lengths = _gathered(strategy, workers, np.array([len(mine)], np.float64))[:, 0]
+    padded = np.zeros(int(lengths.max()), np.float64)
+    padded[:len(mine)] = mine
+    values = [json.loads(row[:int(n)].astype(np.uint8).tobytes())
+              for row, n in zip(_gathered(strategy, workers, padded), lengths)]
+  except tf.errors.OpError as e:
+    lost = lost_peer(e, strategy)
+    if lost is None:
+      raise
+    raise ClusterError(f"lost {lost[0]} before the first step ({lost[1]}); see its own "
+                       "error, then run the same commands on every worker again") from None
+  raise ClusterError("the workers' settings differ: " + "; ".join(
+      f"{name} " + ", ".join(f"{values[w][i]} on worker {w}" for w in range(workers))
+      for i, name in enumerate(differ)) + "; give every worker the same settings")
+
+
+def _flattened(values: Dict, prefix: str = "") -> Dict[str, str]:
+  """{"model.hidden_size": "256", ...}: each field of nested dicts, its value as JSON."""
+  flat = {}
+  for name, value in values.items():
+    if isinstance(value, dict):
+      flat.update(_flattened(value, f"{prefix}{name}."))
+    else:
+      flat[prefix + name] = json.dumps(value, sort_keys=True)
+  return flat
+
+
+def _gathered(strategy, workers: int, row: np.ndarray) -> np.ndarray:
+  """Every worker's `row` (one shape on all), by worker: [workers, len(row)]."""
+  gather = tf.function(lambda row: strategy.gather(
+      strategy.run(lambda: tf.identity(row)[None]), axis=0), autograph=False)
+  gathered = gather(tf.constant(row)).numpy()
+  return gathered[::len(gathered) // workers]
 
 
 # A task as TensorFlow's errors name it: /job:worker/replica:0/task:1, /job:worker/task:1.

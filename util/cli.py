@@ -127,7 +127,8 @@ def add_vocab_flags(parser) -> None:
   parser.add_argument("--cased", action="store_true",
                       help="the model's tokenizer keeps case and accents (for a model "
                            "whose tokenizer_config.json records nothing, as a released "
-                           "one; one that records lower-casing refuses it)")
+                           "one; one that records lower-casing, or an uncased "
+                           "vocabulary, refuses it)")
 
 
 def run_command(body: Callable[[], int]) -> int:
