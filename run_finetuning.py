@@ -90,7 +90,7 @@ def inputs(config, args) -> Dict[str, str]:
   if not args.hparams.strip().startswith("{"):
     read["--hparams"] = args.hparams.strip()
   for name in config.task_names:
-    if tasks.task_file_family(name):
+    if tasks.is_task_file(name):
       read["--task"] = name
     read.update(tasks.data_paths(tasks.get_task(name), config.data_dir))
   return read

@@ -11,8 +11,12 @@ READER = False
 
 
 def refusal(job) -> str:
-  del job  # every family has a serving function
-  return ""
+  finetuned = job.finetuned
+  if finetuned.runner.serving:
+    return ""
+  return (f"saved_model takes a model of a family with a serving function (its "
+          f"serving.py's SERVING); {finetuned.task.name} is of the "
+          f"{finetuned.family.name} family")
 
 
 def write(job, folder: str, log) -> List[str]:

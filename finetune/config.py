@@ -250,7 +250,7 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
             "model_name": model_name,
             "data_dir": data_dir,
             # Registered tasks by canonical name; users' tasks stay the path of their JSON.
-            "task_names": [n if task_registry.task_file_family(n) else t.name
+            "task_names": [n if task_registry.is_task_file(n) else t.name
                            for n, t in zip(task_names, tasks)]}
   values.update(task_registry.task_defaults(tasks))
   values.update(overrides)

@@ -3,11 +3,11 @@
 A task accepts several folder names (the original ELECTRA's, e.g. `sst`, and GLUE's own,
 e.g. `SST-2`), matched exactly and case-sensitively. The folder may also sit directly in
 <data_dir>, as in GLUE's download (glue_data/SST-2/train.tsv). A missing file is one
-error naming every accepted location.
+error naming every accepted location. A user's task names its files in its task file.
 """
 
 import os
-from typing import Sequence
+from typing import Dict, Sequence
 
 from finetune.errors import DataError
 
@@ -26,3 +26,13 @@ def find_split_file(data_dir: str, task_name: str, split: str, folders: Sequence
         candidates.append(path)
   raise DataError(f"{candidates[0]}: missing {split} file of {task_name}; expected "
                   f"{' or '.join(candidates)} ({expected_format})")
+
+
+def own_file(files: Dict[str, str], split: str, task_name: str) -> str:
+  """A user's task's file of `split` (named in its task file), or a DataError when it
+  is missing."""
+  path = files[split]
+  if not os.path.isfile(path):
+    raise DataError(f"{path}: the {split} file of task {task_name} " + (
+        "is a directory" if os.path.isdir(path) else "does not exist"))
+  return path

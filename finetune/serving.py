@@ -13,12 +13,13 @@ returns the predictions of `run_finetuning.py --predict`:
   probability [B] float32 (its share of the n-best list); SQuAD 2.0-style tasks also
   no_answer_score [B] float32 (the null odds) and no_answer [B] bool (> qa_na_threshold).
   The graph does what --predict does with the run's FinetuningConfig: the context split
-  into words at finetune/qa/data.py's separators, each word tokenized alone, the question
-  cut to max_query_length pieces, windows every doc_stride pieces, each piece scored in
-  its window of most context, the head's candidates (joint beam or independent n-best)
-  ranked, max_answer_length, and the answer text aligned on the words as get_final_text
-  does (so trimmed inside a word where the pieces are, the words of a multi-word answer
-  joined by one space). The n-best list is deduplicated by text, so every kept
+  into words as finetune/qa/data.py splits it (at its separators, each CJK character
+  alone), each word tokenized alone, the question cut to max_query_length pieces,
+  windows every doc_stride pieces, each piece scored in its window of most context, the
+  head's candidates (joint beam or independent n-best) ranked, max_answer_length, and
+  the answer text aligned on the words as get_final_text does (so trimmed inside a word
+  where the pieces are, the words of a multi-word answer joined by one space, none where
+  the context has none). The n-best list is deduplicated by text, so every kept
   candidate's text is computed (up to windows x beam_size^2 spans). Where --predict
   refuses an empty question or context, the graph answers ("empty" when the context has
   no words); a question that leaves no room for the context fails an assertion.

@@ -4,13 +4,14 @@ aliases.
 A family is one folder that declares itself in one record (finetune/family.py); FAMILIES
 lists them, and `register` adds one (a user's or a test's module). `get_task("glue/sst2")`,
 `get_task("sst")` (the original's name) and `get_task("my_task.json")` (a user's task
-file) return task definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated
-list as the original's multi-task runs take it; `read_examples(task, data_dir, split)`
-reads any task's split and `runner_for(task, ...)` is its family's runner. Per-task
-hyperparameter defaults live in configs/finetuning/task_defaults.json. Loads without
-TensorFlow.
+file, read by the family its "family" key names, sentence when none) return task
+definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the
+original's multi-task runs take it; `read_examples(task, data_dir, split)` reads any
+task's split and `runner_for(task, ...)` is its family's runner. Per-task hyperparameter
+defaults live in configs/finetuning/task_defaults.json. Loads without TensorFlow.
 """
 
+import json
 import os
 from typing import Dict, List, Optional, Union
 
@@ -19,7 +20,7 @@ from finetune.family import Family
 from finetune.qa import family as qa
 from finetune.sentence import family as sentence
 from finetune.tagging import family as tagging
-from util.hparams import load_preset, unknown_name_message
+from util.hparams import HParamsError, load_json, load_preset, unknown_name_message
 
 # The shipped families; their settings are FinetuningConfig's sections
 # (finetune/config.py).
@@ -69,24 +70,52 @@ def read_examples(task, data_dir: str, split: str, max_examples: Optional[int] =
                                        tfds_data_dir, fetch_missing)
 
 
-def task_file_family(name: str) -> Optional[Family]:
-  """The family whose users' task files `name` is the path of, else None."""
-  return next((family for family in FAMILIES if family.task_file_suffix and
-               name.strip().endswith(family.task_file_suffix)), None)
+# A user's task is given as the path of its task file, a JSON object.
+TASK_FILE_SUFFIX = ".json"
+# The family of a task file without a "family" key (the first files had none).
+DEFAULT_TASK_FILE_FAMILY = "sentence"
+
+
+def is_task_file(name: str) -> bool:
+  """Whether `name` is the path of a user's task file rather than a task's name."""
+  return name.strip().endswith(TASK_FILE_SUFFIX)
+
+
+def load_task_file(path: str):
+  """A user's task from its task file, by the family its "family" key names."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      spec = load_json(f.read(), path)
+  except HParamsError as e:
+    raise DataError(str(e)) from None
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+  except OSError as e:
+    raise DataError(f"{path}: cannot read the task description ({e.strerror})") from None
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start}); expected the task's "
+                    "JSON description") from None
+  if not isinstance(spec, dict):
+    raise DataError(f"{path}: expected a JSON object describing the task")
+  name = spec.pop("family", DEFAULT_TASK_FILE_FAMILY)
+  readers = {family.name: family for family in FAMILIES if family.load_task_file}
+  if not isinstance(name, str) or name not in readers:
+    raise DataError(f"{path}: " + unknown_name_message(
+        str(name), list(readers), "task family", list_valid=True))
+  return readers[name].load_task_file(path, spec)
 
 
 def get_task(name: str):
   """A registered task by canonical name or alias, or a user's task from its file."""
   name = name.strip()
-  family = task_file_family(name)
-  if family is not None:
-    return family.load_task_file(name)
+  if is_task_file(name):
+    return load_task_file(name)
   named, aliases = _named(), _aliases()
   name = aliases.get(name, name)
   if name not in named:
-    files = " or ".join(f.task_file_suffix for f in FAMILIES if f.task_file_suffix)
     raise DataError(unknown_name_message(name, list(named) + list(aliases), "task") +
-                    f" (a user's task is given as the path of its {files} description)")
+                    f" (a user's task is given as the path of its {TASK_FILE_SUFFIX} "
+                    "task file)")
   return named[name]
 
 
@@ -108,10 +137,9 @@ def get_tasks(names: Union[str, List[str]]) -> list:
 def data_paths(task, data_dir: str) -> Dict[str, str]:
   """Where a task's files are read from, by what names them: a user's task's split files,
   else the data dir's finetuning_data folder (an output must write over none)."""
-  if getattr(task, "files_dir", None) is not None:
-    return {f"the {split} file of task {task.name}":
-            os.path.join(task.files_dir, layout.file_names[0])
-            for split, layout in task.splits.items()}
+  if getattr(task, "files", None):
+    return {f"the {split} file of task {task.name}": path
+            for split, path in task.files.items()}
   return {"--data-dir": os.path.join(data_dir, "finetuning_data")}
 
 

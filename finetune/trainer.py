@@ -415,9 +415,15 @@ class Finetuner:
               f"{k} {m}": v for k, s in e["scores"].items() for m, v in s.items()}}
                      for e in scored]
       if config.export_serving and kept:
-        exported = serving.export(model, self.runners, self.tokenizer.vocab,
-                                  self.normalization, config.max_seq_length, model_dir)
-        self.log(f"wrote the serving SavedModel {exported}")
+        for runner in self.runners:
+          if not runner.serving:
+            self.log(f"{runner.task.name}: no serving SavedModel (its family declares no "
+                     "serving: finetune/serving.py Serving)")
+        served = [runner for runner in self.runners if runner.serving]
+        if served:
+          exported = serving.export(model, served, self.tokenizer.vocab,
+                                    self.normalization, config.max_seq_length, model_dir)
+          self.log(f"wrote the serving SavedModel {exported}")
     else:
       with self.strategy.scope():
         model = self.build_model()

@@ -415,7 +415,11 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                                        overrides)
   with caplog.at_level(logging.WARNING):
     report = trainer.run(config, log=lambda _: None)
-  assert "1 questions have no gold answer at its offset" in caplog.text
+  assert ("squad/v1.1 train: 1 gold answers are not at their answer_start (first: "
+          f"{root / 'squadv1' / 'train.json'}: article 0 paragraph 0 question "
+          f"{train['data'][0]['paragraphs'][0]['qas'][0]['id']}: answer 'no such answer' "
+          f"at 0, where the context reads {train['data'][0]['paragraphs'][0]['context'][:14]!r}"
+          "); 1 questions left without one are left out of training") in caplog.text
   summary = {k: v["median"] for k, v in report["summary"].items()}
   assert set(summary) == {"squad/v1.1 dev exact_match", "squad/v1.1 dev f1",
                           "squad/v2.0 dev exact_match", "squad/v2.0 dev f1",
@@ -478,11 +482,15 @@ def test_squad_answers_all_off_their_offsets_are_named_as_the_cause(tmp_path, ca
   write_json(data / "finetuning_data" / "squadv1" / "train.json", train)
   write_json(data / "finetuning_data" / "squadv1" / "dev.json", squad_subset(articles[1:2], 1, 2))
   write_tiny_pretrained_model(data)
-  first = train["data"][0]["paragraphs"][0]["qas"][0]
+  paragraph = train["data"][0]["paragraphs"][0]
+  first, context = paragraph["qas"][0], paragraph["context"]
+  answer, start = first["answers"][0]["text"], first["answers"][0]["answer_start"]
   assert run_finetuning.main(["--task", "squad/v1.1", "--model-name", "tiny", "--data-dir",
                               str(data), "--hparams", '{"max_seq_length": 128}']) == 2
   assert capsys.readouterr().err.splitlines()[-1] == (
       "error: squad/v1.1 train: none of its 6 answerable questions has a gold answer whose "
-      f"text is in the context at its answer_start (first: question {first['id']}, answer "
-      f"{first['answers'][0]['text']!r}); answer_start must be the answer's first "
+      f"text is in the context at its answer_start (first: "
+      f"{data / 'finetuning_data' / 'squadv1' / 'train.json'}: article 0 paragraph 0 "
+      f"question {first['id']}: answer {answer!r} at {start}, where the context reads "
+      f"{context[start:start + len(answer)]!r}); answer_start must be the answer's first "
       "character in the context, counted from 0")

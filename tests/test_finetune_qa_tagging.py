@@ -4,6 +4,7 @@ import gzip
 import json
 import logging
 import os
+import re
 
 import pytest
 import seqeval.metrics
@@ -13,7 +14,13 @@ from finetune.tagging import metrics as tagging_metrics
 from finetune.qa import data as qa_data
 from finetune.tagging import data as tagging_data
 from finetune.errors import DataError
+from data_prep.reference_tokenizer import CJK_RANGES
 from tests.helpers import shared_path
+
+# A context's words: each CJK character alone, else a run of characters no separator
+# (space, tab, line break, U+202F) or CJK character is part of.
+_CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+WORD = re.compile(f"[{_CJK}]|[^ \t\r\n\u202f{_CJK}]+")
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +41,30 @@ def test_squad_v1_reader_locates_every_shared_answer(squad_dev):
         question["id"], question["question"], context)
     assert example.gold_texts == tuple(a["text"] for a in question["answers"])
     assert len(example.answers) == len(question["answers"]) and not example.is_impossible
-    assert example.doc_tokens == tuple(context.split())
+    spans = [m.span() for m in WORD.finditer(context)]
+    assert example.doc_tokens == tuple(context[a:b] for a, b in spans)
     for answer in example.answers:
       assert context[answer.start:answer.start + len(answer.text)] == answer.text
-      # The words it maps to cover the answer (the original's training check).
-      covered = " ".join(example.doc_tokens[answer.start_word:answer.end_word + 1])
-      assert " ".join(answer.text.split()) in covered
+      # Its first and last characters are in the words it maps to.
+      last = answer.start + len(answer.text) - 1
+      assert spans[answer.start_word][0] <= answer.start < spans[answer.start_word][1]
+      assert spans[answer.end_word][0] <= last < spans[answer.end_word][1]
+  # SQuAD's English contexts hold some Chinese (names in their own script).
+  assert sum(any(len(w) == 1 and WORD.match(w) and w >= "\u3400" for w in e.doc_tokens)
+             for e in examples) > 10
 
 
 def test_split_words_maps_characters_to_words():
   words, char_to_word = qa_data.split_words(" ab  c\u202fd ")
   assert words == ("ab", "c", "d")
   assert char_to_word == (-1, 0, 0, 0, 0, 1, 1, 2, 2)
+  # Each CJK character is a word (as BERT's tokenizer makes it a token); Hangul is not
+  # CJK there.
+  words, char_to_word = qa_data.split_words("北京市(Beijing)是首都。 한국어 x北y")
+  assert words == ("北", "京", "市", "(Beijing)", "是", "首", "都", "。", "한국어", "x", "北",
+                   "y")
+  assert char_to_word == (0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 5, 6, 7, 7, 8, 8, 8, 8, 9,
+                          10, 11)
 
 
 def _write_json(path, value):
@@ -72,21 +91,22 @@ def _v2_document():
       ]}]}]}
 
 
-def test_squad_v2_reader_with_unanswerable_and_mismatched_answers(tmp_path, caplog):
+def test_squad_v2_reader_with_unanswerable_and_mismatched_answers(tmp_path):
   path = _write_json(tmp_path / "finetuning_data" / "squad" / "train.json", _v2_document())
   task = tasks.get_task("squad")
   assert task.name == "squad/v2.0" and task.v2
-  with caplog.at_level(logging.WARNING):
-    examples = tasks.read_examples(task, str(tmp_path), "train")
+  examples = tasks.read_examples(task, str(tmp_path), "train")
   assert [e.qid for e in examples] == ["q1", "q2", "q3"]
   q1, q2, q3 = examples
   assert [(a.text, a.start_word, a.end_word) for a in q1.answers] == [
       ("The Normans", 0, 1), ("Normans", 1, 1)]
   assert q2.is_impossible and q2.answers == () and q2.gold_texts == ()
-  # "Spain" is not at its offset: counted and reported, the question is kept.
-  assert [a.text for a in q3.answers] == ["France"] and q3.unmatched_answers == 1
+  # "Spain" is not at its offset: kept with where it was (the runner reports it), the
+  # question is kept.
+  assert [a.text for a in q3.answers] == ["France"]
+  assert q3.unmatched == (f"{path}: article 0 paragraph 0 question q3: answer 'Spain' "
+                          "at 53, where the context reads 'Franc'",)
   assert q3.doc_tokens[q3.answers[0].start_word] == "France."
-  assert f"{path}: 1 gold answers do not match" in caplog.text and "q3" in caplog.text
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -96,7 +116,16 @@ def test_squad_v2_reader_with_unanswerable_and_mismatched_answers(tmp_path, capl
      "article 0 paragraph 0 question q1: empty question"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(
         answer_start=70), "answer 'The Normans' at offset 70 runs outside the context"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("id"), "each question needs"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("id"),
+     'article 0 paragraph 0 question 0: no "id" \\(each question needs one of its own\\)$'),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].pop("question"),
+     'article 0 paragraph 0 question q2: no "question" text$'),
+    (lambda d: d["data"][0]["paragraphs"][0].pop("context"),
+     'article 0 paragraph 0: no "context" text$'),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][2].pop("answers"),
+     'question q3: no "answers" \\(an empty list for a question without an answer\\)$'),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][2].update(answers="France"),
+     'question q3: "answers" must be a list of {"text", "answer_start"} or'),
     (lambda d: d.pop("data"), 'expected a SQuAD JSON object with a "data" list'),
 ])
 def test_squad_reader_errors(tmp_path, change, expected):
@@ -113,7 +142,8 @@ def test_malformed_json_and_v1_without_answers(tmp_path):
   with pytest.raises(DataError, match=f"{path}:2:19: invalid JSON"):
     qa_data.read_file(tasks.get_task("squadv1"), str(path))
   _write_json(path, _v2_document())
-  with pytest.raises(DataError, match="question q2 has no answers"):
+  with pytest.raises(DataError, match=r"question q2: no answers \(squad/v1.1 has no "
+                     r"unanswerable questions; SQuAD 2.0 data needs squad/v2.0\)$"):
     qa_data.read_file(tasks.get_task("squad/v1.1"), str(path))
   with pytest.raises(DataError, match=r"finetuning_data/squadv1/train.json: missing train"):
     tasks.read_examples(tasks.get_task("squadv1"), str(tmp_path), "train")

@@ -141,7 +141,11 @@ def qa_questions(articles):
                       # cut.
                       (" ".join(["why"] * 30), "\tTabs\tand\u202fnarrow  spaces,\r\nline "
                        "one of two; a short context."),
-                      ("What\x1cis\u3000it?", "It is 42.")]
+                      ("What\x1cis\u3000it?", "It is 42."),
+                      # Chinese, without spaces: each CJK character a word, "中国"
+                      # twice (the answer's place is the one its pieces are at).
+                      ("文化中心在哪个国家？", "北京是中国的首都。北京也是中国的文化中心。"),
+                      ("哪里？", "中国 中国中国。上海在中国东部。")]
 
 
 def assert_same_answers(got, want):

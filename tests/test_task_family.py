@@ -24,6 +24,7 @@ from finetune.sentence.data import encode
 from finetune.sentence.model import SentenceHead
 from finetune.sentence.data import SentenceExample
 from tests.helpers import ROOT, shared_path
+from tools import export
 from runs import record
 from util import hparams
 
@@ -71,6 +72,14 @@ class FirstWordRunner(TaskRunner):
   def score(self, examples, features, outputs, split):
     return {"accuracy": 100 * float(np.mean(outputs.argmax(-1) == features["label"]))}
 
+  def read_unlabeled(self, path):
+    with open(path, encoding="utf-8") as f:
+      return [SentenceExample(i, line.strip(), None, False) for i, line in enumerate(f)]
+
+  def prediction_records(self, examples, features, outputs):
+    return [{"index": e.eid, "cat_first": bool(o.argmax())}
+            for e, o in zip(examples, outputs)]
+
 
 @dataclasses.dataclass(frozen=True)
 class ToySettings:
@@ -92,18 +101,22 @@ def toy_registered(monkeypatch):
 
 def test_a_toy_family_registered_in_one_place_runs_through_the_script(
     toy_registered, tmp_path, capsys):
+  """The default command, serving export on: a family without one (runner.serving
+  None) trains, scores, says in one line that it has no SavedModel, and predicts."""
   del toy_registered
   data = tmp_path / "data"
   data.mkdir()
   (data / "vocab.txt").write_bytes(
       open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
   READ.clear()
-  code = run_finetuning.main(
-      ["--task", "first_word", "--data-dir", str(data), "--hparams", json.dumps(
-          {"debug": True, "train_batch_size": 8, "max_seq_length": 8,
-           "num_train_epochs": 1, "export_serving": False})])
+  flags = ["--task", "first_word", "--data-dir", str(data), "--hparams", json.dumps(
+      {"debug": True, "train_batch_size": 8, "max_seq_length": 8, "num_train_epochs": 1})]
+  code = run_finetuning.main(flags)
   out = capsys.readouterr()
   assert code == 0, out.err[-2000:]
+  assert out.out.count("no serving SavedModel") == 1
+  assert ("toy/first_word: no serving SavedModel (its family declares no serving: "
+          "finetune/serving.py Serving)\n") in out.out
   # The family's reader read both splits, the debug run's 100 examples at most.
   assert sorted(READ) == [("toy/first_word", "dev", None), ("toy/first_word", "train", None)]
   results = data / "models" / "electra_small" / "results" / "toy_first_word_results.json"
@@ -113,6 +126,23 @@ def test_a_toy_family_registered_in_one_place_runs_through_the_script(
   assert 0 <= accuracy <= 100
   # 64 training examples in batches of 8, one epoch: the runner's loss trains 8 steps.
   assert "starting at step 0/8" in out.out
+  trial = data / "models" / "electra_small" / "finetuning_models" / "toy_first_word_model_1"
+  assert not (trial / "saved_model").exists()
+  # --predict on the dev texts: the evaluation's accuracy again.
+  dev = read_first_word(FirstWordTask(), None, "dev")
+  texts = tmp_path / "texts.txt"
+  texts.write_text("".join(e.text_a + "\n" for e in dev))
+  assert run_finetuning.main(flags + ["--predict", str(texts)]) == 0
+  records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+  assert [r["index"] for r in records] == list(range(len(dev)))
+  assert 100 * np.mean([r["cat_first"] == e.label for r, e in zip(records, dev)]) == \
+      pytest.approx(accuracy)
+  # tools.export's SavedModel: one line.
+  assert export.main(["--model-dir", str(trial), "--output", str(tmp_path / "out"),
+                      "--format", "saved_model"]) == 2
+  assert capsys.readouterr().err == (
+      f"error: {trial}: saved_model takes a model of a family with a serving function (its "
+      "serving.py's SERVING); toy/first_word is of the toy family\n")
 
 
 def test_a_family_registered_twice_or_with_a_taken_name_is_refused(toy_registered):

@@ -1,11 +1,14 @@
-"""Extractive question answering data: the tasks, SQuAD 1.1/2.0 JSON and MRQA jsonl
-read into questions, and their windows of [CLS] question [SEP] context [SEP].
+"""Extractive question answering data: the tasks, SQuAD 1.1/2.0 JSON, JSON lines of
+questions and MRQA jsonl read into questions, and their windows of [CLS] question [SEP]
+context [SEP].
 
-A question's context is split into whitespace-separated words as the original does,
-every gold answer located by its character offset and mapped to the words it covers.
-An answer whose text is not found at its offset is counted and reported, not fatal (the
-original drops such answers from training); malformed JSON, empty contexts or questions,
-and impossible offsets are errors naming the file and position.
+A question's context is split into whitespace-separated words as the original does (each
+CJK character a word of its own), every gold answer located by its character offset and
+mapped to the words it covers. An answer whose text is not found at its offset is kept
+with where it was (the runner leaves it out of training, as the original); malformed
+JSON, a missing or empty context or question, a repeated question id and impossible
+offsets are errors naming the file and position. A test split's questions are read
+without their answers.
 
 The windows are the original's featurization: every word of the context is
 WordPiece-tokenized on its own (so each piece knows its word), the question keeps
@@ -29,6 +32,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
 from finetune.errors import DataError
@@ -48,11 +52,12 @@ class QAExample:
   qid: str
   question: str
   context: str
-  doc_tokens: Tuple[str, ...]   # the context split at whitespace
+  doc_tokens: Tuple[str, ...]   # the context's words (split_words)
   answers: Tuple[Answer, ...]   # gold answers found at their offsets; training uses [0]
   gold_texts: Tuple[str, ...]   # every gold answer text, for evaluation
   is_impossible: bool = False
-  unmatched_answers: int = 0    # gold answers whose text is not at their offset
+  # Each gold answer whose text is not at its offset: where, and what the context holds.
+  unmatched: Tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
 
 # What separates a context's words; U+202F (narrow no-break space) does in some SQuAD
@@ -61,27 +66,32 @@ WORD_SEPARATORS = " \t\r\n\u202f"
 
 
 def split_words(context: str) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
-  """Whitespace-separated words and, for every character, the index of its word.
+  """The context's words and, for every character, the index of its word.
 
-  Whitespace maps to the preceding word (-1 before the first), as in the original.
+  Words are whitespace-separated, as in the original, but each CJK character is a word
+  of its own, as BERT's tokenizer makes it a token: a context in Chinese, without
+  spaces, would be one word, and an answer inside it would map to the first place its
+  pieces occur. Whitespace maps to the preceding word (-1 before the first).
   """
-  words, char_to_word, in_space = [], [], True
+  words, char_to_word, alone = [], [], True  # alone: the next character starts a word
   for char in context:
     if char in WORD_SEPARATORS:
-      in_space = True
+      alone = True
     else:
-      if in_space:
+      cjk = char >= "\u3400" and is_cjk(ord(char))
+      if alone or cjk:
         words.append(char)
       else:
         words[-1] += char
-      in_space = False
+      alone = cjk
     char_to_word.append(len(words) - 1)
   return tuple(words), tuple(char_to_word)
 
 
 def _locate(text: str, start, context: str, char_to_word, where: str) -> Optional[Answer]:
   """The Answer at `start`, or None when the context holds other text there."""
-  if not isinstance(start, int) or isinstance(start, bool) or not text:
+  if not isinstance(start, int) or isinstance(start, bool) or \
+      not isinstance(text, str) or not text:
     raise DataError(f"{where}: an answer needs a non-empty \"text\" and an integer "
                     f"offset, got text {text!r} at {start!r}")
   if not 0 <= start or start + len(text) > len(context):
@@ -94,23 +104,25 @@ def _locate(text: str, start, context: str, char_to_word, where: str) -> Optiona
 
 
 def make_example(eid, qid, question, context, words, char_to_word, answers, is_impossible,
-             where) -> QAExample:
+                 where) -> QAExample:
   if not isinstance(question, str) or not question.strip():
     raise DataError(f"{where}: empty question")
   located = [_locate(text, start, context, char_to_word, where) for text, start in answers]
-  found = tuple(a for a in located if a is not None)
   return QAExample(eid=eid, qid=str(qid), question=question, context=context,
-                   doc_tokens=words, answers=found,
+                   doc_tokens=words, answers=tuple(a for a in located if a is not None),
                    gold_texts=tuple(text for text, _ in answers),
                    is_impossible=is_impossible,
-                   unmatched_answers=len(located) - len(found))
+                   unmatched=tuple(f"{where}: answer {text!r} at {start}, where the "
+                                   f"context reads {context[start:start + len(text)]!r}"
+                                   for (text, start), a in zip(answers, located)
+                                   if a is None))
 
 
 @dataclasses.dataclass(frozen=True)
 class QATask:
   name: str                   # canonical, e.g. "squad/v1.1"
   folders: Tuple[str, ...]    # accepted folder names under finetuning_data/
-  file_format: str            # "squad" (one JSON document) or "mrqa" (jsonl)
+  file_format: str            # "squad" (SQuAD JSON or JSON lines) or "mrqa" (jsonl)
   v2: bool = False            # has unanswerable questions
   aliases: Tuple[str, ...] = ()
   eval_splits: Tuple[str, ...] = ("dev",)
@@ -118,6 +130,8 @@ class QATask:
   train_split: str = "train"
   metrics: Tuple[str, ...] = ("exact_match", "f1")
   tfds_name: Optional[str] = None
+  # A user's task (its task file, family.py): the path of each split's file.
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 QA_TASKS = (
@@ -134,10 +148,50 @@ QA_TASKS = (
 )
 
 
-def _check_context(context, where: str) -> str:
-  if not isinstance(context, str) or not context.strip():
-    raise DataError(f"{where}: empty context")
-  return context
+def _text(record, key: str, where: str) -> str:
+  """A question's or context's text, refused naming the field when missing or empty."""
+  value = record.get(key)
+  if not isinstance(value, str) or not value.strip():
+    raise DataError(f"{where}: " + (f"empty {key}" if isinstance(value, str) else
+                                    f"no \"{key}\" text"))
+  return value
+
+
+def _answer_pairs(record, where: str) -> List[Tuple[str, int]]:
+  """(text, offset) of a question's gold answers: SQuAD's list of {"text",
+  "answer_start"}, or Hugging Face datasets' {"text": [...], "answer_start": [...]}."""
+  if "answers" not in record:
+    raise DataError(f"{where}: no \"answers\" (an empty list for a question without "
+                    "an answer)")
+  answers = record["answers"]
+  if isinstance(answers, dict) and isinstance(answers.get("text"), list) and \
+      isinstance(answers.get("answer_start"), list) and \
+      len(answers["text"]) == len(answers["answer_start"]):
+    return list(zip(answers["text"], answers["answer_start"]))
+  if isinstance(answers, list) and all(isinstance(a, dict) and "text" in a and
+                                       "answer_start" in a for a in answers):
+    return [(a["text"], a["answer_start"]) for a in answers]
+  raise DataError(f"{where}: \"answers\" must be a list of {{\"text\", \"answer_start\"}} "
+                  "or {\"text\": [...], \"answer_start\": [...]} of equal lengths")
+
+
+def _question(task: QATask, eid: int, qid, record, context: str, words, char_to_word,
+              labelled: bool, where: str) -> QAExample:
+  """One question of `record` on `context` (its answers ignored when not `labelled`)."""
+  question = _text(record, "question", where)
+  if not labelled:
+    return make_example(eid, qid, question, context, words, char_to_word, [], False, where)
+  pairs = _answer_pairs(record, where)
+  is_impossible = bool(record.get("is_impossible", False)) or not pairs
+  if is_impossible and not task.v2:
+    hint = ("give \"unanswerable\": true in its task file" if task.files else
+            "SQuAD 2.0 data needs squad/v2.0")
+    raise DataError(f"{where}: no answers ({task.name} has no unanswerable questions; "
+                    f"{hint})")
+  if is_impossible:
+    pairs = []  # v2.0 keeps the would-be answers apart, as plausible_answers
+  return make_example(eid, qid, question, context, words, char_to_word, pairs,
+                      is_impossible, where)
 
 
 def _load_squad_json(path: str):
@@ -156,40 +210,25 @@ def _squad_examples(task: QATask, document, path: str,
   ignored when not `labelled`: questions to predict)."""
   if not isinstance(document, dict) or not isinstance(document.get("data"), list):
     raise DataError(f"{path}: expected a SQuAD JSON object with a \"data\" list of "
-                    "articles")
+                    "articles, or JSON lines of {\"question\", \"context\", ...}")
   eid = 0
   for a, article in enumerate(document["data"]):
     for p, paragraph in enumerate(article.get("paragraphs", [])):
       where = f"{path}: article {a} paragraph {p}"
-      try:
-        context = _check_context(paragraph.get("context"), where)
-        questions = paragraph["qas"]
-      except (KeyError, AttributeError, TypeError):
-        raise DataError(f"{where}: expected an object with \"context\" and \"qas\"") \
-            from None
+      if not isinstance(paragraph, dict) or not isinstance(paragraph.get("qas"), list):
+        raise DataError(f"{where}: expected an object with \"context\" and \"qas\"")
+      context = _text(paragraph, "context", where)
       words, char_to_word = split_words(context)
-      for qa in questions:
-        if not labelled:
-          if not isinstance(qa, dict) or "question" not in qa:
-            raise DataError(f"{where}: each question needs a \"question\"")
-          yield make_example(eid, qa.get("id", str(eid)), qa["question"], context,
-                             words, char_to_word, [], False, f"{where} question {eid}")
-          eid += 1
-          continue
-        try:
-          qid, question, answers = qa["id"], qa["question"], qa.get("answers", [])
-          pairs = [(answer["text"], answer["answer_start"]) for answer in answers]
-        except (KeyError, TypeError):
-          raise DataError(f"{where}: each question needs \"id\", \"question\" and "
-                          "\"answers\" of {\"text\", \"answer_start\"}") from None
-        is_impossible = bool(qa.get("is_impossible", False)) or not pairs
-        if is_impossible and not task.v2:
-          raise DataError(f"{where}: question {qid} has no answers ({task.name} has no "
-                          "unanswerable questions; SQuAD 2.0 data needs squad/v2.0)")
-        if is_impossible:
-          pairs = []  # v2.0 keeps the would-be answers apart, as plausible_answers
-        yield make_example(eid, qid, question, context, words, char_to_word, pairs,
-                       is_impossible, f"{where} question {qid}")
+      for q, qa in enumerate(paragraph["qas"]):
+        qid = qa.get("id") if isinstance(qa, dict) else None
+        at = f"{where} question {q if qid is None else qid}"
+        if not isinstance(qa, dict):
+          raise DataError(f"{at}: expected an object with \"id\", \"question\" and "
+                          "\"answers\"")
+        if labelled and qid is None:
+          raise DataError(f"{at}: no \"id\" (each question needs one of its own)")
+        yield _question(task, eid, str(eid) if qid is None else qid, qa, context, words,
+                        char_to_word, labelled, at)
         eid += 1
 
 
@@ -210,7 +249,7 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
       if "header" in paragraph:
         continue
       where = f"{path}:{line_number}"
-      context = _check_context(paragraph.get("context"), where)
+      context = _text(paragraph, "context", where)
       words, char_to_word = split_words(context)
       for qa in paragraph.get("qas", []):
         try:
@@ -231,49 +270,68 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
         eid += 1
 
 
-def _question_lines(path: str) -> Iterator[QAExample]:
-  """JSON lines of {"question", "context"[, "id"]}, one question each."""
+def _line_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:
+  """JSON lines of {"question", "context"[, "id"][, "answers"]}, one question each
+  (labelled: "answers" as _answer_pairs reads them, empty for no answer)."""
   eid = 0
-  with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
+  with open(path, "rb") as f:
+    for line_number, raw in enumerate(f, start=1):
+      where = f"{path}:{line_number}"
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise DataError(f"{where}: not UTF-8 text (byte {e.start} of the line)") from None
       if not line.strip():
         continue
-      where = f"{path}:{line_number}"
       try:
         record = json.loads(line)
       except json.JSONDecodeError as e:
         raise DataError(f"{where}:{e.colno}: invalid JSON: {e.msg}") from None
-      if not isinstance(record, dict) or "question" not in record or \
-          "context" not in record:
+      if not isinstance(record, dict):
         raise DataError(f"{where}: expected a JSON object with \"question\" and "
                         "\"context\"")
-      context = _check_context(record["context"], where)
-      words, char_to_word = split_words(context)
-      yield make_example(eid, record.get("id", str(eid)), record["question"], context,
-                         words, char_to_word, [], False, where)
+      context = _text(record, "context", where)
+      yield _question(task, eid, record.get("id", str(eid)), record, context,
+                      *split_words(context), labelled, where)
       eid += 1
 
 
-def read_questions(path: str) -> Iterator[QAExample]:
-  """Questions to answer, without gold answers: JSON lines of {"question", "context"
-  [, "id"]} (read as they come), or a document in the SQuAD JSON layout."""
+def _file_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:
+  """The questions of a SQuAD JSON document or of JSON lines (one question per line),
+  told apart by the file's first line."""
   try:
     with open(path, encoding="utf-8") as f:
       first = next((line for line in f if line.strip()), "")
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+  if not first:
+    raise DataError(f"{path}: empty file; expected a SQuAD JSON document or JSON lines "
+                    "of questions")
   try:
     record = json.loads(first)
-    is_lines = isinstance(record, dict) and "question" in record
+    is_lines = isinstance(record, dict) and ("question" in record or "context" in record)
   except json.JSONDecodeError:
     is_lines = False  # a SQuAD document spread over several lines
   if is_lines:
-    return _question_lines(path)
-  return _squad_examples(QATask("questions", (), "squad", v2=True),
-                         _load_squad_json(path), path, labelled=False)
+    return _line_examples(task, path, labelled)
+  return _squad_examples(task, _load_squad_json(path), path, labelled)
+
+
+def read_questions(path: str) -> Iterator[QAExample]:
+  """Questions to answer, without gold answers: JSON lines of {"question", "context"
+  [, "id"]} (read as they come), or a document in the SQuAD JSON layout."""
+  return _file_examples(QATask("questions", (), "squad", v2=True), path, labelled=False)
+
+
+def has_unanswerable(path: str) -> bool:
+  """Whether a file of questions holds one without an answer (SQuAD 2.0-style)."""
+  probe = QATask("probe", (), "squad", v2=True)
+  return any(e.is_impossible for e in _file_examples(probe, path, labelled=True))
 
 
 def split_file(task: QATask, data_dir: str, split: str) -> str:
+  if task.files:
+    return layout.own_file(task.files, split, task.name)
   if task.file_format == "squad":
     return layout.find_split_file(data_dir, task.name, split, task.folders,
                                   [split + ".json"], "official SQuAD JSON format")
@@ -281,24 +339,25 @@ def split_file(task: QATask, data_dir: str, split: str) -> str:
                                 [split + ".jsonl", split + ".jsonl.gz"], "MRQA jsonl format")
 
 
-def read_file(task: QATask, path: str) -> List[QAExample]:
-  """All questions of one SQuAD JSON or MRQA jsonl file."""
-  if task.file_format == "squad":
-    return _checked(_squad_examples(task, _load_squad_json(path), path), path)
-  return _checked(_mrqa_examples(path), path)
+def read_file(task: QATask, path: str, labelled: bool = True) -> List[QAExample]:
+  """All questions of one file: SQuAD JSON or JSON lines, or MRQA jsonl (MRQA tasks)."""
+  if task.file_format == "mrqa":
+    return _checked(_mrqa_examples(path), path)
+  return _checked(_file_examples(task, path, labelled), path)
 
 
 def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
-  """All examples, with a warning counting answers not found at their offsets."""
-  examples = list(read)
+  """All examples, refused when there are none or two share an id (scores are kept by
+  id)."""
+  examples, seen = [], set()
+  for example in read:
+    if example.qid in seen:
+      raise DataError(f"{source}: question id {example.qid!r} is given twice; each "
+                      "question needs an id of its own")
+    seen.add(example.qid)
+    examples.append(example)
   if not examples:
     raise DataError(f"{source}: no questions")
-  unmatched = sum(e.unmatched_answers for e in examples)
-  if unmatched:
-    first = next(e for e in examples if e.unmatched_answers)
-    logging.warning("%s: %d gold answers do not match the context at their offset "
-                    "(first in question %s); they are left out of training", source,
-                    unmatched, first.qid)
   return examples
 
 
@@ -341,7 +400,7 @@ def read_examples(task: QATask, data_dir: str, split: str,
     if builder is None:
       raise
     return read_tfds(task, split, builder)[:max_examples]
-  return read_file(task, path)[:max_examples]
+  return read_file(task, path, labelled=split not in task.test_splits)[:max_examples]
 
 
 @dataclasses.dataclass

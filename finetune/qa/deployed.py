@@ -8,7 +8,8 @@ logits) are kept when both ends lie in the context, the start is in the window w
 its piece has the most context, the end does not precede the start and the span has at
 most max_answer_length pieces. They are ranked by start + end score, and the first
 n_best_size distinct texts form the n-best list. A span's text is its word pieces
-joined back together, projected onto the original words' characters (get_final_text),
+joined back together, projected onto the original words' characters (get_final_text;
+the words joined by one space, or none between CJK characters: span_words),
 so the answer keeps the context's case and punctuation but not the extra characters of
 a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
 over its windows of the answerability logit (or of the [CLS] start + end scores without
@@ -93,20 +94,20 @@ def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True,
   return orig_text[start:end]
 
 
-def context_span(example: QAExample, first_word: int, start: int, end: int
-                 ) -> Tuple[int, int]:
-  """[start, end) in example.context of characters [start, end) of its words
-  first_word, ... joined by single spaces (final_span's orig_text)."""
-  _, char_to_word = split_words(example.context)
-  word_starts = np.searchsorted(char_to_word, np.arange(len(example.doc_tokens)))
-  lengths = [len(w) + 1 for w in example.doc_tokens[first_word:]]
-  joined_starts = np.concatenate([[0], np.cumsum(lengths)])
-
-  def to_context(position):  # a character of a word (final_span never ends on a space)
-    word = int(np.searchsorted(joined_starts, position, side="right")) - 1
-    return int(word_starts[first_word + word]) + position - int(joined_starts[word])
-
-  return to_context(start), to_context(end - 1) + 1
+def span_words(example: QAExample, word_starts, first: int, last: int
+               ) -> Tuple[str, List[int]]:
+  """The context's words first..last as one text (final_span's orig_text): one space
+  where whitespace parts two, as the original joins them, none where nothing does (CJK
+  characters); and each of its characters' place in the context (-1: a space put in)."""
+  text, places = [], []
+  for w in range(first, last + 1):
+    word, start = example.doc_tokens[w], int(word_starts[w])
+    if w > first and start > word_starts[w - 1] + len(example.doc_tokens[w - 1]):
+      text.append(" ")
+      places.append(-1)
+    text.append(word)
+    places.extend(range(start, start + len(word)))
+  return "".join(text), places
 
 
 def piece_text(tokens: Sequence[str]) -> str:
@@ -157,6 +158,8 @@ def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
   bounds = np.searchsorted(windows.example_index, np.arange(len(examples) + 1))
   result = Predictions({}, {}, {})
   for index, example in enumerate(examples):
+    _, char_to_word = split_words(example.context)
+    word_starts = np.searchsorted(char_to_word, np.arange(len(example.doc_tokens)))
     parts, null = [], np.inf
     for window in range(bounds[index], bounds[index + 1]):
       if v2:
@@ -181,13 +184,13 @@ def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
       window, start, end = window_of[k], starts[k], ends[k]
       pred_text = piece_text([vocab_tokens[i] for i in input_ids[window, start:end + 1]])
       to_word = windows.token_to_word[window]
-      orig_text = " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1])
+      orig_text, places = span_words(example, word_starts, to_word[start], to_word[end])
       span = final_span(pred_text, orig_text, lower_case, accents)
       text = orig_text[span[0]:span[1]]
       if text not in seen:
         seen.add(text)
         nbest.append((text, float(start_scores[k]), float(end_scores[k]),
-                      (int(to_word[start]),) + span))
+                      (places[span[0]], places[span[1] - 1] + 1)))
     if not nbest:  # no valid span at all: a placeholder, as the original
       nbest.append(("empty", 0.0, 0.0, None))
     probabilities = _softmax([s + e for _, s, e, _ in nbest])
@@ -198,7 +201,7 @@ def predict_answers(examples: Sequence[QAExample], windows: Windows, outputs,
     result.answers[example.qid] = best[0] if v2 else nbest[0][0]
     chosen = best if v2 else nbest[0]
     if chosen[3] is not None:
-      result.spans[example.qid] = context_span(example, *chosen[3])
+      result.spans[example.qid] = chosen[3]
     if v2:
       result.null_odds[example.qid] = (null if answerable_classifier
                                        else null - best[1] - best[2])

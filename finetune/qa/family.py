@@ -1,10 +1,70 @@
-"""The question-answering family's declaration (finetune/family.py): SQuAD and MRQA."""
+"""The question-answering family's declaration (finetune/family.py): SQuAD, MRQA, and
+users' tasks (each read from its task file)."""
 
 import dataclasses
+import functools
+import os
 
+from finetune import layout
+from finetune.errors import DataError
 from finetune.family import Family
 from finetune.qa import data
 from util import hparams
+
+_TASK_KEYS = ("name", "train", "dev", "test", "unanswerable")
+
+
+def _has_unanswerable(path: str) -> bool:
+  """data.has_unanswerable, read once per version of the file (a run loads its tasks
+  several times)."""
+  stat = os.stat(path)
+  return _read_unanswerable(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_unanswerable(path: str, mtime_ns: int, size: int) -> bool:
+  del mtime_ns, size  # the cache's key
+  return data.has_unanswerable(path)
+
+
+def load_task_file(path: str, spec: dict) -> data.QATask:
+  """A user's question-answering task from its task file, e.g.
+
+    {"family": "qa", "name": "faq", "train": "train.jsonl", "dev": "dev.json",
+     "unanswerable": true}
+
+  Each file (a path relative to the task file) is a SQuAD JSON document or JSON lines of
+  {"question", "context"[, "id"], "answers"}; a test file's answers are not read.
+  "unanswerable" says whether some questions have no answer (SQuAD 2.0's scores and
+  no-answer odds); when left out, the train and dev files say.
+  """
+  def problem(text):
+    return DataError(f"{path}: {text}")
+
+  for key in spec:
+    if key not in _TASK_KEYS:
+      raise problem(hparams.unknown_name_message(key, _TASK_KEYS, "QA task file key",
+                                                 list_valid=True))
+  for key in ("name", "train"):
+    if not isinstance(spec.get(key), str) or not spec[key].strip():
+      raise problem(f"\"{key}\" must name the task{' file' if key == 'train' else ''}")
+  folder = os.path.dirname(os.path.abspath(path))
+  files = {}
+  for split in ("train", "dev", "test"):
+    if split in spec:
+      if not isinstance(spec[split], str):
+        raise problem(f"\"{split}\" must be the path of its file")
+      files[split] = os.path.join(folder, spec[split])
+  unanswerable = spec.get("unanswerable")
+  if unanswerable is None:
+    unanswerable = any(_has_unanswerable(layout.own_file(files, split, spec["name"]))
+                       for split in ("train", "dev") if split in files)
+  elif not isinstance(unanswerable, bool):
+    raise problem(f"\"unanswerable\" must be true or false, got {unanswerable!r}")
+  return data.QATask(
+      name=spec["name"], folders=(), file_format="squad", v2=unanswerable,
+      eval_splits=("dev",) if "dev" in files else (),
+      test_splits=("test",) if "test" in files else (), files=files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,4 +88,5 @@ def _runner():
 
 
 FAMILY = Family(name="qa", task_type=data.QATask, tasks=data.QA_TASKS,
-                read_examples=data.read_examples, runner=_runner, settings=QASettings)
+                read_examples=data.read_examples, runner=_runner, settings=QASettings,
+                load_task_file=load_task_file)

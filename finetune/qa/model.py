@@ -169,22 +169,22 @@ class QARunner(TaskRunner):
 
   def prepare_examples(self, examples, split):
     if split != self.task.train_split:
-      return examples
+      return examples  # scores read every gold answer's text, found at its offset or not
     # Like the original, training leaves out answerable questions with no answer found.
     kept = [e for e in examples if e.is_impossible or e.answers]
-    dropped = [e for e in examples if not (e.is_impossible or e.answers)]
-    if dropped and not any(e.answers for e in kept):
+    unmatched = [where for e in examples for where in e.unmatched]
+    if len(kept) < len(examples) and not any(e.answers for e in kept):
       # Else the run ends in "0 training features", far from the cause.
       raise DataError(
-          f"{self.task.name} {split}: none of its {len(dropped)} answerable questions "
-          "has a gold answer whose text is in the context at its answer_start (first: "
-          f"question {dropped[0].qid}, answer {dropped[0].gold_texts[0]!r}); "
-          "answer_start must be the answer's first character in the context, counted "
-          "from 0")
-    if dropped:
-      logging.warning("%s %s: %d questions have no gold answer at its offset and are "
-                      "left out of training", self.task.name, split,
-                      len(dropped))
+          f"{self.task.name} {split}: none of its {len(examples) - len(kept)} answerable "
+          "questions has a gold answer whose text is in the context at its answer_start "
+          f"(first: {unmatched[0]}); answer_start must be the answer's first character "
+          "in the context, counted from 0")
+    if unmatched:
+      logging.warning("%s %s: %d gold answers are not at their answer_start (first: %s); "
+                      "%d questions left without one are left out of training",
+                      self.task.name, split, len(unmatched), unmatched[0],
+                      len(examples) - len(kept))
     return kept
 
   def _featurize(self, examples):

@@ -7,11 +7,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from data_prep.reference_tokenizer import CJK_RANGES
 from finetune import serving
 from finetune.graph_tokenizer import GraphTokenizer
 from finetune.qa.data import WORD_SEPARATORS as SEPARATORS
 
 WORD_SEPARATORS = np.array([ord(c) for c in SEPARATORS], np.int32)
+CJK_FIRST, CJK_LAST = np.array(CJK_RANGES, np.int32).T
 
 
 def split_context(context: tf.Tensor):
@@ -21,8 +23,11 @@ def split_context(context: tf.Tensor):
                                     replacement_char=0xFFFD)
   cps = chars.values
   space = tf.reduce_any(tf.equal(cps[:, None], WORD_SEPARATORS), -1)
+  cjk = tf.reduce_any((cps[:, None] >= CJK_FIRST) & (cps[:, None] <= CJK_LAST), -1)
   position = serving.row_positions(chars)
-  first = ~space & (tf.concat([[True], space], 0)[:-1] | tf.equal(position, 0))
+  # A word starts after a separator or a CJK character, and at each CJK character.
+  first = ~space & (tf.concat([[True], space | cjk], 0)[:-1] | cjk |
+                    tf.equal(position, 0))
   word_of_char = tf.cumsum(tf.cast(first, tf.int64)) - 1
   letters = tf.RaggedTensor.from_value_rowids(
       tf.boolean_mask(cps, ~space), tf.boolean_mask(word_of_char, ~space),
@@ -172,8 +177,15 @@ def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
   word_base = tf.gather(words.row_starts(), spans.example)
   span_words = tf.ragged.range(word_base + spans.first_word,
                                word_base + spans.last_word + 1)
-  orig_text = tf.strings.reduce_join(tf.gather(words.values, span_words), axis=1,
-                                     separator=" ")
+  # deployed.span_words: a space before each of the span's words but its first that
+  # whitespace parts from the one before.
+  offsets, lengths = word_offsets.values, word_lengths.values
+  parted = tf.concat([[False], offsets[1:] > offsets[:-1] + lengths[:-1]], 0)
+  spaced = span_words.with_values(tf.gather(parted, span_words.values) &
+                                  (serving.row_positions(span_words) > 0))
+  orig_text = tf.strings.reduce_join(span_words.with_values(tf.strings.join(
+      [tf.where(spaced.values, " ", ""), tf.gather(words.values, span_words.values)])),
+                                     axis=1)
   at = tf.cast(spans.window, tf.int32) * module.length
   ids = tf.gather(tf.reshape(input_ids, [-1]),
                   tf.ragged.range(at + spans.start, at + spans.end + 1))
@@ -185,14 +197,15 @@ def span_texts(module: serving.ServingModule, words, word_offsets, word_lengths,
   span_start, span_end = final_spans(tokenizer, orig_text, pred_text)
   text = tf.strings.substr(orig_text, span_start, span_end - span_start,
                            unit="UTF8_CHAR")
-  # deployed.context_span: from the words joined by single spaces to the context.
-  joined = serving.row_cumsum(tf.gather(word_lengths.values, span_words) + 1)
+  # From orig_text to the context: each word's first character in orig_text.
+  space = tf.cast(spaced, tf.int64)
+  joined = serving.row_cumsum(tf.gather(lengths, span_words) + space) + space
 
   def in_context(place):
     row = joined.value_rowids()
     word = tf.math.unsorted_segment_sum(tf.cast(
         joined.values <= tf.gather(place, row), tf.int64), row, tf.size(place)) - 1
-    return (tf.gather(word_offsets.values, word_base + spans.first_word + word) + place -
+    return (tf.gather(offsets, word_base + spans.first_word + word) + place -
             serving.gather_at(joined, word, tf.ones_like(place, tf.bool)))
   return text, in_context(span_start), in_context(span_end - 1) + 1
 

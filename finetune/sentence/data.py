@@ -22,7 +22,7 @@ import numpy as np
 from data_prep.tokenizer import Tokenizer
 from finetune import tfds_source
 from finetune.errors import DataError, at
-from finetune.layout import find_split_file
+from finetune.layout import find_split_file, own_file
 
 Column = Union[int, str]  # a 0-based index, or a header name (users' tasks only)
 Label = Union[str, float]
@@ -83,6 +83,14 @@ class SentenceTask:
   def label_id(self, label: str) -> int:
     return self.labels.index(label)
 
+  @property
+  def files(self) -> Dict[str, str]:
+    """A user's task's file of each split (none for the named tasks)."""
+    if self.files_dir is None:
+      return {}
+    return {split: os.path.join(self.files_dir, layout.file_names[0])
+            for split, layout in self.splits.items()}
+
   def layout(self, split: str) -> "SplitLayout":
     """Where `split`'s file is and which columns hold what; a DataError for a split the
     task lacks."""
@@ -106,12 +114,8 @@ def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
 def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
   """The existing file of `split`, or a DataError naming every accepted location."""
   layout = task.layout(split)
-  if task.files_dir is not None:
-    path = os.path.join(task.files_dir, layout.file_names[0])
-    if not os.path.isfile(path):
-      raise DataError(f"{path}: the {split} file of task {task.name} " + (
-          "is a directory" if os.path.isdir(path) else "does not exist"))
-    return path
+  if task.files:
+    return own_file(task.files, split, task.name)
   return find_split_file(data_dir, task.name, split, task.folders, layout.file_names,
                          "GLUE TSV layout")
 
