@@ -27,6 +27,6 @@ class Family:
   # its rules): the section a run of its tasks holds (FinetuningConfig.section); each
   # name unique among every family's and FinetuningConfig's.
   settings: Optional[type] = None
-  # A user's task given as the path of a file ending so, read by load_task_file.
-  task_file_suffix: str = ""
-  load_task_file: Optional[Callable[[str], object]] = None
+  # (path, its JSON object) -> a user's task from its task file (finetune/tasks.py
+  # get_task), one whose "family" names this one.
+  load_task_file: Optional[Callable[[str, dict], object]] = None

@@ -2,24 +2,26 @@
 aliases.
 
 A family is one folder that declares itself in one record (finetune/family.py); FAMILIES
-lists them, and `register` adds one (a user's or a test's module). `get_task("glue/sst2")`,
-`get_task("sst")` (the original's name) and `get_task("my_task.json")` (a user's task
-file) return task definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated
-list as the original's multi-task runs take it; `read_examples(task, data_dir, split)`
-reads any task's split and `runner_for(task, ...)` is its family's runner. Per-task
-hyperparameter defaults live in configs/finetuning/task_defaults.json. Loads without
-TensorFlow.
+lists them, and `register` adds one (a user's or a test's module).
+`get_task("glue/sst2")`, `get_task("sst")` (the original's name) and
+`get_task("my_task.json")` (a user's task file, read by the family its "family" names,
+sentence when it names none) return task definitions; `get_tasks("glue/mrpc,glue/rte")`
+reads a comma-separated list as the original's multi-task runs take it;
+`read_examples(task, data_dir, split)` reads any task's split and `runner_for(task,
+...)` is its family's runner. Per-task hyperparameter defaults live in
+configs/finetuning/task_defaults.json. Loads without TensorFlow.
 """
 
+import json
 import os
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from finetune.errors import DataError
 from finetune.family import Family
 from finetune.qa import family as qa
 from finetune.sentence import family as sentence
 from finetune.tagging import family as tagging
-from util.hparams import load_preset, unknown_name_message
+from util.hparams import HParamsError, load_json, load_preset, unknown_name_message
 
 # The shipped families; their settings are FinetuningConfig's sections
 # (finetune/config.py).
@@ -61,32 +63,69 @@ def read_examples(task, data_dir: str, split: str, max_examples: Optional[int] =
                   tfds_data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
   """The examples of one split of any task (the first `max_examples`, for debug runs).
 
-  Files under <data_dir>/finetuning_data come first; a GLUE or SQuAD task missing there
-  is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
-  `fetch_missing`, once TFDS has downloaded and prepared it there.
+  Files under <data_dir>/finetuning_data come first; a GLUE, SQuAD, CoNLL-2002/2003 or
+  XTREME POS task missing there is read from TensorFlow Datasets when it is prepared in
+  `tfds_data_dir` or, with `fetch_missing`, once TFDS has downloaded and prepared it
+  there.
   """
   return family_of(task).read_examples(task, data_dir, split, max_examples,
                                        tfds_data_dir, fetch_missing)
 
 
+# A user's task is given as the path of its JSON description.
+TASK_FILE_SUFFIX = ".json"
+
+
+def read_task_file(path: str) -> dict:
+  """A user's task description: the JSON object in `path`; a DataError naming it."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      spec = load_json(f.read(), path)
+  except HParamsError as e:
+    raise DataError(str(e)) from None
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+  except OSError as e:
+    raise DataError(f"{path}: cannot read the task description ({e.strerror})") from None
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start}); expected the task's JSON "
+                    "description") from None
+  if not isinstance(spec, dict):
+    raise DataError(f"{path}: expected a JSON object describing the task")
+  return spec
+
+
+def _task_file(name: str) -> Optional[Tuple[Family, dict]]:
+  """(the family, the description) of the user's task file `name`, else None."""
+  if not name.endswith(TASK_FILE_SUFFIX):
+    return None
+  spec = read_task_file(name)
+  readers = {f.name: f for f in FAMILIES if f.load_task_file}
+  family = spec.get("family", "sentence")
+  if family not in readers:
+    raise DataError(f'{name}: "family": ' + unknown_name_message(
+        str(family), readers, "task family of task files", list_valid=True))
+  return readers[family], spec
+
+
 def task_file_family(name: str) -> Optional[Family]:
-  """The family whose users' task files `name` is the path of, else None."""
-  return next((family for family in FAMILIES if family.task_file_suffix and
-               name.strip().endswith(family.task_file_suffix)), None)
+  """The family of the user's task file `name` (a path ending .json), else None."""
+  found = _task_file(name.strip())
+  return found[0] if found else None
 
 
 def get_task(name: str):
   """A registered task by canonical name or alias, or a user's task from its file."""
   name = name.strip()
-  family = task_file_family(name)
-  if family is not None:
-    return family.load_task_file(name)
+  found = _task_file(name)
+  if found is not None:
+    return found[0].load_task_file(name, found[1])
   named, aliases = _named(), _aliases()
   name = aliases.get(name, name)
   if name not in named:
-    files = " or ".join(f.task_file_suffix for f in FAMILIES if f.task_file_suffix)
     raise DataError(unknown_name_message(name, list(named) + list(aliases), "task") +
-                    f" (a user's task is given as the path of its {files} description)")
+                    f" (a user's task is given as the path of its {TASK_FILE_SUFFIX} "
+                    "description)")
   return named[name]
 
 

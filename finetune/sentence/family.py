@@ -4,7 +4,6 @@ out, in the original ELECTRA folder names and GLUE's own, their TFDS names and t
 submission files) and users' (each read from its JSON description)."""
 
 import dataclasses
-import json
 import os
 
 from finetune.errors import DataError
@@ -12,7 +11,7 @@ from finetune.family import Family
 from finetune.sentence import data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.data import SentenceTask, SplitLayout
-from util.hparams import HParamsError, first_repeated, load_json, unknown_name_message
+from util.hparams import first_repeated, unknown_name_message
 
 
 def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
@@ -113,12 +112,14 @@ GLUE_TASKS = (
 )
 
 
-_CUSTOM_KEYS = ("name", "format", "header", "text_a", "text_b", "label", "labels",
-                "regression", "metrics", "metric", "train", "dev", "test", "symmetric")
+_CUSTOM_KEYS = ("family", "name", "format", "header", "text_a", "text_b", "label",
+                "labels", "regression", "metrics", "metric", "train", "dev", "test",
+                "symmetric")
 
 
-def load_custom_task(json_path: str) -> SentenceTask:
-  """A user's classification/regression task described by a JSON file, e.g.
+def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
+  """A user's classification/regression task described by a JSON file (`spec`, its
+  object), e.g.
 
     {"name": "reviews", "format": "csv", "header": true, "text_a": "review",
      "label": "stars", "labels": ["1", "2", "3"], "metric": "accuracy",
@@ -130,25 +131,9 @@ def load_custom_task(json_path: str) -> SentenceTask:
   of text_a/text_b. File paths are relative to the JSON file; a test file may lack the
   label column (with columns given by index it is always read without labels).
   """
-  try:
-    with open(json_path, encoding="utf-8") as f:
-      spec = load_json(f.read(), json_path)
-  except HParamsError as e:
-    raise DataError(str(e)) from None
-  except json.JSONDecodeError as e:
-    raise DataError(f"{json_path}:{e.lineno}: invalid JSON: {e.msg}") from None
-  except OSError as e:
-    raise DataError(f"{json_path}: cannot read the task description ({e.strerror})") \
-        from None
-  except UnicodeDecodeError as e:
-    raise DataError(f"{json_path}: not UTF-8 text (byte {e.start}); expected the task's "
-                    "JSON description") from None
-
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  if not isinstance(spec, dict):
-    raise problem("expected a JSON object describing the task")
   for key in spec:
     if key not in _CUSTOM_KEYS:
       raise problem(unknown_name_message(key, _CUSTOM_KEYS, "task description key"))
@@ -213,5 +198,4 @@ def _runner():
 
 FAMILY = Family(name="sentence", task_type=SentenceTask, tasks=GLUE_TASKS,
                 read_examples=data.read_examples, runner=_runner,
-                settings=SentenceSettings, task_file_suffix=".json",
-                load_task_file=load_custom_task)
+                settings=SentenceSettings, load_task_file=load_custom_task)
