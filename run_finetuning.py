@@ -5,16 +5,17 @@
 
   python run_finetuning.py --task T [same flags as training] --predict FILE [--output OUT]
 
-Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, ...) or as the
-original did (sst, sts, ...); several tasks train together when separated by commas. A
-user's own TSV/CSV task is given as the path of its JSON description. A GLUE or SQuAD
-task whose files are not under <data-dir>/finetuning_data is downloaded and prepared by
+Tasks are named as TensorFlow Datasets names them (glue/sst2, glue/stsb, conll2003, ...)
+or as the original did (sst, sts, ...); several tasks train together when separated by
+commas. A user's own task (TSV/CSV sentences, or CoNLL/JSON-lines tagging) is given as
+the path of its JSON description. A GLUE, SQuAD, CoNLL named-entity or XTREME POS task
+whose files are not under <data-dir>/finetuning_data is downloaded and prepared by
 TensorFlow Datasets (into the tfds_data_dir hyperparameter, else TFDS's default).
 
 --predict runs the model that the same flags fine-tuned on FILE, the task's input format
 without labels (its test TSV/CSV layout; SQuAD JSON or JSON lines of {"question",
-"context"}; one sentence per line for tagging), and writes one JSON line per input to
-OUT (default: standard output).
+"context"}; for tagging one sentence per line, or JSON lines of {"words"} in a .jsonl
+file), and writes one JSON line per input to OUT (default: standard output).
 """
 
 import argparse

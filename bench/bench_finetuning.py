@@ -98,8 +98,8 @@ def read_train_file(task, path: str) -> list:
   """The examples of a task's training file, read by its family's reader."""
   # pylint: disable=import-outside-toplevel
   if task.name == "chunk":
-    from finetune.tagging.data import read_conll
-    return read_conll(path, task.tags)
+    from finetune.tagging.data import read_file
+    return read_file(task, path)
   from finetune.sentence.data import read_split_file
   return read_split_file(task, task.train_split, path)
 

@@ -5,19 +5,20 @@
       [--forms F1,F2] [--lengths 10,25,128] [--isa native|avx2] [--smoothing-alpha A]
       [--outlier-channels K]
 
-The model is of any family the exports take, read from its run record: a sentence
-task's (classification or regression), a tagging task's (chunking) or a question
-answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving SavedModel (raw strings,
-tokenizer and, for QA, windowing and answer extraction in the graph), LiteRT float32 /
-dynamic int8 / full int8 / mixed int8 and ONNX float32 / dynamic int8 (tools.export's
-files, run through its reader), and the PyTorch peer on the same weights (tools.export_hf's
-transformers directory: AutoModelForSequenceClassification, ForTokenClassification or
-ForQuestionAnswering) in float32 and with torch's dynamic int8 quantization of its
-encoder's Linear layers. Every form is timed from text to its answers: the reader's
-tokenization and, for tagging and QA, its records (the peer's logits go through the same
-reader, so every form is decoded by the same code). Per form, in a process of its own
-(bench/child.py, whose peak RSS is the form's): load time, the dev split's predictions
-at batch 32 (the task's dev metric: the sentence task's own, chunk F1, or SQuAD's exact
+The model is of any family the exports take, read from its run record: a sentence task's
+(classification or regression), a tagging task's (chunking, named entities, parts of
+speech) or a question answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving
+SavedModel (raw strings, tokenizer and, for tagging and QA, windowing, and QA's answer
+extraction, in the graph), LiteRT float32 / dynamic int8 / full int8 / mixed int8 and
+ONNX float32 / dynamic int8 (tools.export's files, run through its reader), and the
+PyTorch peer on the same weights (tools.export_hf's transformers directory:
+AutoModelForSequenceClassification, ForTokenClassification or ForQuestionAnswering) in
+float32 and with torch's dynamic int8 quantization of its encoder's Linear layers. Every
+form is timed from text to its answers: the reader's tokenization and, for tagging and
+QA, its records (the peer's logits go through the same reader, so every form is decoded
+by the same code). Per form, in a process of its own (bench/child.py, whose peak RSS is
+the form's): load time, the dev split's predictions at batch 32 (the task's dev metric:
+the sentence task's own, a tagging task's entity F1 or word accuracy, or SQuAD's exact
 match and F1 with SQuAD 2.0's no-answer score; and the share of labels, tags or answer
 texts equal to the SavedModel's; over the first --dev-examples only when given, for a
 timing that need not score the whole split), examples/s at batch 32, and batch-1 latency p50/p99
@@ -239,7 +240,7 @@ def dev_metric(gold: dict, predictions: list) -> dict:
   if family == "sentence":
     return metrics.score(gold["metrics"], np.array(gold["labels"]), np.array(predictions))
   if family == "tagging":
-    return {"f1": 100.0 * tagging_metrics.chunk_f1(gold["tags"], predictions)["f1"]}
+    return tagging_metrics.score(gold["metrics"], gold["tags"], predictions)
   answers = {qid: answer for qid, (answer, _) in zip(gold["ids"], predictions)}
   if not gold["v2"]:
     return squad_metrics.headline(squad_metrics.evaluate_v1(gold["dataset"], answers),
@@ -356,8 +357,9 @@ def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:
                 labels=[float(e.label) if task.is_regression else task.label_id(e.label)
                         for e in dev])
   elif family == "tagging":
+    from finetune.tagging.data import as_output_tags  # pylint: disable=import-outside-toplevel
     columns = [[list(e.words) for e in dev]]
-    gold.update(tags=[list(e.tags) for e in dev])
+    gold.update(tags=[as_output_tags(task, e.tags) for e in dev], metrics=list(task.metrics))
   else:
     columns = [[e.question for e in dev], [e.context for e in dev], [e.qid for e in dev]]
     gold.update(ids=[e.qid for e in dev], v2=task.v2,

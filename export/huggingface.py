@@ -20,7 +20,6 @@ import safetensors.numpy
 from data_prep import normalization as normalization_lib
 from data_prep.vocab import load_vocab
 from export.source import Finetuned, load_finetuned
-from finetune.tagging import data as tagging_data
 from model.config import ModelConfig
 from model.weights import huggingface as hf
 from runs.pretrained import open_weights
@@ -91,7 +90,7 @@ def _finetuned_weights(loaded: Finetuned):
     weights.update(hf.token_classifier_weights(head.dense.kernel.numpy(),
                                                head.dense.bias.numpy()))
     config = hf.config_json(sizes, hf.TOKEN_CLASSIFIER,
-                            **hf.classification_labels(list(tagging_data.BIOES_LABELS)))
+                            **hf.classification_labels(list(loaded.runner.labels)))
   elif loaded.family.name == "qa":
     weights.update(hf.span_weights(head.start_dense.kernel.numpy(),
                                    head.start_dense.bias.numpy(),

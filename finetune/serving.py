@@ -5,9 +5,10 @@ renamed into place). Its `serving_default` signature takes string tensors [B] an
 returns the predictions of `run_finetuning.py --predict`:
 - sentence tasks: text_a (and text_b for pair tasks) -> probabilities [B, C] float32,
   label_id [B] int64 and label [B] string; regression tasks -> score [B].
-- tagging: text (words split at whitespace) -> tag [B, W] string (B-/I-/O, "" past
-  the sentence's last word, "O" for words past max_seq_length) and tag_id [B, W] of the
-  B-/I-/E-/S-/O labels the head predicts.
+- tagging: text (words split at whitespace) -> tag [B, W] string (as --predict writes
+  them, "" past the sentence's last word) and tag_id [B, W] of the labels the head
+  predicts (an entity task's B-/I-/E-/S-/O); a long sentence in windows every
+  tagging_stride pieces, each word tagged from the one where it has the most context.
 - QA: question, context -> answer [B] string, start, end [B] int64 (its characters
   context[start:end]; -1 for the "empty" placeholder of a question with no valid span),
   probability [B] float32 (its share of the n-best list); SQuAD 2.0-style tasks also
@@ -23,8 +24,9 @@ returns the predictions of `run_finetuning.py --predict`:
   candidate's text is computed (up to windows x beam_size^2 spans). Where --predict
   refuses an empty question or context, the graph answers ("empty" when the context has
   no words); a question that leaves no room for the context fails an assertion.
-Sentence and tagging inputs are padded to the batch's longest, not to max_seq_length
-(the model computes on the tokens that exist); QA's windows are max_seq_length long.
+Sentence inputs and tagging windows are padded to the batch's longest, not to
+max_seq_length (the model computes on the tokens that exist); QA's windows are
+max_seq_length long.
 Loading needs tensorflow and tensorflow_text only (`import tensorflow_text` registers
 its ops); the model's variables are saved, not the Keras objects.
 

@@ -100,7 +100,7 @@ def load_task_file(path: str):
   name = spec.pop("family", DEFAULT_TASK_FILE_FAMILY)
   readers = {family.name: family for family in FAMILIES if family.load_task_file}
   if not isinstance(name, str) or name not in readers:
-    raise DataError(f"{path}: " + unknown_name_message(
+    raise DataError(f"{path}: \"family\": " + unknown_name_message(
         str(name), list(readers), "task family", list_valid=True))
   return readers[name].load_task_file(path, spec)
 

@@ -1,16 +1,17 @@
 """TensorFlow Datasets as a source of task data: what is prepared, or fetched on demand.
 
-A GLUE or SQuAD task whose files are missing is downloaded and prepared by TFDS once
-(its progress bars shown) into the TFDS data directory and read from there. Offline,
-the download hosts are probed first, so the answer is one line at once rather than
-minutes of retries. tensorflow_datasets is imported lazily: the readers of plain files
-do not need it; util/ too: the families' data modules import this one, and the exported
-models' readers ship those without util/ (tests/export_helpers.py RUNNER).
+A GLUE, SQuAD, CoNLL-2002/2003 or XTREME POS task whose files are missing is downloaded
+and prepared by TFDS once (its progress bars shown) into the TFDS data directory and
+read from there. Offline, the download hosts are probed first, so the answer is one line
+at once rather than minutes of retries. tensorflow_datasets is imported lazily: the
+readers of plain files do not need it; util/ too: the families' data modules import this
+one, and the exported models' readers ship those without util/ (tests/export_helpers.py
+RUNNER).
 """
 
 import socket
 import urllib.parse
-from typing import Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 from finetune.errors import DataError
 
@@ -94,6 +95,22 @@ def instead_of_missing_files(missing: DataError, name: Optional[str],
     return fetch(name, data_dir)
   except DataError as failed:
     raise DataError(f"{missing}; {failed}") from None
+
+
+def files_else_tfds(find_file: Callable[[], str], read_file: Callable[[str], list],
+                    read_tfds: Callable[[object], list], name: Optional[str],
+                    data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
+  """read_file(find_file()): a task's split from its file; or, when find_file says it is
+  missing (its DataError), read_tfds(the builder of TFDS's `name`), prepared in
+  `data_dir` or with `fetch_missing` now (instead_of_missing_files)."""
+  try:
+    path = find_file()
+  except DataError as missing:
+    builder = instead_of_missing_files(missing, name, data_dir, fetch_missing)
+    if builder is None:  # a task without a TFDS name: its error stands
+      raise
+    return read_tfds(builder)
+  return read_file(path)
 
 
 def records(builder, split: str, max_examples: Optional[int] = None) -> Iterator[Dict]:

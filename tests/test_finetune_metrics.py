@@ -131,30 +131,67 @@ def test_score_reports_percentages_and_rejects_bad_input():
     metrics.pearson([], [])
 
 
-def test_chunk_spans_follow_conlleval_rules():
+def test_entity_spans_follow_conlleval_rules():
   tags = ["B-NP", "I-NP", "I-VP", "O", "I-NP", "B-NP", "B-PP", "I-PP", "I-NP"]
-  assert tagging_metrics.chunk_spans(tags) == [
+  assert tagging_metrics.entity_spans(tags) == [
       ("NP", 0, 1), ("VP", 2, 2), ("NP", 4, 4), ("NP", 5, 5), ("PP", 6, 7),
       ("NP", 8, 8)]
+  # BIOES: an E- or S- closes its entity; an I- or E- with none of its type open opens
+  # one (after O, after an E- that closed one, after another type).
+  assert tagging_metrics.entity_spans(
+      ["S-PER", "B-ORG", "E-ORG", "I-ORG", "E-ORG", "O", "E-LOC", "B-LOC", "S-LOC",
+       "I-PER", "I-LOC"]) == [
+           ("PER", 0, 0), ("ORG", 1, 2), ("ORG", 3, 4), ("LOC", 6, 6), ("LOC", 7, 7),
+           ("LOC", 8, 8), ("PER", 9, 9), ("LOC", 10, 10)]
   with pytest.raises(ValueError, match="neither O nor"):
-    tagging_metrics.chunk_spans(["NP"])
+    tagging_metrics.entity_spans(["NP"])
+  with pytest.raises(ValueError, match="neither O nor"):
+    tagging_metrics.entity_spans(["X-NP"])
+  # seqeval's conlleval reading agrees on every kind of ill-formed sequence.
+  rng = np.random.default_rng(0)
+  tag_set = ["O"] + [f"{p}-{t}" for p in "BIES" for t in ("A", "B")]
+  for _ in range(3000):
+    tags = list(rng.choice(tag_set, rng.integers(0, 10)))
+    assert sorted(tagging_metrics.entity_spans(tags)) == sorted(
+        seqeval.metrics.sequence_labeling.get_entities(tags)), tags
 
 
-def test_chunk_f1_hand_reference_and_seqeval():
-  gold = [["B-NP", "I-NP", "O", "B-VP"], ["B-PP", "B-NP", "I-NP"]]
-  predicted = [["B-NP", "I-NP", "O", "B-NP"], ["B-PP", "I-NP", "I-NP"]]
-  # gold: NP(0-1) VP(3) | PP(0) NP(1-2); predicted: NP(0-1) NP(3) | PP(0) NP(1-2).
-  result = tagging_metrics.chunk_f1(gold, predicted)
-  assert result == pytest.approx({"precision": 3 / 4, "recall": 3 / 4, "f1": 3 / 4})
+def test_entity_scores_hand_counts_per_type_and_seqeval():
+  gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "B-PER", "I-PER", "O"],
+          ["I-LOC", "I-LOC", "B-LOC"]]
+  predicted = [["B-PER", "I-PER", "O", "B-PER"], ["B-ORG", "I-PER", "I-PER", "B-LOC"],
+               ["B-LOC", "I-LOC", "I-LOC"]]
+  # Counted by hand, conlleval's way: gold PER(0-1) LOC(3) | ORG(0) PER(1-2) |
+  # LOC(0-1) LOC(2) (an I- after nothing opens one; a B- after I- of its type opens
+  # another); predicted PER(0-1) PER(3) | ORG(0) PER(1-2) LOC(3) | LOC(0-2) (a type
+  # change inside would have closed it; I- after B- of its type continues).
+  # Right: PER(0-1), ORG(0), PER(1-2): 3 of 6 predicted, 3 of 6 gold.
+  result = tagging_metrics.entity_scores(gold, predicted)
+  assert result["types"] == {
+      "LOC": {"correct": 0, "gold": 3, "predicted": 2, "precision": 0.0, "recall": 0.0,
+              "f1": 0.0},
+      "ORG": {"correct": 1, "gold": 1, "predicted": 1, "precision": 1.0, "recall": 1.0,
+              "f1": 1.0},
+      "PER": {"correct": 2, "gold": 2, "predicted": 3, "precision": pytest.approx(2 / 3),
+              "recall": 1.0, "f1": pytest.approx(0.8)}}
+  assert {k: result[k] for k in ("precision", "recall", "f1")} == pytest.approx(
+      {"precision": 3 / 6, "recall": 3 / 6, "f1": 3 / 6})
   assert result["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
+  # Words: 3 + 2 + 1 of 11 tags equal.
+  assert tagging_metrics.score(["f1", "accuracy"], gold, predicted) == pytest.approx(
+      {"f1": 50.0, "precision": 50.0, "recall": 50.0, "accuracy": 100 * 6 / 11})
 
   rng = np.random.default_rng(3)
   tag_set = ["O", "B-NP", "I-NP", "B-VP", "I-VP", "B-PP", "I-PP"]
   gold = [list(rng.choice(tag_set, rng.integers(1, 15))) for _ in range(40)]
   predicted = [[t if rng.random() < 0.7 else rng.choice(tag_set) for t in s]
                for s in gold]
-  result = tagging_metrics.chunk_f1(gold, predicted)
+  result = tagging_metrics.entity_scores(gold, predicted)
   assert result["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
   assert result["precision"] == pytest.approx(
       seqeval.metrics.precision_score(gold, predicted))
   assert result["recall"] == pytest.approx(seqeval.metrics.recall_score(gold, predicted))
+  report = seqeval.metrics.classification_report(gold, predicted, output_dict=True)
+  for kind, figures in result["types"].items():
+    assert figures["f1"] == pytest.approx(report[kind]["f1-score"]), kind
+    assert figures["gold"] == report[kind]["support"], kind

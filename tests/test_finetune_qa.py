@@ -17,6 +17,7 @@ from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import Vocab, load_vocab
 from finetune import config as finetune_config
 from finetune import tasks
+from finetune import windows
 from finetune.qa import data as qa_data
 from finetune.qa import model as qa_model
 from finetune.qa import deployed as qa_deployed
@@ -104,13 +105,13 @@ def example(qid, question, context, answer=None, eid=0, impossible=False):
 
 def test_doc_spans_and_max_context_follow_the_original_example():
   # The original's comment: "bought" (piece 7) has the most context in span C.
-  spans = qa_data.doc_spans(12, 5, 3)
+  spans = windows.doc_spans(12, 5, 3)
   assert spans == [(0, 5), (3, 5), (6, 5), (9, 3)]
-  owner = qa_data.max_context_owner(spans, 12)
+  owner = windows.max_context_owner(spans, 12)
   assert owner[7] == 2
   # By hand: piece 3 has min(3, 1) in span A, min(0, 4) in B; piece 9 min(3, 1) in C.
   assert owner.tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3]
-  assert qa_data.doc_spans(0, 5, 3) == [(0, 0)]
+  assert windows.doc_spans(0, 5, 3) == [(0, 0)]
 
 
 def test_answer_span_is_tightened_to_the_answer_pieces():

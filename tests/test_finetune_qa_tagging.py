@@ -195,46 +195,56 @@ def test_conll2000_reader_on_shared_data(conll_dir):
     assert len(examples) == count
     assert sum(len(e.words) for e in examples) == sum(1 for fields in lines if fields)
     assert [t for e in examples for t in e.tags] == [l[2] for l in lines if l]
-    assert examples[0].words[0] == lines[0][0] and examples[0].pos[0] == lines[0][1]
+    assert examples[0].words[0] == lines[0][0]
   # Chunk F1 of a perturbed tagging agrees with seqeval (conlleval's definition).
   gold = [list(e.tags) for e in examples[:500]]
   predicted = [[("B-" + t[2:] if t.startswith("I-") and i % 7 == 0 else t)
                 for i, t in enumerate(s)] for s in gold]
-  assert tagging_metrics.chunk_f1(gold, predicted)["f1"] == pytest.approx(
+  assert tagging_metrics.entity_scores(gold, predicted)["f1"] == pytest.approx(
       seqeval.metrics.f1_score(gold, predicted))
-  assert tagging_metrics.chunk_f1(gold, gold)["f1"] == 1.0
+  assert tagging_metrics.entity_scores(gold, gold)["f1"] == 1.0
 
 
 def test_conll_reader_errors(tmp_path):
+  chunk = tasks.get_task("chunk")
   path = tmp_path / "train.txt"
   path.write_text("He PRP B-NP\nran VBD B-XP\n")
-  with pytest.raises(DataError, match=f"{path}:2: unknown chunk tag 'B-XP'"):
-    tagging_data.read_conll(str(path))
+  with pytest.raises(DataError, match=f"{path}:2: unknown tag 'B-XP' of task chunk; "
+                     "expected O or B-/I- with one of ADJP, ADVP"):
+    tagging_data.read_file(chunk, str(path))
   path.write_text("He PRP B-NP\n\nran B-VP\n")
-  with pytest.raises(DataError, match=f"{path}:3: expected 'word POS chunk-tag', found 2"):
-    tagging_data.read_conll(str(path))
+  with pytest.raises(DataError, match=f"{path}:3: expected a word in column 0 and a tag "
+                     r"in column 2 \(0-based, -1 the last\), found 2 columns$"):
+    tagging_data.read_file(chunk, str(path))
   # A file without its blank lines is not one sentence of thousands of words.
   words = "".join(f"w{i} NN B-NP\n" for i in range(tagging_data.MAX_SENTENCE_WORDS))
   path.write_text("He PRP B-NP\n\n" + words)
-  assert len(tagging_data.read_conll(str(path))[1].words) == 1000
+  assert len(tagging_data.read_file(chunk, str(path))[1].words) == 1000
   path.write_text("He PRP B-NP\n\n" + words + "ran VBD B-VP\n")
   with pytest.raises(DataError) as info:
-    tagging_data.read_conll(str(path))
+    tagging_data.read_file(chunk, str(path))
   assert str(info.value) == (f"{path}:3: a sentence of more than 1,000 words starts "
                              "here; sentences are separated by blank lines")
   path.write_text("\n\n")
   with pytest.raises(DataError, match="no sentences"):
-    tagging_data.read_conll(str(path))
-  with pytest.raises(DataError, match="missing dev file of chunk"):
-    tasks.read_examples(tasks.get_task("chunk"), str(tmp_path), "dev")
+    tagging_data.read_file(chunk, str(path))
+  with pytest.raises(DataError, match="missing test file of chunk"):
+    tasks.read_examples(chunk, str(tmp_path), "test")
+  with pytest.raises(DataError, match=r"task chunk has no split 'dev' \(it has train, "
+                     r"test\)"):
+    tasks.read_examples(chunk, str(tmp_path), "dev")
 
 
 def test_bioes_round_trip():
   tags = ["B-NP", "I-NP", "I-NP", "B-VP", "O", "I-PP", "B-NP"]
   labels = tagging_data.to_bioes(tags)
   assert labels == ["B-NP", "I-NP", "E-NP", "S-VP", "O", "S-PP", "S-NP"]
-  assert set(labels) <= set(tagging_data.BIOES_LABELS)
-  assert tagging_metrics.chunk_spans(tagging_data.to_bio(labels)) == tagging_metrics.chunk_spans(tags)
+  assert set(labels) <= set(tasks.get_task("chunk").labels)
+  assert tagging_metrics.entity_spans(tagging_data.to_bio(labels)) == \
+      tagging_metrics.entity_spans(labels) == tagging_metrics.entity_spans(tags)
+  # IOB1 (entities open with I-, B- only between two of a type) reads alike.
+  assert tagging_data.to_bioes(["I-PER", "I-PER", "B-PER", "O", "I-LOC"]) == [
+      "B-PER", "E-PER", "S-PER", "O", "S-LOC"]
 
 
 def test_squad_v2_from_prepared_tfds(tmp_path):

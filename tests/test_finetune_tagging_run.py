@@ -1,5 +1,6 @@
-"""Chunking fine-tuning: word-level features, span-F1 scoring against seqeval, and an
-end-to-end run on part of the shared CoNLL-2000 data (scored on its test split)."""
+"""Chunking fine-tuning: a sentence's windows (each word labelled at its first piece,
+owned by its window of most context), span-F1 scoring against seqeval, and an end-to-end
+run on part of the shared CoNLL-2000 data (scored on its test split)."""
 
 import json
 
@@ -15,47 +16,76 @@ from finetune.tagging import data as tagging_data
 from finetune.tagging.model import TaggingRunner
 from tests.helpers import chunk_data, shared_path
 
+LENGTH, STRIDE = 24, 8  # windows of 22 pieces, one every 8
+
 
 @pytest.fixture(scope="module")
 def sentences():
-  return tagging_data.read_conll(shared_path("conll2000", "test.txt"))[:200]
+  return tagging_data.read_file(tasks.get_task("chunk"),
+                                shared_path("conll2000", "test.txt"))[:200]
 
 
 @pytest.fixture(scope="module")
 def runner():
   tokenizer = Tokenizer(load_vocab(shared_path("vocab", "bert_uncased_vocab.txt")))
   config = finetune_config.load_config("electra_small", ["chunk"], "unused",
-                                       {"max_seq_length": 48})
+                                       {"max_seq_length": LENGTH,
+                                        "tagging_stride": STRIDE})
   return TaggingRunner(tasks.get_task("chunk"), config, tokenizer)
 
 
-def test_labels_sit_on_each_words_first_piece(runner, sentences):
-  features = runner.features(sentences, "test")
+def owners(runner, sentences, features):
+  """Each sentence's rows, and each word's (row, slot) where it has the most context,
+  worked out here from the windows' pieces: min(left, right) pieces + 0.01 x the
+  window's, first window on ties."""
   vocab = runner.tokenizer.vocab
-  truncated = 0
-  for i, sentence in enumerate(sentences):
-    ids = features["input_ids"][i]
-    used = int(features["input_mask"][i].sum())
-    assert ids[0] == vocab.cls_id and ids[used - 1] == vocab.sep_id
-    count = int(features["word_label_mask"][i].sum())
-    positions = features["word_positions"][i, :count]
-    # The pieces between a word's position and the next are that word's own pieces.
-    ends = list(positions[1:]) + [used - 1]
-    for word, start, end in zip(sentence.words, positions, ends):
-      assert ids[start:end].tolist() == runner.tokenizer.ids(word)
-    labels = [tagging_data.BIOES_LABELS[k] for k in features["word_labels"][i, :count]]
-    assert labels == tagging_data.to_bioes(sentence.tags)[:count]
-    # Only what does not fit is cut: the next word would overflow the window.
-    if count < len(sentence.words):
-      truncated += 1
-      assert used + len(runner.tokenizer.ids(sentence.words[count])) > 48
-  assert 0 < truncated < len(sentences)  # max_seq_length 48 cuts some sentences
+  rows = {}
+  for row, index in enumerate(features["sentence_index"]):
+    rows.setdefault(int(index), []).append(row)
+  owner = []
+  for index, sentence in enumerate(sentences):
+    pieces = [runner.tokenizer.ids(w) or [vocab.unk_id] for w in sentence.words]
+    flat = [p for word in pieces for p in word]
+    first = np.cumsum([0] + [len(p) for p in pieces])[:-1]
+    best = [(-1.0, None)] * len(sentence.words)
+    for k, row in enumerate(rows[index]):
+      used = int(features["input_mask"][row].sum())
+      ids = features["input_ids"][row, :used].tolist()
+      start, span = k * STRIDE, used - 2
+      assert ids == [vocab.cls_id] + flat[start:start + span] + [vocab.sep_id]
+      held = [w for w, p in enumerate(first) if start <= p < start + span]
+      count = int(features["word_label_mask"][row].sum())
+      assert list(range(features["first_word"][row], features["first_word"][row] + count)) \
+          == held
+      np.testing.assert_array_equal(features["word_positions"][row, :count],
+                                    1 + first[held] - start)
+      labels = [tagging_data.to_bioes(sentence.tags)[w] for w in held]
+      assert [runner.labels[k] for k in features["word_labels"][row, :count]] == labels
+      for slot, w in enumerate(held):
+        score = min(first[w] - start, start + span - 1 - first[w]) + 0.01 * span
+        if score > best[w][0]:
+          best[w] = (score, (row, slot))
+    assert start + span == len(flat)  # the last window ends the sentence
+    owner.append([where for _, where in best])
+  return rows, owner
 
 
-def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences):
+def test_each_word_labelled_in_every_window_and_owned_where_it_sees_most(runner,
+                                                                          sentences):
   features = runner.features(sentences, "test")
+  rows, owner = owners(runner, sentences, features)
+  owned = {(r, s) for r, s in zip(*np.nonzero(features["word_owned"]))}
+  assert owned == {where for sentence in owner for where in sentence}
+  assert len(owned) == sum(len(s.words) for s in sentences)  # each word once
+  several = sum(len(r) > 1 for r in rows.values())
+  assert 0 < several < len(sentences)  # max_seq_length 24 splits some sentences
+
+
+def test_score_is_conlleval_span_f1_of_each_words_owner(runner, sentences):
+  features = runner.features(sentences, "test")
+  _, owner = owners(runner, sentences, features)
   rng = np.random.default_rng(0)
-  num_labels = len(tagging_data.BIOES_LABELS)
+  num_labels = len(runner.labels)
   # Logits whose argmax is the gold BIOES label, with some words changed at random.
   gold_ids = features["word_labels"]
   chosen = np.where(rng.random(gold_ids.shape) < 0.1,
@@ -63,26 +93,17 @@ def test_score_is_conlleval_span_f1_with_cut_words_predicted_o(runner, sentences
   logits = rng.normal(size=gold_ids.shape + (num_labels,))
   np.put_along_axis(logits, chosen[..., None], 10.0, axis=-1)
   scores = runner.score(sentences, features, logits, "test")
-  gold, predicted = [], []
-  for i, sentence in enumerate(sentences):
-    count = int(features["word_label_mask"][i].sum())
-    bioes = [tagging_data.BIOES_LABELS[k] for k in chosen[i, :count]]
-    bioes += ["O"] * (len(sentence.words) - count)
-    gold.append(list(sentence.tags))
-    predicted.append(tagging_data.to_bio(bioes))
+  gold = [list(sentence.tags) for sentence in sentences]
+  predicted = [tagging_data.to_bio([runner.labels[chosen[row, slot]] for row, slot in words])
+               for words in owner]
   assert scores["f1"] == pytest.approx(100 * seqeval.metrics.f1_score(gold, predicted))
   assert scores["precision"] == pytest.approx(
       100 * seqeval.metrics.precision_score(gold, predicted))
   assert scores["recall"] == pytest.approx(
       100 * seqeval.metrics.recall_score(gold, predicted))
-  # Exact logits are perfect on sentences that fit; cut-off words lose their chunks.
+  # Exact logits are perfect, long sentences included: every word is tagged.
   exact = np.eye(num_labels)[gold_ids]
-  fits = [i for i, sentence in enumerate(sentences)
-          if features["word_label_mask"][i].sum() == len(sentence.words)]
-  assert runner.score([sentences[i] for i in fits],
-                      {k: v[fits] for k, v in features.items()}, exact[fits],
-                      "test")["f1"] == 100.0
-  assert runner.score(sentences, features, exact, "test")["recall"] < 100.0
+  assert runner.score(sentences, features, exact, "test")["f1"] == 100.0
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ import tensorflow as tf
 
 import run_finetuning
 from finetune import config as finetune_config
-from finetune import trainer
+from finetune import tasks, trainer
 from finetune.tagging import data as tagging_data
+from finetune.tagging import metrics as tagging_metrics
 from tests.helpers import (as_v2, chunk_data, head_of, ROOT, shared_path, squad_subset,
                            write_json, write_tiny_pretrained_model)
 
@@ -205,17 +206,26 @@ def test_chunking_predictions_match_evaluation(tmp_path, capsys):
   overrides = {"max_seq_length": 48, "train_batch_size": 16, "eval_batch_size": 20,
                "num_train_epochs": 1.0, "learning_rate": 2e-3}
   config = train(data, "chunk", overrides)
-  sentences = tagging_data.read_conll(data / "finetuning_data" / "chunk" / "test.txt")
+  task = tasks.get_task("chunk")
+  sentences = tagging_data.read_file(task, data / "finetuning_data" / "chunk" / "test.txt")
   inputs = tmp_path / "sentences.txt"
   inputs.write_text("".join(" ".join(s.words) + "\n\n" for s in sentences))
   output = tmp_path / "tags.jsonl"
   code, err, lines = predict(data, "chunk", overrides, inputs, output, capsys)
   assert code == 0, err
   _, split, outputs, _ = eval_outputs(config, "test")
-  expected = tagging_data.predicted_tags(split.examples,
-                                             split.features["word_label_mask"], outputs)
+  expected = tagging_data.predicted_tags(split.examples, split.features, outputs,
+                                         task.output_tags)
   assert len(lines) == len(sentences) == 40
   for line, sentence, tags in zip(lines, sentences, expected):
     assert line["words"] == list(sentence.words)
     assert len(line["tags"]) == len(sentence.words) and line["tags"] == tags
-    assert set(line["tags"]) <= set(tagging_data.CHUNK_TAGS)
+    assert set(line["tags"]) <= set(task.tags)
+    # Chunks as entities: each a span of the line, as conlleval reads the tags.
+    text = " ".join(sentence.words)
+    starts = [len(" ".join(sentence.words[:i])) + (i > 0) for i in range(len(sentence.words))]
+    assert [(e["type"], e["start"], e["end"], e["text"]) for e in line["entities"]] == [
+        (kind, starts[a], starts[b] + len(sentence.words[b]),
+         " ".join(sentence.words[a:b + 1]))
+        for kind, a, b in tagging_metrics.entity_spans(tags)]
+    assert all(text[e["start"]:e["end"]] == e["text"] for e in line["entities"])

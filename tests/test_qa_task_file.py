@@ -276,5 +276,5 @@ def test_a_training_file_with_no_answer_at_its_offset_is_refused_in_one_line(
   spec.write_text(json.dumps({"family": "qaa", "name": "t", "train": "train.jsonl"}))
   assert run(data, spec) == 2
   assert capsys.readouterr().err.splitlines()[-1] == (
-      f"error: {spec}: unknown task family 'qaa'; did you mean 'qa'? (expected one of qa, "
-      "sentence)")
+      f"error: {spec}: \"family\": unknown task family 'qaa'; did you mean 'qa'? (expected one "
+      "of qa, sentence, tagging)")

@@ -7,7 +7,8 @@
 
 (`python -m tools.export_lite`, its former name, runs the same.) DIR is a fine-tuned
 model directory of run_finetuning.py (<model_dir>_<trial>) of one task: sentence
-classification or regression, tagging (chunking) or question answering (SQuAD 1.1/2.0,
+classification or regression, tagging (chunking, named entities, parts of speech) or
+question answering (SQuAD 1.1/2.0,
 MRQA). OUT, a new folder, receives model_float32.tflite, model_dynamic_int8.tflite and
 model_full_int8.tflite (litert, the default; the full-int8 model calibrated on N
 examples of the task's training split, read under DATA, by default the run's

@@ -35,6 +35,7 @@ import numpy as np
 from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
+from finetune.windows import doc_spans, max_context_owner
 from finetune.errors import DataError
 
 
@@ -446,30 +447,6 @@ class _Contexts:
       tok_to_word = np.repeat(np.arange(len(words)), counts)
       self._cache = {context: (ids, tok_to_word, first)}  # examples come by paragraph
     return self._cache[context]
-
-
-def doc_spans(num_pieces: int, max_pieces: int, stride: int) -> List[Tuple[int, int]]:
-  """(start, length) windows over the context: every `stride` pieces until the end."""
-  spans, start = [], 0
-  while True:
-    length = min(num_pieces - start, max_pieces)
-    spans.append((start, length))
-    if start + length >= num_pieces:
-      return spans
-    start += min(length, stride)
-
-
-def max_context_owner(spans: Sequence[Tuple[int, int]], num_pieces: int) -> np.ndarray:
-  """For every context piece, the window where it has the most context (first on ties)."""
-  position = np.arange(num_pieces)
-  best_score = np.full(num_pieces, -np.inf)
-  owner = np.full(num_pieces, -1)
-  for index, (start, length) in enumerate(spans):
-    inside = (position >= start) & (position < start + length)
-    score = np.minimum(position - start, start + length - 1 - position) + 0.01 * length
-    better = inside & (score > best_score)
-    owner[better], best_score[better] = index, score[better]
-  return owner
 
 
 def improve_answer_span(pieces: np.ndarray, start: int, end: int,

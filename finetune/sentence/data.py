@@ -284,15 +284,11 @@ def read_examples(task: SentenceTask, data_dir: str, split: str,
                   fetch_missing: bool = False) -> List[SentenceExample]:
   """Examples of a split from the task's files or, when they are missing, from TFDS:
   prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
-  try:
-    path = split_file(task, data_dir, split)
-  except DataError as missing:  # (a user's task has no tfds_name: its error stands)
-    builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
-                                                   tfds_data_dir, fetch_missing)
-    if builder is None:
-      raise
-    return read_tfds(task, split, builder, max_examples)
-  return read_split_file(task, split, path, max_examples)
+  return tfds_source.files_else_tfds(
+      lambda: split_file(task, data_dir, split),
+      lambda path: read_split_file(task, split, path, max_examples),
+      lambda builder: read_tfds(task, split, builder, max_examples), task.tfds_name,
+      tfds_data_dir, fetch_missing)
 
 
 def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):

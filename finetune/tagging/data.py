@@ -1,53 +1,153 @@
-"""Sequence tagging data: CoNLL-2000 chunking files, the chunk label encodings, and the
-model's inputs.
+"""Sequence tagging data: the tasks (CoNLL-2000 chunking, CoNLL-2003 and CoNLL-2002 named
+entities, XTREME's part of speech, and users' own from their task files), their files
+or else TFDS, the tag schemes, and the model's inputs.
 
-Owns the chunking task definition, the reader for `word POS tag` lines with a blank line
-between sentences (unknown tags and malformed lines are errors at file:line), the
-conversion between the files' B-/I-/O tags and the B-/I-/E-/S-/O labels the original
-trains on, and the features: each word is WordPiece-tokenized on its own and the
-sentence becomes [CLS] pieces [SEP]; a word's label sits on its first piece
-(word_positions); words past max_seq_length are left out of the model and tagged O.
-The head's logits go back to tags here too. numpy only: the exported models' reader
-(deployed.py) ships this module. Span-level F1 lives in metrics.py.
+A split is CoNLL columns (one word a line, its word and tag columns chosen by index,
+any whitespace between them, a blank line between sentences, `-DOCSTART-` lines
+skipped), CoNLL-U (FORM and UPOS; comments and multiword or empty-node lines skipped)
+or JSON lines of {"words": [...], "tags": [...]}; a malformed line, an unknown tag or an
+empty sentence is an error at file:line. A task's tags are in one scheme: IOB1, IOB2
+(BIO) or BIOES, whose entities conlleval reads alike (metrics.py), or none (tags
+without entities: part of speech). An entity task trains, as the original does, on the
+BIOES labels of its entities (a last word E-, a one-word entity S-); its predictions go
+back to IOB2 tags (BIOES for a BIOES task).
+
+Features: each word is WordPiece-tokenized on its own and its label sits on its first
+piece (word_positions). A sentence longer than max_seq_length - 2 pieces is read in
+windows of [CLS] pieces [SEP] starting every tagging_stride pieces, as QA reads a
+context (finetune/windows.py); every window trains on the words whose first piece it
+holds, and each word is predicted from the window where that piece has the most
+context (max_context_owner). numpy only: the exported models' reader (deployed.py)
+ships this module.
 """
 
 import dataclasses
+import json
+import logging
+import os
+import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from data_prep.tokenizer import Tokenizer
-from finetune import layout
+from finetune import layout, tfds_source
 from finetune.errors import DataError, at
-from finetune.tagging.metrics import chunk_spans
+from finetune.windows import doc_spans, max_context_owner
+from finetune.tagging.metrics import entity_spans
 
-CHUNK_TYPES = ("ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP",
-               "VP")
-CHUNK_TAGS = ("O",) + tuple(f"{p}-{t}" for t in CHUNK_TYPES for p in "BI")
-# The original trains on BIOES: a chunk's last word E-, a one-word chunk S-.
-BIOES_LABELS = ("O",) + tuple(f"{p}-{t}" for t in CHUNK_TYPES for p in "BIES")
+# The tag schemes, by the names a task file gives them.
+SCHEMES = ("iob1", "iob2", "bioes", "none")
+SCHEME_NAMES = {"bio": "iob2", "iobes": "bioes", **{s: s for s in SCHEMES}}
+PREFIXES = {"iob1": "BI", "iob2": "BI", "bioes": "BIES"}
+FORMATS = ("conll", "conllu", "jsonl")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitFile:
+  """A split's accepted file names in the task folder (a user's task: one, beside its
+  task file)."""
+  file_names: Tuple[str, ...]
+
+
+def _splits(**names) -> Dict[str, SplitFile]:
+  return {split: SplitFile(tuple(files)) for split, files in names.items()}
 
 
 @dataclasses.dataclass(frozen=True)
 class TaggingTask:
+  """A tagging task: its tags, their scheme, its files' splits and layout."""
   name: str
-  folders: Tuple[str, ...]
-  tags: Tuple[str, ...]
+  tags: Tuple[str, ...]  # every tag its files may hold, in its scheme
+  splits: Dict[str, SplitFile]
+  scheme: str = "iob2"
+  folders: Tuple[str, ...] = ()  # accepted folder names under finetuning_data/
   aliases: Tuple[str, ...] = ()
   eval_splits: Tuple[str, ...] = ("dev",)
   test_splits: Tuple[str, ...] = ("test",)
   train_split: str = "train"
   metrics: Tuple[str, ...] = ("f1",)
+  file_format: str = "conll"
+  word_column: int = 0
+  tag_column: int = -1  # Python's index: -1 the last
+  files_dir: Optional[str] = None  # users' tasks: file names are relative to this
+  tfds_name: Optional[str] = None
+  tfds_tags: str = "ner"  # the TFDS feature holding the tags (class ids)
+
+  @property
+  def types(self) -> Tuple[str, ...]:
+    """The entity types, in the order of the tags ("none": none)."""
+    if self.scheme == "none":
+      return ()
+    return tuple(dict.fromkeys(t[2:] for t in self.tags if t != "O"))
+
+  @property
+  def labels(self) -> Tuple[str, ...]:
+    """What the head predicts: an entity task's BIOES labels, else the tags."""
+    if self.scheme == "none":
+      return self.tags
+    return ("O",) + tuple(f"{p}-{t}" for t in self.types for p in "BIES")
+
+  @property
+  def output_tags(self) -> Tuple[str, ...]:
+    """The tag --predict writes for each label: IOB2 for IOB tasks."""
+    return tuple(to_bio(self.labels)) if self.scheme in ("iob1", "iob2") else self.labels
+
+  def tags_described(self) -> str:
+    """The tags, as an error names what was expected."""
+    if self.scheme == "none":
+      return ", ".join(self.tags)
+    return f"O or {'/'.join(p + '-' for p in PREFIXES[self.scheme])} with one of " \
+        f"{', '.join(self.types)}"
 
 
-# CoNLL-2000 has no dev set: the original reports the test set, so it is scored each epoch.
-CHUNKING = TaggingTask("chunk", folders=("chunk", "conll2000"), tags=CHUNK_TAGS,
-                       eval_splits=("test",), test_splits=())
+CHUNK_TYPES = ("ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP",
+               "VP")
+CHUNK_TAGS = ("O",) + tuple(f"{p}-{t}" for t in CHUNK_TYPES for p in "BI")
+NER_TAGS = ("O",) + tuple(f"{p}-{t}" for t in ("LOC", "MISC", "ORG", "PER") for p in "BI")
+# Universal Dependencies' parts of speech.
+UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON",
+        "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
+# XTREME's languages with training and dev data (TFDS xtreme_pos configs).
+XTREME_POS_LANGUAGES = ("af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "fa", "fi",
+                        "fr", "he", "hi", "hu", "id", "it", "ja", "ko", "mr", "nl", "pt",
+                        "ru", "te", "tl", "tr", "ur", "vi", "zh")
+
+# CoNLL-2000 has no dev set: the original reports the test set, so it is scored each
+# epoch. Its files: word, part of speech, chunk tag.
+CHUNKING = TaggingTask("chunk", CHUNK_TAGS, _splits(train=["train.txt"], test=["test.txt"]),
+                       folders=("chunk", "conll2000"), eval_splits=("test",),
+                       test_splits=(), tag_column=2)
+
+
+def _conll_ner(name, folder, prefix, scheme) -> TaggingTask:
+  """A CoNLL named-entity task: its files as the shared task shipped them (<prefix>.train,
+  .testa, .testb) or named by split."""
+  return TaggingTask(name, NER_TAGS, _splits(
+      train=["train.txt", f"{prefix}.train"], dev=["dev.txt", f"{prefix}.testa"],
+      test=["test.txt", f"{prefix}.testb"]), scheme=scheme, folders=(folder,),
+                     tfds_name=name)
+
+
+TAGGING_TASKS = (
+    CHUNKING,
+    # English (word, POS, chunk, entity), its entities in IOB1 as shipped.
+    _conll_ner("conll2003", "conll2003", "eng", "iob1"),
+    # Spanish (word, entity) and Dutch (word, POS, entity), in IOB2.
+    _conll_ner("conll2002/es", "conll2002_es", "esp", "iob2"),
+    _conll_ner("conll2002/nl", "conll2002_nl", "ned", "iob2"),
+    *(TaggingTask(f"xtreme_pos/xtreme_pos_{lang}", UPOS, _splits(
+        train=["train.conllu"], dev=["dev.conllu"], test=["test.conllu"]),
+                  scheme="none", folders=(f"xtreme_pos_{lang}",),
+                  aliases=(f"xtreme_pos/{lang}",), metrics=("accuracy",),
+                  file_format="conllu", word_column=1, tag_column=3,
+                  tfds_name=f"xtreme_pos/xtreme_pos_{lang}", tfds_tags="upos")
+      for lang in XTREME_POS_LANGUAGES),
+)
 
 
 # A sentence of more words is refused as a file without its blank lines (one was read as
-# a 5,000-word sentence): a model reads at most 512 positions, a word at least one, so
-# words past those are never tagged; CoNLL-2000's longest sentence has 78.
+# a 5,000-word sentence); CoNLL-2000's longest sentence has 78.
 MAX_SENTENCE_WORDS = 1000
 
 
@@ -55,148 +155,335 @@ MAX_SENTENCE_WORDS = 1000
 class TaggingExample:
   eid: int
   words: Tuple[str, ...]
-  pos: Tuple[str, ...]
-  tags: Tuple[str, ...]
+  tags: Tuple[str, ...] = ()  # () when unlabeled (--predict)
+  # A text line the words were split from at whitespace, and each word's first
+  # character in it (--predict's entities are spans of the line).
+  line: Optional[str] = None
+  starts: Tuple[int, ...] = ()
 
 
-def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExample]:
-  """Sentences of a CoNLL-2000 file: `word POS tag` per line, blank line between."""
-  known = frozenset(tags)
-  examples, sentence = [], []
-  first_line = 0  # of the sentence being read
-
-  def finish():
-    if sentence:
-      words, pos, sentence_tags = zip(*sentence)
-      examples.append(TaggingExample(len(examples), words, pos, sentence_tags))
-      sentence.clear()
-
+def _open(path: str):
   try:
-    with open(path, encoding="utf-8") as f:
-      for line_number, line in enumerate(f, start=1):
-        fields = line.split()
-        if not fields:
-          finish()
-          continue
-        if len(fields) != 3:
-          raise at(path, line_number, f"expected 'word POS chunk-tag', found "
-                                      f"{len(fields)} fields")
-        if fields[2] not in known:
-          raise at(path, line_number, f"unknown chunk tag {fields[2]!r}; expected O or "
-                                      f"B-/I- with one of {', '.join(CHUNK_TYPES)}")
-        if not sentence:
-          first_line = line_number
-        elif len(sentence) == MAX_SENTENCE_WORDS:
-          raise at(path, first_line, f"a sentence of more than {MAX_SENTENCE_WORDS:,} "
-                                     "words starts here; sentences are separated by "
-                                     "blank lines")
-        sentence.append(tuple(fields))
+    return open(path, encoding="utf-8")
+  except OSError as e:
+    raise DataError(f"{path}: cannot read it ({e.strerror})") from None
+
+
+def _conll_sentences(path: str, file_format: str, word_column: int, tag_column: int
+                     ) -> Iterator[Tuple[List[int], List[str], List[str]]]:
+  """Each sentence of a CoNLL or CoNLL-U file: its words' line numbers, words, tags."""
+  lines, words, tags = [], [], []
+  with _open(path) as f:
+    for number, line in enumerate(f, start=1):
+      fields = line.split()
+      if file_format == "conllu" and fields and not fields[0].isdigit():
+        continue  # a comment, a multiword token (1-2) or an empty node (1.1)
+      if not fields or fields[0] == "-DOCSTART-":
+        if words:
+          yield lines, words, tags
+          lines, words, tags = [], [], []
+        continue
+      n = len(fields)
+      if not (-n <= word_column < n and -n <= tag_column < n) or (
+          word_column % n == tag_column % n):
+        raise at(path, number, f"expected a word in column {word_column} and a tag in "
+                               f"column {tag_column} (0-based, -1 the last), found {n} "
+                               f"column{'s' * (n != 1)}")
+      if len(words) == MAX_SENTENCE_WORDS:
+        raise at(path, lines[0], f"a sentence of more than {MAX_SENTENCE_WORDS:,} words "
+                                 "starts here; sentences are separated by blank lines")
+      lines.append(number)
+      words.append(fields[word_column])
+      tags.append(fields[tag_column])
+  if words:
+    yield lines, words, tags
+
+
+def _json_lines(path: str) -> Iterator[Tuple[int, object]]:
+  """(line number, its JSON value) of each line that is not blank."""
+  with _open(path) as f:
+    for number, line in enumerate(f, start=1):
+      if line.strip():
+        try:
+          yield number, json.loads(line)
+        except json.JSONDecodeError as e:
+          raise at(path, number, f"invalid JSON: {e.msg}") from None
+
+
+def _json_sentences(path: str) -> Iterator[Tuple[List[int], List[str], List[str]]]:
+  """Each sentence of a JSON-lines file of {"words": [...], "tags": [...]}."""
+  for number, record in _json_lines(path):
+    if not (isinstance(record, dict) and all(
+        isinstance(record.get(k), list) and all(isinstance(x, str) for x in record[k])
+        for k in ("words", "tags"))):
+      raise at(path, number, 'expected a JSON object with "words" and "tags", lists of '
+                             "strings")
+    words, tags = record["words"], record["tags"]
+    if not words:
+      raise at(path, number, "an empty sentence (no words)")
+    if len(words) != len(tags):
+      raise at(path, number, f"{len(words)} words but {len(tags)} tags")
+    yield [number] * len(words), words, tags
+
+
+def _sentences(path: str, file_format: str, word_column: int, tag_column: int):
+  """Each sentence of a file of any FORMATS: its words' line numbers, words and tags; a
+  file without any is an error."""
+  try:
+    read = (_json_sentences(path) if file_format == "jsonl" else
+            _conll_sentences(path, file_format, word_column, tag_column))
+    found = False
+    for sentence in read:
+      found = True
+      yield sentence
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-  finish()
-  if not examples:
+  if not found:
     raise DataError(f"{path}: no sentences")
+
+
+def read_file(task: TaggingTask, path: str) -> List[TaggingExample]:
+  """Every sentence of one of a task's files, each tag one of the task's."""
+  known = frozenset(task.tags)
+  examples = []
+  for lines, words, tags in _sentences(path, task.file_format, task.word_column,
+                                       task.tag_column):
+    for line, tag in zip(lines, tags):
+      if tag not in known:
+        raise at(path, line, f"unknown tag {tag!r} of task {task.name}; expected "
+                             f"{task.tags_described()}")
+    examples.append(TaggingExample(len(examples), tuple(words), tuple(tags)))
   return examples
 
 
-def read_sentences(path: str) -> Iterator[TaggingExample]:
-  """Sentences to tag, one a line (words split at whitespace; blank lines skipped),
-  read as they come. Their tags are placeholders (all O)."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      eid = 0
-      for line in f:
-        words = tuple(line.split())
-        if words:
-          yield TaggingExample(eid, words, ("",) * len(words), ("O",) * len(words))
-          eid += 1
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+def scan_tags(path: str, file_format: str, word_column: int, tag_column: int
+              ) -> Tuple[Dict[str, int], int, int]:
+  """A training file's tags, each with the first line it is on, and how many of its
+  entities (as conlleval reads B-/I- tags) open with I- and with B-; the entity counts
+  are 0 for tags without those prefixes."""
+  first_line, inside, begin = {}, 0, 0
+  for lines, _, tags in _sentences(path, file_format, word_column, tag_column):
+    for line, tag in zip(lines, tags):
+      first_line.setdefault(tag, line)
+    if all(t == "O" or t[:2] in ("B-", "I-") for t in tags):
+      opening = [tags[first][0] for _, first, _ in entity_spans(tags)]
+      inside, begin = inside + opening.count("I"), begin + opening.count("B")
+  return first_line, inside, begin
 
 
 def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
-  return layout.find_split_file(data_dir, task.name, split, task.folders,
-                                [split + ".txt"], "CoNLL-2000 format")
+  if split not in task.splits:
+    raise DataError(f"task {task.name} has no split {split!r} (it has "
+                    f"{', '.join(task.splits)})")
+  names = task.splits[split].file_names
+  if task.files_dir is not None:
+    path = os.path.join(task.files_dir, names[0])
+    if not os.path.isfile(path):
+      raise DataError(f"{path}: the {split} file of task {task.name} " + (
+          "is a directory" if os.path.isdir(path) else "does not exist"))
+    return path
+  return layout.find_split_file(data_dir, task.name, split, task.folders, names,
+                                f"{task.file_format.replace('conll', 'CoNLL')} format")
+
+
+def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
+  """The sentences of the dataset `builder` has prepared in TensorFlow Datasets: its
+  "tokens" and its tags' class ids."""
+  names = builder.info.features[task.tfds_tags].feature.names
+  known = frozenset(task.tags)
+  source = f"TFDS {task.tfds_name} {split}"
+  examples = []
+  for index, record in enumerate(tfds_source.records(builder, split)):
+    words = tuple(w.decode("utf-8") for w in record["tokens"])
+    tags = tuple(names[k] for k in record[task.tfds_tags])
+    where = f"{source} record {index}"
+    if not words or len(words) != len(tags):
+      raise DataError(f"{where}: {len(words)} words but {len(tags)} tags")
+    unknown = next((t for t in tags if t not in known), None)
+    if unknown is not None:
+      raise DataError(f"{where}: unknown tag {unknown!r} of task {task.name}")
+    examples.append(TaggingExample(len(examples), words, tags))
+  return examples
 
 
 def read_examples(task: TaggingTask, data_dir: str, split: str,
                   max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[TaggingExample]:
-  """The first `max_examples` sentences (all when None) of a split's CoNLL file (TFDS
-  has no chunking task: its arguments are the family reader's, unused)."""
-  del tfds_data_dir, fetch_missing
-  return read_conll(split_file(task, data_dir, split), task.tags)[:max_examples]
+  """The first `max_examples` sentences (all when None) of a split from the task's
+  files or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
+  `fetch_missing`) downloaded and prepared now."""
+  return tfds_source.files_else_tfds(
+      lambda: split_file(task, data_dir, split), lambda path: read_file(task, path),
+      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
+      fetch_missing)[:max_examples]
+
+
+def read_sentences(path: str) -> Iterator[TaggingExample]:
+  """Sentences to tag, read as they come: JSON lines of {"words": [...]} (a path ending
+  .jsonl), else one text line each (words split at whitespace; blank lines skipped)."""
+  try:
+    if path.endswith(".jsonl"):
+      for eid, (number, record) in enumerate(_json_lines(path)):
+        words = record.get("words") if isinstance(record, dict) else None
+        if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+          raise at(path, number, 'expected a JSON object with "words", a list of strings')
+        yield TaggingExample(eid, tuple(words))
+    else:
+      with _open(path) as f:
+        lines = (line.rstrip("\r\n") for line in f if line.strip())
+        yield from (split_line(eid, line) for eid, line in enumerate(lines))
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def split_line(eid: int, line: str) -> TaggingExample:
+  """A text line's words (split at whitespace, as str.split) and where each starts."""
+  found = list(re.finditer(r"\S+", line))
+  return TaggingExample(eid, tuple(m.group() for m in found), line=line,
+                        starts=tuple(m.start() for m in found))
 
 
 def to_bioes(tags: Sequence[str]) -> List[str]:
-  """B-/I-/O tags to B-/I-/E-/S-/O labels, chunk by chunk as conlleval reads them."""
+  """IOB1, IOB2 or BIOES tags to B-/I-/E-/S-/O labels, entity by entity as conlleval
+  reads them."""
   labels = ["O"] * len(tags)
-  for chunk_type, first, last in chunk_spans(tags):
+  for kind, first, last in entity_spans(tags):
     if first == last:
-      labels[first] = "S-" + chunk_type
+      labels[first] = "S-" + kind
     else:
-      labels[first], labels[last] = "B-" + chunk_type, "E-" + chunk_type
-      labels[first + 1:last] = ["I-" + chunk_type] * (last - first - 1)
+      labels[first], labels[last] = "B-" + kind, "E-" + kind
+      labels[first + 1:last] = ["I-" + kind] * (last - first - 1)
   return labels
 
 
 def to_bio(labels: Sequence[str]) -> List[str]:
-  """B-/I-/E-/S-/O labels (e.g. predictions) back to B-/I-/O tags."""
+  """B-/I-/E-/S-/O labels (e.g. predictions) to B-/I-/O tags, label by label."""
   renamed = {"S": "B", "E": "I"}
   return [label if label == "O" else renamed.get(label[0], label[0]) + label[1:]
           for label in labels]
 
 
-def encode(tokenizer: Tokenizer, examples: Sequence[TaggingExample],
-           length: int) -> Dict[str, np.ndarray]:
-  """int32 input_ids, input_mask, segment_ids, word_positions, word_labels [N, length]
-  and float32 word_label_mask (1 at each word that fits)."""
-  vocab = tokenizer.vocab
-  word_ids = {}
+def as_labels(task: TaggingTask, tags: Sequence[str]) -> List[str]:
+  """A sentence's tags as the model's labels (BIOES for an entity task)."""
+  return list(tags) if task.scheme == "none" else to_bioes(tags)
+
+
+def as_output_tags(task: TaggingTask, tags: Sequence[str]) -> List[str]:
+  """A sentence's tags in the form --predict writes (IOB2 for an IOB task): gold tags
+  compared with predicted ones word by word."""
+  return to_bio(as_labels(task, tags)) if task.scheme in ("iob1", "iob2") else \
+      as_labels(task, tags)
+
+
+def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: int,
+            stride: int, task: Optional[TaggingTask] = None) -> Dict[str, np.ndarray]:
+  """Every sentence's windows, in order: int32 input_ids, input_mask, segment_ids,
+  word_positions, word_labels [N, length] (labels of `task`, the examples' when they
+  are labelled), float32 word_label_mask (1 at each word whose first piece the window
+  holds, all of which train), which sentence (its position in `examples`) and first
+  word each window holds (sentence_index, first_word [N]), and word_owned [N, length]
+  (1 at the words this window predicts: where they have the most context)."""
+  vocab, room = tokenizer.vocab, length - 2
+  word_ids: Dict[str, int] = {}
   for example in examples:
     for word in example.words:
       word_ids.setdefault(word, len(word_ids))
-  ids, offsets = tokenizer.batch_ids(list(word_ids))
-  pieces = [ids[offsets[i]:offsets[i + 1]] for i in range(len(word_ids))]
-  label_id = {label: i for i, label in enumerate(BIOES_LABELS)}
-  n = len(examples)
+  # Each word alone ("\n" would end a line of batch_ids).
+  ids, offsets = tokenizer.batch_ids([w.replace("\n", " ") for w in word_ids])
+  # A word BERT's cleaning empties (only control characters) still needs a slot.
+  pieces = [ids[offsets[i]:offsets[i + 1]] if offsets[i + 1] > offsets[i] else
+            np.array([vocab.unk_id], np.int32) for i in range(len(word_ids))]
+  label_id = {label: i for i, label in enumerate(task.labels if task else ())}
+  rows = []  # (sentence, its first word, pieces, word positions, labels, owned words)
+  for index, example in enumerate(examples):
+    word_pieces = [pieces[word_ids[w]] for w in example.words]
+    counts = np.array([len(p) for p in word_pieces], np.int64)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    sentence = np.concatenate(word_pieces) if word_pieces else np.zeros([0], np.int32)
+    labels = np.array([label_id[label] for label in (
+        as_labels(task, example.tags) if example.tags else ())], np.int64)
+    spans = doc_spans(len(sentence), room, stride)
+    owner = max_context_owner(spans, len(sentence))[first]
+    for window, (start, span) in enumerate(spans):
+      begin, end = np.searchsorted(first, [start, start + span])
+      rows.append((index, begin, sentence[start:start + span], 1 + first[begin:end] - start,
+                   labels[begin:end], owner[begin:end] == window))
+  n = len(rows)
   out = {name: np.zeros([n, length], np.int32) for name in (
-      "input_ids", "input_mask", "segment_ids", "word_positions", "word_labels")}
+      "input_ids", "input_mask", "segment_ids", "word_positions", "word_labels",
+      "word_owned")}
   out["word_label_mask"] = np.zeros([n, length], np.float32)
-  for i, example in enumerate(examples):
-    tokens, positions = [vocab.cls_id], []
-    for word in example.words:
-      # A word BERT's cleaning empties (only control characters) still needs a slot.
-      word_pieces = pieces[word_ids[word]] if len(pieces[word_ids[word]]) else [
-          vocab.unk_id]
-      if len(tokens) + len(word_pieces) + 1 > length:
-        break
-      positions.append(len(tokens))
-      tokens.extend(word_pieces)
-    tokens.append(vocab.sep_id)
-    out["input_ids"][i, :len(tokens)] = tokens
-    out["input_mask"][i, :len(tokens)] = 1
+  out["sentence_index"] = np.array([row[0] for row in rows], np.int32).reshape(n)
+  out["first_word"] = np.array([row[1] for row in rows], np.int32).reshape(n)
+  for i, (_, _, window_pieces, positions, labels, owned) in enumerate(rows):
+    used, count = len(window_pieces) + 2, len(positions)
+    out["input_ids"][i, :used] = [vocab.cls_id, *window_pieces, vocab.sep_id]
+    out["input_mask"][i, :used] = 1
     # The original gives every piece of a tagging input segment id 1.
-    out["segment_ids"][i, :len(tokens)] = 1
-    out["word_positions"][i, :len(positions)] = positions
-    out["word_labels"][i, :len(positions)] = [
-        label_id[label] for label in to_bioes(example.tags)[:len(positions)]]
-    out["word_label_mask"][i, :len(positions)] = 1.0
+    out["segment_ids"][i, :used] = 1
+    out["word_positions"][i, :count] = positions
+    out["word_labels"][i, :len(labels)] = labels  # none when unlabeled
+    out["word_label_mask"][i, :count] = 1.0
+    out["word_owned"][i, :count] = owned
   return out
 
 
-def predicted_tags(examples: Sequence[TaggingExample],
-                   word_label_mask: np.ndarray, logits: np.ndarray) -> List[List[str]]:
-  """Each sentence's predicted B-/I-/O tags (O for words cut off by max_seq_length)."""
+def predicted_labels(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
+                     logits: np.ndarray) -> List[List[int]]:
+  """Each sentence's label ids, each word's from the window that owns it."""
   best = logits.argmax(-1)
-  counts = word_label_mask.sum(-1).astype(int)
-  return [to_bio([BIOES_LABELS[k] for k in best[i, :counts[i]]] +
-                              ["O"] * (len(example.words) - counts[i]))
-          for i, example in enumerate(examples)]
+  labels = [[0] * len(e.words) for e in examples]
+  for row, column in zip(*np.nonzero(features["word_owned"])):
+    word = features["first_word"][row] + column
+    labels[features["sentence_index"][row]][word] = int(best[row, column])
+  return labels
 
 
-def prediction_records(examples: Sequence[TaggingExample],
-                       word_label_mask: np.ndarray, logits: np.ndarray):
-  """--predict's record of each sentence: its index, words and tags."""
-  return [{"index": e.eid, "words": list(e.words), "tags": tags}
-          for e, tags in zip(examples, predicted_tags(examples, word_label_mask, logits))]
+def predicted_tags(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
+                   logits: np.ndarray, output_tags: Sequence[str]) -> List[List[str]]:
+  """Each sentence's predicted tags (a label's tag in output_tags)."""
+  return [[output_tags[k] for k in sentence]
+          for sentence in predicted_labels(examples, features, logits)]
+
+
+def entities(example: TaggingExample, tags: Sequence[str]) -> List[Dict[str, object]]:
+  """The entities of a sentence's tags: type, text and where: characters of its line
+  (line[start:end]), or words (words[start_word:end_word]) when it came as words."""
+  found = []
+  for kind, first, last in entity_spans(tags):
+    if example.line is not None:
+      start, end = example.starts[first], example.starts[last] + len(example.words[last])
+      found.append({"type": kind, "text": example.line[start:end], "start": start,
+                    "end": end})
+    else:
+      found.append({"type": kind, "text": " ".join(example.words[first:last + 1]),
+                    "start_word": first, "end_word": last + 1})
+  return found
+
+
+def prediction_records(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
+                       logits: np.ndarray, output_tags: Sequence[str], with_entities: bool):
+  """--predict's record of each sentence: its index, words, tags and (an entity task)
+  entities."""
+  records = []
+  for example, tags in zip(examples, predicted_tags(examples, features, logits,
+                                                    output_tags)):
+    record = {"index": example.eid, "words": list(example.words), "tags": tags}
+    if with_entities:
+      record["entities"] = entities(example, tags)
+    records.append(record)
+  return records
+
+
+def windows_note(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
+                 where: str, length: int, stride: int):
+  """Says (a warning line) how many sentences are read in more than one window."""
+  per_sentence = np.bincount(features["sentence_index"], minlength=len(examples))
+  longer = int((per_sentence > 1).sum())
+  if longer:
+    logging.warning("%s: %d of %d sentences are longer than one window of max_seq_length "
+                    "%d: read in %d windows, one every %d pieces (tagging_stride %d), "
+                    "each word tagged from the one where it has the most context", where,
+                    longer, len(examples), length,
+                    int(per_sentence[per_sentence > 1].sum()), min(stride, length - 2),
+                    stride)

@@ -1,15 +1,16 @@
 """A tagging task's exported model as the reader (export/reader.py) sees it: sentences
-(words split at whitespace, or lists of words) to its input_ids, input_mask,
-segment_ids, word_positions (as long as the batch's longest sentence); its logits
-[B, L, labels] to --predict's records (index, words, one B-/I-/O tag per word). numpy
-only: shipped with the export."""
+(text, its words split at whitespace, or lists of words) to the input_ids, input_mask,
+segment_ids, word_positions of their windows (a long sentence gives several rows; as
+long as the batch's longest); its logits [N, L, labels] to --predict's records (index,
+words, a tag per word, each from its window of most context, and an entity task's
+entities). numpy only: shipped with the export."""
 
 from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
 from finetune.padding import cut_to_longest
-from finetune.tagging.data import TaggingExample, encode, prediction_records
+from finetune.tagging.data import TaggingExample, prediction_records, split_line, windows
 
 INPUTS = ("input_ids", "input_mask", "segment_ids", "word_positions")
 
@@ -23,17 +24,18 @@ class Reader:
     self._last = None
 
   def inputs(self, sentences: Sequence[Union[str, Sequence[str]]]) -> Dict[str, np.ndarray]:
-    examples = []
-    for index, sentence in enumerate(sentences):
-      words = tuple(sentence.split() if isinstance(sentence, str) else sentence)
-      examples.append(TaggingExample(index, words, ("",) * len(words), ("O",) * len(words)))
-    features = cut_to_longest(encode(self.tokenizer, examples, self.info["max_seq_length"]))
-    self._last = examples, features["word_label_mask"]
-    return {name: features[name] for name in INPUTS}
+    examples = [split_line(index, sentence) if isinstance(sentence, str) else
+                TaggingExample(index, tuple(sentence))
+                for index, sentence in enumerate(sentences)]
+    features = windows(self.tokenizer, examples, self.info["max_seq_length"],
+                       self.info["tagging_stride"])
+    self._last = examples, features
+    return cut_to_longest({name: features[name] for name in INPUTS})
 
   def records(self, outputs: Dict[str, np.ndarray]) -> List[Dict[str, object]]:
     if self._last is None:
       raise ValueError("records(outputs) reads the outputs of inputs(sentences): call "
                        "inputs first")
-    examples, mask = self._last
-    return prediction_records(examples, mask, outputs["logits"])
+    examples, features = self._last
+    return prediction_records(examples, features, outputs["logits"],
+                              self.info["output_tags"], self.info["entities"])

@@ -1,7 +1,138 @@
-"""The tagging family's declaration (finetune/family.py): CoNLL-2000 chunking."""
+"""The tagging family's declaration (finetune/family.py): its config fields, and its
+tasks: chunking, named entities and parts of speech by name (data.py), and users' own
+from their task files."""
 
+import dataclasses
+import functools
+import os
+
+from finetune.errors import DataError
 from finetune.family import Family
 from finetune.tagging import data
+from util import hparams
+from util.hparams import first_repeated, unknown_name_message
+
+_KEYS = ("family", "name", "format", "word_column", "tag_column", "scheme", "tags",
+         "metric", "metrics", "train", "dev", "test")
+METRICS = ("f1", "accuracy")
+
+
+@functools.lru_cache(maxsize=8)
+def _scanned(path: str, stamp, file_format: str, word_column: int, tag_column: int):
+  del stamp  # in the key: a file changed since is read again
+  return data.scan_tags(path, file_format, word_column, tag_column)
+
+
+def _infer_scheme(tags, where, inside: int, begin: int) -> str:
+  """The scheme of tags no "scheme" names: none without B-/I-/E-/S- tags, BIOES with
+  E- or S-, else IOB1 when more entities open with I- than with B-, else IOB2."""
+  entity = [t for t in tags if t[:2] in ("B-", "I-", "E-", "S-")]
+  if not entity:
+    return "none"
+  plain = next((t for t in tags if t != "O" and t not in entity), None)
+  if plain is not None:
+    raise DataError(f"{where(plain)}tag {plain!r} has no B-/I-/E-/S- prefix but "
+                    f"{entity[0]!r} has; give \"scheme\" in the task file (\"none\": tags "
+                    "without entities)")
+  if any(t[:2] in ("E-", "S-") for t in entity):
+    return "bioes"
+  return "iob1" if inside > begin else "iob2"
+
+
+def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
+  """A user's tagging task described by a JSON file (`spec`, its object), e.g.
+
+    {"family": "tagging", "name": "ner", "format": "conll", "tag_column": 3,
+     "train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
+
+  "format": "conll" (the word and tag columns by 0-based index, "word_column" 0 and
+  "tag_column" -1, the last, by default), "conllu" (FORM and UPOS unless given) or
+  "jsonl". "tags" lists every tag (else the training file's are read), "scheme" names
+  theirs (iob1, iob2 or bio, bioes or iobes, none; else read from the tags), "metric"
+  is f1 (entities; the default with a scheme of entities) or accuracy (words; the
+  default for tags without entities). File paths are relative to the JSON file.
+  """
+  def problem(text):
+    return DataError(f"{json_path}: {text}")
+
+  for key in spec:
+    if key not in _KEYS:
+      raise problem(unknown_name_message(key, _KEYS, "task description key"))
+  for key in ("name", "train"):
+    if not isinstance(spec.get(key), str) or not spec[key]:
+      raise problem(f"missing {key!r}, a non-empty string")
+  file_format = spec.get("format", "conll")
+  if file_format not in data.FORMATS:
+    raise problem(unknown_name_message(str(file_format), data.FORMATS, '"format"',
+                                       list_valid=True))
+  columns = (1, 3) if file_format == "conllu" else (0, -1)
+  word_column, tag_column = (spec.get(k, default) for k, default in zip(
+      ("word_column", "tag_column"), columns))
+  for key, column in (("word_column", word_column), ("tag_column", tag_column)):
+    if not isinstance(column, int) or isinstance(column, bool):
+      raise problem(f'"{key}" must be a column index (0-based; -1 the last)')
+  files_dir = os.path.dirname(os.path.abspath(json_path))
+  splits = {}
+  for split in ("train", "dev", "test"):
+    if split in spec:
+      if not isinstance(spec[split], str):
+        raise problem(f'"{split}" must be a file name')
+      splits[split] = data.SplitFile((spec[split],))
+  scheme = spec.get("scheme")
+  if scheme is not None and scheme not in data.SCHEME_NAMES:
+    raise problem(unknown_name_message(str(scheme), data.SCHEME_NAMES, '"scheme"',
+                                       list_valid=True))
+  scheme = data.SCHEME_NAMES.get(scheme)
+  tags = spec.get("tags")
+  if tags is not None:
+    if not (isinstance(tags, list) and tags and all(isinstance(t, str) and t for t in tags)):
+      raise problem('"tags" must be a non-empty list of tags')
+    if first_repeated(tags) is not None:
+      raise problem(f'"tags" names {first_repeated(tags)!r} twice; tags must be distinct')
+  first_line, train_path = {}, ""
+
+  def where(tag) -> str:  # the first line of a tag read from the training file
+    return (f"{train_path}:{first_line[tag]}: " if tag in first_line else
+            f'{json_path}: "tags": ')
+
+  if tags is None or scheme is None:
+    task = data.TaggingTask(spec["name"], (), splits, file_format=file_format,
+                            files_dir=files_dir)
+    train_path = data.split_file(task, "", "train")
+    status = os.stat(train_path)
+    first_line, inside, begin = _scanned(train_path, (status.st_mtime_ns, status.st_size),
+                                         file_format, word_column, tag_column)
+    tags = tags or sorted(first_line)
+    scheme = scheme or _infer_scheme(tags, where, inside, begin)
+  for tag in tags if scheme != "none" else ():
+    prefix, _, kind = tag.partition("-")
+    if tag != "O" and (prefix not in data.PREFIXES[scheme] or len(prefix) != 1 or not kind):
+      raise DataError(f"{where(tag)}tag {tag!r} is outside the {scheme.upper()} scheme (O, "
+                      f"{', '.join(p + '-TYPE' for p in data.PREFIXES[scheme])})")
+  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
+                          ["f1" if scheme != "none" else "accuracy"])
+  if not isinstance(task_metrics, list) or not task_metrics:
+    raise problem('"metrics" must be a non-empty list of metric names')
+  for name in task_metrics:
+    if name not in METRICS:
+      raise problem(unknown_name_message(str(name), METRICS, "metric", list_valid=True))
+  if "f1" in task_metrics and scheme == "none":
+    raise problem('metric "f1" counts entities, and these tags have none (scheme '
+                  '"none"); use "accuracy"')
+  return data.TaggingTask(
+      spec["name"], tuple(tags), splits, scheme=scheme, metrics=tuple(task_metrics),
+      eval_splits=("dev",) if "dev" in splits else (),
+      test_splits=("test",) if "test" in splits else (), file_format=file_format,
+      word_column=word_column, tag_column=tag_column, files_dir=files_dir)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingSettings:
+  """The config fields of tagging tasks."""
+  # New: a sentence longer than max_seq_length - 2 pieces is read in windows starting
+  # every this many pieces (as QA's doc_stride), each word tagged from the one where it
+  # has the most context.
+  tagging_stride: int = hparams.field(64, at_least=1)
 
 
 def _runner():
@@ -9,5 +140,6 @@ def _runner():
   return TaggingRunner
 
 
-FAMILY = Family(name="tagging", task_type=data.TaggingTask, tasks=(data.CHUNKING,),
-                read_examples=data.read_examples, runner=_runner)
+FAMILY = Family(name="tagging", task_type=data.TaggingTask, tasks=data.TAGGING_TASKS,
+                read_examples=data.read_examples, runner=_runner,
+                settings=TaggingSettings, load_task_file=load_task_file)

@@ -1,13 +1,17 @@
-"""The fine-tuning model of sequence tagging (CoNLL-2000 chunking), as the original does
-it: its head, loss, scores and predictions (the TaskRunner).
+"""The fine-tuning model of sequence tagging, as the original does it: its head, loss,
+scores and predictions (the TaggingRunner).
 
-Features come from data.py: a word's label sits on its first piece (the others carry no
-loss). Labels are the BIOES form of the chunk tags and a softmax over them is trained
-with cross-entropy summed over the sentence's words. Words past max_seq_length are left
-out of training and predicted O when scoring. Predictions go back to B-/I-/O tags and
-are scored by span F1 (metrics.py, conlleval's counting).
+Features come from data.py: a sentence's windows, a word's label on its first piece
+(the others carry no loss). An entity task's labels are the BIOES form of its tags, and
+a softmax over the labels is trained with cross-entropy summed over each window's
+words. Predictions (each word's from its window of most context) are scored as
+conlleval scores entities, overall and per type (metrics.py; the per-type figures in
+results/<tasks>_tagging/<task>_<split>_eval.json), or by word accuracy.
 """
 
+import json
+import logging
+import os
 from typing import Dict
 
 import numpy as np
@@ -19,6 +23,7 @@ from finetune.runner import TaskRunner, label_entropy
 from finetune.tagging import data as tagging_data
 from finetune.tagging import metrics as tagging_metrics
 from finetune.tagging import serving as tagging_serving
+from util.files import atomic_write
 
 
 class TaggingHead(tf_keras.layers.Layer):
@@ -41,16 +46,33 @@ class TaggingRunner(TaskRunner):
   """One label per word from the encoder's vector of its first piece."""
 
   serving = tagging_serving.SERVING
-  labels = tagging_data.BIOES_LABELS
   # The word arrays are max_seq_length long too and hold fewer words than tokens.
   token_features = padding.TOKEN_FEATURES + (
       "word_positions", "word_labels", "word_label_mask")
+
+  def __init__(self, task, config, tokenizer):
+    super().__init__(task, config, tokenizer)
+    self._said_openings = False  # the note on entities that open with I- (once a run)
+
+  @property
+  def labels(self):
+    return self.task.labels
+
+  @property
+  def stride(self) -> int:
+    """The run's tagging_stride (finetune/tagging/family.py TaggingSettings)."""
+    return self.config.section("tagging").tagging_stride
 
   def padded_outputs(self, outputs, max_length):
     return padding.pad_tokens(outputs, max_length)
 
   def features(self, examples, split) -> Dict[str, np.ndarray]:
-    return tagging_data.encode(self.tokenizer, examples, self.config.max_seq_length)
+    length = self.config.max_seq_length
+    features = tagging_data.windows(self.tokenizer, examples, length, self.stride,
+                                    self.task)
+    tagging_data.windows_note(examples, features, f"{self.task.name} {split}", length,
+                              self.stride)
+    return features
 
   def make_head(self, model_config):
     return TaggingHead(len(self.labels), name=self.head_layer_name)
@@ -61,7 +83,7 @@ class TaggingRunner(TaskRunner):
     return tf.reduce_sum(per_word * batch["word_label_mask"], axis=-1)
 
   def prior_loss(self, features):
-    # The loss sums over a sentence's words: each word costs the entropy's share.
+    # The loss sums over a window's words: each word costs the entropy's share.
     mask = features["word_label_mask"].astype(bool)
     return label_entropy(features["word_labels"][mask]) * float(mask.sum(-1).mean())
 
@@ -69,11 +91,33 @@ class TaggingRunner(TaskRunner):
     return tagging_data.read_sentences(path)
 
   def prediction_records(self, examples, features, outputs):
-    return tagging_data.prediction_records(examples, features["word_label_mask"],
-                                               outputs)
+    return tagging_data.prediction_records(examples, features, outputs,
+                                           self.task.output_tags, self.task.scheme != "none")
 
   def score(self, examples, features, outputs, split):
-    spans = tagging_metrics.chunk_f1([e.tags for e in examples],
-                                     tagging_data.predicted_tags(
-                                         examples, features["word_label_mask"], outputs))
-    return {name: 100.0 * spans[name] for name in ("f1", "precision", "recall")}
+    gold = [tagging_data.as_output_tags(self.task, e.tags) for e in examples]
+    predicted = tagging_data.predicted_tags(examples, features, outputs,
+                                            self.task.output_tags)
+    if "f1" in self.task.metrics:
+      self._say_openings(split, [e.tags for e in examples], predicted)
+      path = os.path.join(self.config.results_dir, f"{self.config.tasks_label}_tagging",
+                          f"{self.task.name.replace('/', '_')}_{split}_eval.json")
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with atomic_write(path) as f:
+        json.dump(tagging_metrics.entity_scores(gold, predicted), f, indent=2,
+                  ensure_ascii=False)
+    return tagging_metrics.score(self.task.metrics, gold, predicted)
+
+  def _say_openings(self, split, gold, predicted):
+    """Says once a run that entities opening with I- (or E-) count, as conlleval counts
+    them: predicted ones, and gold ones where the scheme opens entities with B-."""
+    def opening(sentences):
+      return sum(tags[first][0] in "IE" for tags in sentences
+                 for _, first, _ in tagging_metrics.entity_spans(tags))
+    counts = (opening(predicted), opening(gold) if self.task.scheme != "iob1" else 0)
+    if any(counts) and not self._said_openings:
+      self._said_openings = True
+      logging.warning("%s %s: %d predicted and %d gold entities open with I- or E- (no "
+                      "entity of their type open before them): each counts as an entity "
+                      "from that word, as conlleval counts it", self.task.name, split,
+                      *counts)

@@ -1,17 +1,19 @@
 """A tagging task's serving function (finetune/serving.py): sentences in, a tag per
-word out, as --predict."""
+word out, as --predict: a long sentence in windows, each word tagged from its window of
+most context (data.py windows, computed in the graph)."""
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from finetune import padding, serving
-from finetune.tagging import data as tagging_data
 
 
 def tagging_function(module: serving.ServingModule, runner):
   """text [B] (words split at whitespace) -> tag [B, W] and tag_id [B, W]."""
-  length = module.length
-  tags = tf.constant(tagging_data.to_bio(runner.labels))
+  room = module.length - 2
+  # doc_spans in closed form: windows every min(room, stride) pieces until the end.
+  stride = min(room, runner.stride)
+  tags = tf.constant(runner.task.output_tags)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def tag(text):
@@ -23,29 +25,52 @@ def tagging_function(module: serving.ServingModule, runner):
         serving.concat([pieces, serving.column(module.unk_id, pieces)]),
         serving.concat([tf.ones_like(pieces, tf.bool), tf.RaggedTensor.from_tensor(
             empty[:, None])]))
-    counts = tf.cast(pieces.row_lengths(), tf.int32)
-    # Each word's last piece + 1 within its sentence; words fit while [SEP] does.
-    before = tf.cumsum(counts, exclusive=True)
-    ends = before + counts - tf.gather(before, tf.gather(words.row_starts(),
-                                                         words.value_rowids()))
-    kept = words.with_flat_values(ends + 2 <= length)
-    positions = tf.ragged.boolean_mask(words.with_flat_values(1 + ends - counts), kept)
-    word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits)
-    word_pieces = tf.ragged.boolean_mask(word_pieces, kept).merge_dims(1, 2)
-    ids = serving.concat([serving.column(module.cls_id, word_pieces), word_pieces,
-                   serving.column(module.sep_id, word_pieces)])
+    sentence_of_word = words.value_rowids()
+    context = tf.RaggedTensor.from_value_rowids(
+        pieces.values, tf.gather(sentence_of_word, pieces.value_rowids()),
+        nrows=words.nrows())
+    n = context.row_lengths()
+    count = tf.where(n > room, (n - room + stride - 1) // stride + 1, tf.ones_like(n))
+    windows = tf.ragged.range(count)  # [B, windows]
+    sentence = windows.value_rowids()
+    first = windows.values * stride
+    span = tf.minimum(tf.gather(n, sentence) - first, room)
+    position = tf.ragged.range(first, first + span)
+    piece = position.values + tf.gather(context.row_starts(),
+                                        tf.gather(sentence, position.value_rowids()))
+    ids = serving.concat([serving.column(module.cls_id, position),
+                          position.with_values(tf.gather(context.values, piece)),
+                          serving.column(module.sep_id, position)])
+    # Each word's first piece p in its sentence, and the windows that hold it: from
+    # ceil((p - room + 1) / stride) to p // stride (the last the sentence has).
+    p = serving.row_cumsum(words.with_values(pieces.row_lengths())).values
+    last = tf.gather(count, sentence_of_word) - 1
+    held = tf.ragged.range(tf.maximum(-((room - 1 - p) // stride), 0),
+                           tf.minimum(last, p // stride) + 1)
+    word = held.value_rowids()  # [E] a word (flat) and one of its windows
+    window = tf.gather(windows.row_starts(), tf.gather(sentence_of_word, word)) + held.values
+    start, length, at = tf.gather(first, window), tf.gather(span, window), tf.gather(p, word)
+    # max_context_owner: the best score's first window.
+    score = (tf.cast(tf.minimum(at - start, start + length - 1 - at), tf.float64) +
+             0.01 * tf.cast(length, tf.float64))
+    total = tf.size(p, out_type=tf.int64)
+    best = tf.gather(tf.math.unsorted_segment_max(score, word, total), word)
+    entry = tf.range(tf.size(word, out_type=tf.int64))
+    owner = tf.math.unsorted_segment_min(tf.where(tf.equal(score, best), entry,
+                                                  tf.int64.max), word, total)
+    # A window's words are consecutive: a word's slot is its place after the first.
+    index = tf.gather(serving.row_positions(words), word)
+    rows = tf.size(first, out_type=tf.int64)
+    slot = index - tf.gather(tf.math.unsorted_segment_min(index, window, rows), window)
+    places = tf.stack([window, slot], 1)
+    width = tf.maximum(tf.reduce_max(slot) + 1, 0)
     batch = serving.model_inputs(ids, tf.ones_like(ids))
-    batch["word_positions"] = positions.to_tensor(0)
-    best = tf.argmax(module.head(runner, batch), -1, output_type=tf.int32)
-    # Words past max_seq_length are O (label 0); -1 and "" pad past a sentence's end.
-    in_model = positions.row_lengths()
-    cut = words.row_lengths() - in_model
-    width = tf.maximum(tf.reduce_max(cut), 0)
-    tag_id = serving.concat([tf.RaggedTensor.from_tensor(best, lengths=in_model),
-                      tf.RaggedTensor.from_tensor(tf.zeros([words.nrows(), width],
-                                                           tf.int32), lengths=cut)])
-    return {"tag_id": tag_id.to_tensor(-1),
-            "tag": tf.gather(tags, tag_id).to_tensor("")}
+    batch["word_positions"] = tf.cast(tf.scatter_nd(places, 1 + at - start,
+                                                    tf.stack([rows, width])), tf.int32)
+    best_label = tf.argmax(module.head(runner, batch), -1, output_type=tf.int32)
+    tag_id = words.with_values(tf.gather_nd(best_label, tf.gather(places, owner)))
+    # -1 and "" pad past a sentence's end.
+    return {"tag_id": tag_id.to_tensor(-1), "tag": tf.gather(tags, tag_id).to_tensor("")}
   return tag
 
 
@@ -53,4 +78,7 @@ SERVING = serving.Serving(
     tagging_function, reader="finetune.tagging.deployed",
     inputs=padding.TOKEN_FEATURES + ("word_positions",),
     outputs=lambda runner, out: {"logits": out},
-    info=lambda runner: {"labels": list(runner.labels)})
+    info=lambda runner: {"labels": list(runner.labels),
+                         "output_tags": list(runner.task.output_tags),
+                         "entities": runner.task.scheme != "none",
+                         "tagging_stride": runner.stride})
