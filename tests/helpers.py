@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -78,6 +79,19 @@ def write_tiny_pretrained_model(data, layers=2):
                                       max_position_embeddings=128))
   save_original(ElectraPair(config).build_variables(),
                 str(data / "models" / "tiny" / "export" / "model.ckpt"))
+
+
+def listing(root) -> dict:
+  """{path under root: (file type, size, mtime)} of every entry, links not followed: two
+  equal listings show that nothing there was added, removed, replaced or written."""
+  found = {}
+  for folder, dirs, names in os.walk(root):
+    for name in dirs + names:
+      path = os.path.join(folder, name)
+      info = os.lstat(path)
+      found[os.path.relpath(path, root)] = (stat.S_IFMT(info.st_mode), info.st_size,
+                                            info.st_mtime_ns)
+  return found
 
 
 @contextlib.contextmanager

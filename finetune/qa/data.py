@@ -232,7 +232,8 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
 
 
 def _question_lines(path: str) -> Iterator[QAExample]:
-  """JSON lines of {"question", "context"[, "id"]}, one question each."""
+  """JSON lines of {"question", "context"[, "id"]}, one question each (its id by default
+  its line's number from 0)."""
   eid = 0
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
@@ -249,8 +250,8 @@ def _question_lines(path: str) -> Iterator[QAExample]:
                         "\"context\"")
       context = _check_context(record["context"], where)
       words, char_to_word = split_words(context)
-      yield make_example(eid, record.get("id", str(eid)), record["question"], context,
-                         words, char_to_word, [], False, where)
+      yield make_example(eid, record.get("id", str(line_number - 1)), record["question"],
+                         context, words, char_to_word, [], False, where)
       eid += 1
 
 

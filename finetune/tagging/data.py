@@ -100,16 +100,15 @@ def read_conll(path: str, tags: Sequence[str] = CHUNK_TAGS) -> List[TaggingExamp
 
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:
-  """Sentences to tag, one a line (words split at whitespace; blank lines skipped),
-  read as they come. Their tags are placeholders (all O)."""
+  """Sentences to tag, one a line (words split at whitespace; blank lines skipped, each
+  sentence numbered by its line from 0), read as they come. Their tags are placeholders
+  (all O)."""
   try:
     with open(path, encoding="utf-8") as f:
-      eid = 0
-      for line in f:
+      for eid, line in enumerate(f):
         words = tuple(line.split())
         if words:
           yield TaggingExample(eid, words, ("",) * len(words), ("O",) * len(words))
-          eid += 1
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
