@@ -99,8 +99,12 @@ def bench_tokenizers(corpus, vocab_file, sample_every):
   from data_prep.tokenizer import Tokenizer, get_patterns
   from data_prep.vocab import load_vocab
   vocab = load_vocab(vocab_file)
-  with open(corpus, encoding="utf-8") as f:
-    lines = f.read().split("\n")
+  try:
+    with open(corpus, encoding="utf-8") as f:
+      lines = f.read().split("\n")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"--corpus {corpus}: not UTF-8 text (byte {e.start}); expected a "
+                     "UTF-8 text corpus") from None
   sample = lines[::sample_every]
   fast = Tokenizer(vocab)
   get_patterns()  # one-off set-up (about a second), not throughput
@@ -116,6 +120,10 @@ def bench_tokenizers(corpus, vocab_file, sample_every):
   t0 = time.process_time()
   n_ref = sum(len(reference.ids(line)) for line in sample)
   t_ref = time.process_time() - t0
+  if not n_ref:  # nothing to time
+    taken = (f" in the lines --sample-every {sample_every} takes"
+             if any(map(str.strip, lines)) else "")
+    raise ValueError(f"--corpus {corpus}: no text{taken}; expected a UTF-8 text corpus")
   n_fast, t_fast = run_fast(sample)
   assert n_fast == n_ref
   n_all, t_all = run_fast(lines)

@@ -188,7 +188,10 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
     if reason:
       raise ValueError(f"{model_dir}: {reason}")
   if any(_calibrated(writer, variants.get(writer.NAME)) for writer in writers):
-    job.calibration  # pylint: disable=pointless-statement  # a bad split refused now
+    rows = len(next(iter(job.calibration.values())))  # a bad split refused now
+    if rows < calibration_size:
+      log(f"note: calibrating on {rows} inputs, all that the training split gives "
+          f"(asked for {calibration_size})")
   written = []
 
   def fill(tmp: str, doing):

@@ -340,7 +340,9 @@ class Finetuner:
     # (--predict and serving use trial 1's, so they need keep_all_models or num_trials 1).
     kept = config.keep_all_models or trial == config.num_trials
     if config.do_train:
-      record.check_run_folder(model_dir, config.data_dir)
+      record.check_run_folder(model_dir, config.data_dir, deletes=(
+          "overwrite_model_dir" if config.overwrite_model_dir else
+          "" if kept else "keep_all_models false"))
       record.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir,
                           renamed=lambda values: config.in_sections(

@@ -270,7 +270,10 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
   training checkpoints at `export_steps`; returns eval results."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
-  record.check_run_folder(config.model_dir, config.data_dir)  # before its lock is made
+  record.check_run_folder(  # before its lock is made
+      config.model_dir, config.data_dir,
+      deletes="overwrite_model_dir" if config.do_train and config.overwrite_model_dir
+      else "")
   # The exports are written at the end: an input in their way is refused now.
   init = config.init_checkpoint
   files.check_output(

@@ -27,7 +27,7 @@ def run_lock(directory: str):
   killed run's lock is simply taken over. A second file beside it names the holder, for
   the message another run gets.
   """
-  path = os.path.abspath(directory)
+  path = os.path.realpath(directory)  # a link to a folder and the folder: one lock
   parent, name = os.path.split(path)
   lock_path = os.path.join(parent, f".{name}.lock")
   holder_path = lock_path + ".holder"

@@ -133,10 +133,17 @@ OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, check
                     "included, and start over")
 
 
-def check_run_folder(model_dir: str, data_dir: str):
+def check_run_folder(model_dir: str, data_dir: str, deletes: str = ""):
   """Refuses a model dir that is the data dir or its models folder, or a folder holding
-  either: a run's folder is its own, beside the inputs and the other runs."""
+  either: a run's folder is its own, beside the inputs and the other runs. `deletes`:
+  the setting by which this run may delete the run in it, refused through a link (it
+  would delete the run of the folder linked to)."""
   model_dir_real = os.path.realpath(model_dir)
+  if deletes and os.path.islink(model_dir):
+    raise hparams.HParamsError(
+        f"the model dir {model_dir} is a link to {model_dir_real}, whose run {deletes} "
+        "would delete: give that folder itself as the model dir, or another --model-name "
+        "or model_dir")
   for what, folder in (("the data dir", data_dir),
                        ("the data dir's models folder", os.path.join(data_dir, "models"))):
     real = os.path.realpath(folder)

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from data_prep import records
+from data_prep import normalization, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from model import encoder
@@ -73,11 +74,26 @@ def write_tiny_pretrained_model(data, layers=2):
   from model.weights.original import save_original  # pylint: disable=g-import-not-at-top
   with open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb") as f:
     (data / "vocab.txt").write_bytes(f.read())
+  # As a build writes it beside its vocabulary (else each command infers it, saying so).
+  normalization.write(str(data), normalization.ORIGINAL)
   config = ModelConfig.from_dict(dict(vocab_size=30522, hidden_size=32,
                                       num_hidden_layers=layers, embedding_size=16,
                                       max_position_embeddings=128))
   save_original(ElectraPair(config).build_variables(),
                 str(data / "models" / "tiny" / "export" / "model.ckpt"))
+
+
+def listing(root) -> dict:
+  """{path under root: (file type, size, mtime)} of every entry, links not followed: two
+  equal listings show that nothing there was added, removed, replaced or written."""
+  found = {}
+  for folder, dirs, names in os.walk(root):
+    for name in dirs + names:
+      path = os.path.join(folder, name)
+      info = os.lstat(path)
+      found[os.path.relpath(path, root)] = (stat.S_IFMT(info.st_mode), info.st_size,
+                                            info.st_mtime_ns)
+  return found
 
 
 @contextlib.contextmanager

@@ -8,6 +8,8 @@ import os
 import re
 import shlex
 import shutil
+import stat
+import threading
 
 import numpy as np
 import pytest
@@ -15,12 +17,15 @@ import pytest
 import build_pretraining_dataset
 import run_finetuning
 import run_pretraining
+from bench import bench_data_prep
 from export.reader import Reader
+from finetune.qa import data as qa_data
+from finetune.tagging import data as tagging_data
 from pretrain import input_pipeline, trainer
 from pretrain.config_fitting import checked_and_sized
-from tests.helpers import (head_of, make_data_dir, ROOT, shared_path, TINY_MODEL,
+from tests.helpers import (head_of, listing, make_data_dir, ROOT, shared_path, TINY_MODEL,
                            write_reviews_task, write_tiny_pretrained_model)
-from tools import compare_runs, hparams_reference, litert_ops, squad_eval
+from tools import compare_runs, eval_checkpoints, hparams_reference, litert_ops, squad_eval
 from tools import export_hf, export_lite, reference_outputs
 from tools import tokenize as tokenize_tool
 from util import cli
@@ -161,6 +166,61 @@ def test_predict_refuses_a_directory_and_an_output_under_a_file(finetuned, capsy
       "--predict", str(sentences), "--output", str(output)])) == (
           f"error: {output}: {blocking} is a file, not a folder")
   assert blocking.read_text() == "kept\n"
+
+
+def test_predict_writes_through_a_fifo_and_numbers_inputs_by_their_line(finetuned,
+                                                                         tmp_path):
+  """The FIFO's reader gets every prediction (a rename would have put a file in its
+  place); a blank line gives no prediction but keeps its number."""
+  sentences = tmp_path / "in.csv"
+  sentences.write_text("review\na fine film\n\na tired plot\n")
+  fifo = tmp_path / "predictions"
+  os.mkfifo(fifo)
+  before = listing(finetuned["root"]), listing(tmp_path)
+  read = []
+  # A daemon: a write that misses the FIFO leaves it waiting for good.
+  reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+  reader.start()
+  assert run_finetuning.main(finetuned["flags"] + ["--predict", str(sentences),
+                                                   "--output", str(fifo)]) == 0
+  reader.join(timeout=60)
+  assert [json.loads(line)["index"] for line in "".join(read).splitlines()] == [0, 2]
+  assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+  after = listing(finetuned["root"]), listing(tmp_path)
+  assert after[0] == before[0] and after[1].keys() == before[1].keys()
+  assert after[1]["in.csv"] == before[1]["in.csv"]
+
+
+def test_tagging_and_qa_inputs_to_predict_are_numbered_by_their_line(tmp_path):
+  """The other families' --predict readers: a tagged sentence's index, a question's
+  default id (those --predict writes)."""
+  sentences, questions = tmp_path / "sentences.txt", tmp_path / "questions.jsonl"
+  sentences.write_text("He reckons\n\nthe deficit\n")
+  asked = [{"question": "Who?", "context": "He reckons."}, None,
+           {"question": "What?", "context": "The deficit."},
+           {"question": "Why?", "context": "It is.", "id": "x"}]
+  questions.write_text("".join((json.dumps(q) if q else " ") + "\n" for q in asked))
+  assert [(e.eid, e.words) for e in tagging_data.read_sentences(str(sentences))] == [
+      (0, ("He", "reckons")), (2, ("the", "deficit"))]
+  assert [e.qid for e in qa_data.read_questions(str(questions))] == ["0", "2", "x"]
+
+
+def test_fine_tuning_refuses_to_overwrite_a_trial_dir_that_is_a_link(finetuned, capsys,
+                                                                     tmp_path):
+  """Its run would be deleted through the link: the linked run's, here the trained
+  trial of the fixture."""
+  trial = finetuned["data"] / "models" / "tiny" / "finetuning_models" / "reviews_model_1"
+  (tmp_path / "reviews_model_1").symlink_to(trial)
+  before = listing(finetuned["root"]), listing(tmp_path)
+  flags = list(finetuned["flags"])
+  flags[flags.index("--hparams") + 1] = json.dumps(
+      {**json.loads(FINETUNE_HPARAMS), "learning_rate": 1e-3, "overwrite_model_dir": True,
+       "model_dir": str(tmp_path / "reviews_model")})
+  assert one_error(capsys, run_finetuning.main(flags)) == (
+      f"error: the model dir {tmp_path / 'reviews_model_1'} is a link to {trial}, whose "
+      "run overwrite_model_dir would delete: give that folder itself as the model dir, "
+      "or another --model-name or model_dir")
+  assert (listing(finetuned["root"]), listing(tmp_path)) == before
 
 
 def test_a_task_file_that_is_a_directory_is_named_as_one(finetuned, capsys, tmp_path):
@@ -311,6 +371,50 @@ def test_a_hugging_face_config_that_contradicts_its_weights_names_both_sizes(tmp
       "weight is [32]); expected the config.json saved with these weights")
 
 
+def test_a_run_reached_through_a_link_or_a_copy_leaves_the_other_run_alone(
+    tmp_path, capsys, monkeypatch):
+  """overwrite_model_dir through a link to another run's folder is refused before
+  anything is touched; tools.eval_checkpoints on a copy of a run evaluates the copy's
+  own checkpoints (not those of the folder its copied record names), writes only into
+  it, and says which of them cannot be read."""
+  data, _ = make_data_dir(tmp_path / "data", seq_length=32, num_lines=200)
+  hparams = {"debug": True, "max_seq_length": 32, "num_train_steps": 2,
+             "save_checkpoints_steps": 1, "keep_checkpoint_max": 5, "do_eval": False,
+             **TINY_MODEL}
+  assert run_pretraining.main(["--model-name", "k9", "--data-dir", data, "--hparams",
+                               json.dumps(hparams)]) == 0
+  models = tmp_path / "data" / "models"
+  (models / "link9").symlink_to("k9")
+  before = listing(tmp_path)
+  capsys.readouterr()
+  assert one_error(capsys, run_pretraining.main([
+      "--model-name", "link9", "--data-dir", data, "--hparams",
+      json.dumps({**hparams, "learning_rate": 0.1, "overwrite_model_dir": True})])) == (
+          f"error: the model dir {models / 'link9'} is a link to {models / 'k9'}, whose "
+          "run overwrite_model_dir would delete: give that folder itself as the model "
+          "dir, or another --model-name or model_dir")
+  assert listing(tmp_path) == before
+  copy = models / "ecut"
+  shutil.copytree(models / "k9", copy)
+  cut = copy / "ckpt-2.data-00000-of-00001"
+  cut.write_bytes(cut.read_bytes()[:1000])
+  before = listing(tmp_path)
+  monkeypatch.setattr("sys.argv", ["eval_checkpoints", "--data-dir", data,
+                                   "--model-name", "ecut", "--eval-batches", "1"])
+  assert eval_checkpoints.main() == 0
+  out = capsys.readouterr()
+  assert [json.loads(line)["global_step"] for line in out.out.splitlines()
+          if line.startswith("{")] == [1]
+  assert [line for line in out.err.splitlines() if line.startswith("note:")] == [
+      f"note: skipping ckpt-2 of {copy}, which cannot be read ({cut}: Read less bytes "
+      "than requested)"]
+  after = listing(tmp_path)
+  outside = lambda found: {path: entry for path, entry in found.items()
+                           if not path.startswith(os.path.join("data", "models", "ecut"))}
+  assert outside(after) == outside(before)
+  assert "eval_curve.jsonl" in os.listdir(copy)
+
+
 # build_pretraining_dataset.py
 def test_build_refuses_flags_the_other_flags_leave_unused(tmp_path, capsys):
   vocab = tmp_path / "vocab.txt"
@@ -416,6 +520,31 @@ def test_reference_outputs_names_inputs_it_cannot_read(tmp_path, capsys):
   assert one_error(capsys, code) == (
       f"error: {objects}: input_ids has shape []; expected [batch, seq]")
   assert not (tmp_path / "out.npz").exists()
+
+
+def test_a_corpus_or_config_that_is_empty_or_not_utf8_is_named_with_its_flag(tmp_path,
+                                                                          capsys):
+  empty, latin1, config = (tmp_path / name for name in ("empty.txt", "latin1.txt",
+                                                         "config.json"))
+  empty.write_bytes(b"")
+  latin1.write_bytes(b"caf\xe9 au lait\n")
+  config.write_bytes(b'{"hidden_size": 32, "note": "caf\xe9"}')
+  np.savez(tmp_path / "in.npz", **{name: np.ones([1, 4], np.int32) for name in (
+      "input_ids", "input_mask", "segment_ids")})
+  before = listing(tmp_path)
+  vocab = shared_path("vocab", "bert_uncased_vocab.txt")
+  for corpus, says in ((empty, "no text"), (latin1, "not UTF-8 text (byte 3)")):
+    code = bench_data_prep.main(["--corpus", str(corpus), "--vocab", vocab,
+                                 "--skip-scaling"])
+    assert one_error(capsys, code) == (
+        f"error: --corpus {corpus}: {says}; expected a UTF-8 text corpus")
+  code = reference_outputs.main(["--checkpoint", str(tmp_path), "--config", str(config),
+                                 "--inputs", str(tmp_path / "in.npz"), "--output",
+                                 str(tmp_path / "out.npz")])
+  assert one_error(capsys, code) == (
+      f"error: --config {config}: not UTF-8 text (byte "
+      f"{config.read_bytes().index(0xe9)}); expected a model's config.json")
+  assert listing(tmp_path) == before
 
 
 def test_hparams_reference_output_that_cannot_be_written(tmp_path, capsys):

@@ -24,7 +24,7 @@ from tools import litert_ops
 from finetune import graph_tokenizer, serving, trainer
 from finetune.sentence import serving as sentence_serving
 from model.weights import original as original_names
-from tests.helpers import ROOT, shared_path, write_tiny_pretrained_model
+from tests.helpers import listing, ROOT, shared_path, write_tiny_pretrained_model
 from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
                                    shared_glue_models)
 from tools import export_hf, export_lite
@@ -251,13 +251,32 @@ def test_an_op_litert_lacks_is_named(finetuned):
     (["--output", "o", "--smoothing-alpha", "1.5"],
      "--smoothing-alpha '1.5': expected a number from 0 to 1, or none"),
     (["--output", "o", "--outlier-channels", "-1"],
-     "--outlier-channels -1: expected an integer >= 0")])
+     "--outlier-channels -1: expected an integer >= 0"),
+    # A flag the chosen forms do not read would do nothing.
+    (["--output", "o", "--format", "litert_mixed_int8,onnx", "--outlier-channels",
+      "100000"], "--outlier-channels is full int8's, of --format litert; --format "
+                 "litert_mixed_int8,onnx writes no full int8")])
 def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as raised:
     export_lite.main(["--model-dir", str(tmp_path)] + flags)
   assert raised.value.code == 2
   assert capsys.readouterr().err.splitlines()[-1].endswith(f": error: {message}")
   assert not os.listdir(tmp_path)
+
+
+def test_calibration_on_fewer_examples_than_asked_is_said(finetuned, tmp_path):
+  """--calibration-examples past the training split's 96 rows: the number used is said,
+  and recorded."""
+  _, trial = finetuned["glue/sst2"]
+  data = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(trial))))
+  before = listing(data)
+  printed, _ = export_all(trial, tmp_path / "out", "litert_mixed_int8",
+                          "--calibration-examples", "1000000000000")
+  assert ("note: calibrating on 96 inputs, all that the training split gives (asked for "
+          "1000000000000)") in printed.splitlines()
+  info = json.loads((tmp_path / "out" / "deploy.json").read_text())
+  assert info["calibration_examples"] == 96
+  assert listing(data) == before and os.listdir(tmp_path) == ["out"]
 
 
 def test_the_command_runs_by_its_name(tmp_path):

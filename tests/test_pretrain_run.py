@@ -401,6 +401,11 @@ def test_one_run_per_model_dir_and_a_killed_runs_lock_is_taken_over(data, run_co
     assert err.startswith(f"error: {model_dir} is in use by another run (pid "
                           f"{holder.pid}: {sys.executable} -c ") and err.count("\n") == 1
     assert err.endswith("; wait for it to finish or stop it, or use another model_dir\n")
+    # Through a link to it too: one folder, one lock.
+    (tmp_path / "link").symlink_to(model_dir)
+    assert run_pretraining.main(script_args(data_dir, tmp_path / "link", **FINISHED)) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: {tmp_path / 'link'} is in use by another run (pid {holder.pid}: ")
     # Refused before writing anything.
     assert {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()} == contents
   # The holder was killed (no clean-up): the OS released its lock, the run proceeds.

@@ -6,16 +6,20 @@ exit status 2, one line on stderr naming the path, no traceback, no *_temp direc
 """
 
 import ctypes
+import errno
 import glob
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from tests.helpers import make_data_dir, ROOT, shared_path
+from tests.helpers import listing, make_data_dir, ROOT, shared_path
+from tools import hparams_reference
 from util import files
 
 PR_CAPBSET_DROP = 24
@@ -216,3 +220,99 @@ def test_atomic_directory_shows_only_whole_directories(tmp_path, temp_name):
   # A success replaces it whole: no file of the old one survives, no ".old" left.
   write(old, fail=False)
   assert _tree(str(target)) == whole and os.listdir(tmp_path) == ["out"]
+
+
+def test_atomic_directory_through_a_link_replaces_the_folder_it_names(tmp_path):
+  (tmp_path / "runs" / "out").mkdir(parents=True)
+  (tmp_path / "runs" / "out" / "old.txt").write_text("old")
+  (tmp_path / "out").symlink_to("runs/out")
+  with files.atomic_directory(str(tmp_path / "out")) as tmp:
+    with open(os.path.join(tmp, "a.txt"), "w", encoding="utf-8") as f:
+      f.write("new a")
+  assert os.readlink(tmp_path / "out") == "runs/out"
+  assert _tree(str(tmp_path)) == {os.path.join("runs", "out", "a.txt"): "new a"}
+  assert sorted(os.listdir(tmp_path)) == ["out", "runs"]
+  assert os.listdir(tmp_path / "runs") == ["out"]
+
+
+def full_device(folder):
+  """A character device as /dev/full (every write fails: ENOSPC), made in `folder`: a
+  write that wrongly put a file in its place replaces this one, not the system's."""
+  path = folder / "full"
+  try:
+    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+  except PermissionError:
+    if os.environ.get("CI"):
+      raise
+    pytest.skip("os.mknod is not permitted here (needs root, or CAP_MKNOD)")
+  return path
+
+
+def test_atomic_write_writes_through_what_a_rename_would_replace(tmp_path):
+  """A FIFO, a device or a link to one is written as a stream, as a shell's redirection
+  writes it (a rename would put a file in its place); a link to a file, or to none yet,
+  has that file replaced whole and stays a link."""
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  read = []
+  # A daemon: a write that misses the FIFO leaves it waiting for good.
+  reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+  reader.start()
+  with files.atomic_write(str(fifo)) as f:
+    f.write("through the pipe\n")
+  reader.join(timeout=60)
+  assert read == ["through the pipe\n"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+  # Every write to the device fails (ENOSPC): the error names the path given, and the
+  # device stays, as does a link to one (the system's own: only the link could go).
+  device = full_device(tmp_path)
+  (tmp_path / "to_full").symlink_to("/dev/full")
+  for path, size in ((str(device), 10), (str(tmp_path / "to_full"), 100_000)):
+    with pytest.raises(OSError) as failed:  # at close; at the write
+      with files.atomic_write(path) as f:
+        f.write("x" * size)
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == path
+  assert stat.S_ISCHR(os.lstat(device).st_mode)
+  # A link to a pipe's end, as /dev/stdout is to a piped standard output's.
+  pipe_out, pipe_in = os.pipe()
+  (tmp_path / "to_pipe").symlink_to(f"/proc/self/fd/{pipe_in}")
+  with files.atomic_write(str(tmp_path / "to_pipe"), "wb") as f:
+    f.write(b"through the link\n")
+  os.close(pipe_in)
+  with os.fdopen(pipe_out, "rb") as f:
+    assert f.read() == b"through the link\n"
+  # A link to a file: the file is replaced whole (a new one, written aside first).
+  target = tmp_path / "target.txt"
+  target.write_text("old\n")
+  (tmp_path / "link.txt").symlink_to("target.txt")
+  old_inode = target.stat().st_ino
+  with files.atomic_write(str(tmp_path / "link.txt")) as f:
+    f.write("new\n")
+    assert target.read_text() == "old\n"
+  assert target.read_text() == "new\n" and target.stat().st_ino != old_inode
+  (tmp_path / "dangling").symlink_to("sub/made.txt")
+  with files.atomic_write(str(tmp_path / "dangling")) as f:
+    f.write("made\n")
+  assert (tmp_path / "sub" / "made.txt").read_text() == "made\n"
+  assert {name: os.readlink(tmp_path / name) for name in os.listdir(tmp_path)
+          if os.path.islink(tmp_path / name)} == {
+              "to_full": "/dev/full", "to_pipe": f"/proc/self/fd/{pipe_in}",
+              "link.txt": "target.txt", "dangling": "sub/made.txt"}
+  assert sorted(os.listdir(tmp_path)) == [  # and no temporary file left
+      "dangling", "fifo", "full", "link.txt", "sub", "target.txt", "to_full", "to_pipe"]
+
+
+def test_an_output_that_is_a_device_or_a_link_to_stdout_is_written_through(tmp_path,
+                                                                          capsys):
+  """tools.hparams_reference (as every --output, through atomic_write): a full device's
+  error in one line, the device kept; a link to standard output prints the page."""
+  device = full_device(tmp_path)
+  (tmp_path / "stdout").symlink_to("/proc/self/fd/1")
+  before = listing(tmp_path)
+  assert hparams_reference.main(["--output", str(device)]) == 2
+  assert capsys.readouterr().err == f"error: {device}: No space left on device\n"
+  result = subprocess.run([sys.executable, "-m", "tools.hparams_reference", "--output",
+                           str(tmp_path / "stdout")], cwd=tmp_path, capture_output=True,
+                          text=True, check=False, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert result.returncode == 0 and result.stderr == ""
+  assert result.stdout == hparams_reference.reference()
+  assert listing(tmp_path) == before

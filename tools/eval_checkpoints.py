@@ -26,17 +26,26 @@ from util.hparams import parse_hparams
 def evaluate_checkpoints(data_dir: str, name: str, hparams: dict, eval_batches: int):
   """Every row of <model_dir>/eval_curve.jsonl, by step, after evaluating the kept
   checkpoints it lacks (Pretrainer.evaluate records each row)."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from model.weights.original import unreadable_checkpoint  # pylint: disable=import-outside-toplevel
   from pretrain import trainer  # pylint: disable=import-outside-toplevel
   from pretrain.config import load_config  # pylint: disable=import-outside-toplevel
+  from runs.checkpoints import kept_checkpoints  # pylint: disable=import-outside-toplevel
   from training.curves import EVAL_CURVE_NAME, read_eval_curve  # pylint: disable=import-outside-toplevel
   config = load_config(name, data_dir, {**hparams, "num_eval_steps": eval_batches,
                                         "do_eval": True})
   log = os.path.join(config.model_dir, EVAL_CURVE_NAME)
   rows = read_eval_curve(log)
-  state = tf.train.get_checkpoint_state(config.model_dir)
-  paths = [p for p in state.all_model_checkpoint_paths
+  note = lambda line: print(line, file=sys.stderr, flush=True)
+  paths = [p for p in kept_checkpoints(config.model_dir, note)
            if int(p.rsplit("-", 1)[1]) not in rows]
+  problems = {p: unreadable_checkpoint(p) for p in paths}
+  cut, paths = [p for p in paths if problems[p]], [p for p in paths if not problems[p]]
+  if not (rows or paths):
+    raise ValueError(f"{problems[cut[0]]}; no checkpoint of {config.model_dir} reads whole"
+                     if cut else f"{config.model_dir}: no checkpoint to evaluate")
+  if cut:  # a copy cut short, a full disk
+    note(f"note: skipping {cli.listed(os.path.basename(p) for p in cut)} of "
+         f"{config.model_dir}, which cannot be read ({problems[cut[0]]})")
   if paths:
     evaluator = trainer.Pretrainer(config)
     for path in paths:
@@ -58,7 +67,9 @@ def main():
     config_path = os.path.join(args.data_dir, "models", args.model_name,
                                PRETRAINING_RECORD)
     ran = read_run_record(config_path)["config"]
-    hparams = {k: v for k, v in ran.items() if k not in ("model_name", "data_dir")}
+    # The record's model_dir is where the run trained: a copied run's names the original.
+    hparams = {k: v for k, v in ran.items()
+               if k not in ("model_name", "data_dir", "model_dir")}
     rows = evaluate_checkpoints(args.data_dir, args.model_name,
                                 {**hparams, **parse_hparams(args.hparams)},
                                 args.eval_batches)

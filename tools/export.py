@@ -70,13 +70,18 @@ def main(argv=None) -> int:
                            "weights with this SmoothQuant alpha (0 to 1; 0.5 is the "
                            "paper's; default none: no migration)")
   parser.add_argument("--outlier-channels", type=int,
-                      default=registry.OUTLIER_CHANNELS,
                       help="channels per block whose FFN outputs and residual sums full "
-                           "int8 keeps in int8 tensors of their own, apart from the "
-                           f"others' (default {registry.OUTLIER_CHANNELS}; 0: none)")
+                           "int8 (of litert) keeps in int8 tensors of their own, apart "
+                           f"from the others' (default {registry.OUTLIER_CHANNELS}; 0: "
+                           "none)")
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, calibration_examples={"at_least": 1},
                   seed=hparams.SEED, outlier_channels={"at_least": 0})
+  if args.outlier_channels is None:
+    args.outlier_channels = registry.OUTLIER_CHANNELS
+  elif "litert" not in args.format:  # it would do nothing
+    parser.error(f"--outlier-channels is full int8's, of --format litert; --format "
+                 f"{','.join(args.format)} writes no full int8")
   cli.check_given(parser, args, "model_dir", "output")
   cli.check_fraction_or_none(parser, args, "smoothing_alpha")
 

@@ -61,6 +61,9 @@ def read_config(path: str):
   try:
     with open(path, encoding="utf-8") as f:
       values = hparams.load_json(f.read(), path)
+  except UnicodeDecodeError as e:
+    raise ValueError(f"--config {path}: not UTF-8 text (byte {e.start}); expected a "
+                     "model's config.json") from None
   except (OSError, json.JSONDecodeError) as e:
     raise ValueError(f"{path}: cannot read the config JSON ({e})") from None
   return ModelConfig.from_dict(values, source=path)

@@ -34,10 +34,24 @@ def check_folder_name(source: str, name: str, what: str):
 
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
-  """Yields a file object whose contents replace `path` only if the block succeeds."""
+  """Yields a file object whose contents replace `path` only if the block succeeds.
+  A device or a FIFO (or a link to one) is written through, as a shell's redirection
+  writes it: a rename would replace it. A link to a file keeps pointing at the file
+  written."""
   if os.path.isdir(path):  # found now, not as the temporary file's failed rename
     raise IsADirectoryError(errno.EISDIR, "is a directory; expected a file to write",
                             path)
+  text = {} if "b" in mode else {"encoding": encoding}
+  if os.path.exists(path) and not os.path.isfile(path):
+    try:
+      with open(path, mode, **text) as f:
+        yield f
+    except OSError as e:
+      if e.filename is None:  # a write's error names no file (/dev/full's ENOSPC)
+        e.filename = path
+      raise
+    return
+  path = os.path.realpath(path) if os.path.islink(path) else path
   folder = os.path.dirname(os.path.abspath(path))
   make_folder(folder, path)
   try:
@@ -46,7 +60,7 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   except OSError as e:  # name the file the caller writes, not the temporary one
     raise OSError(e.errno, e.strerror, path) from None
   try:
-    with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding})) as f:
+    with os.fdopen(fd, mode, **text) as f:
       yield f
       f.flush()
       os.fsync(f.fileno())
@@ -72,8 +86,8 @@ def atomic_directory(path: str, temp_name: str = "", log=print, what: str = "a w
   new one is in), and when it fails it is deleted and `path` stays as it was.
   `temp_name`: the temporary directory's name (default a new hidden ".<name>.*").
   The temporary folders that killed writes left beside `path` go first, each said
-  through `log` as `what`'s."""
-  path = os.path.abspath(path)
+  through `log` as `what`'s. A link to a folder keeps pointing at the folder written."""
+  path = os.path.realpath(path)
   parent = os.path.dirname(path)
   make_folder(parent, path)
   remove_stale_folders(parent, log, what)

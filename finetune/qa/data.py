@@ -292,7 +292,7 @@ def _line_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExampl
         raise DataError(f"{where}: expected a JSON object with \"question\" and "
                         "\"context\"")
       context = _text(record, "context", where)
-      yield _question(task, eid, record.get("id", str(eid)), record, context,
+      yield _question(task, eid, record.get("id", str(line_number - 1)), record, context,
                       *split_words(context), labelled, where)
       eid += 1
 

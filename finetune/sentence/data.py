@@ -121,22 +121,21 @@ def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
 
 
 def _rows(path: str, file_format: str) -> Iterator[Tuple[int, List[str]]]:
-  """(line number, fields) of each non-blank row; a UTF-8 byte-order mark is dropped."""
+  """(line number, fields) of each row, [] for a blank one; a UTF-8 byte-order mark is
+  dropped."""
   try:
     with open(path, encoding="utf-8-sig", newline="") as f:
       if file_format == "csv":
         reader = csv.reader(f)
         line = 1
         for fields in reader:
-          if fields:
-            yield line, fields
+          yield line, fields
           line = reader.line_num + 1
       else:
         # GLUE's TSVs are not quoted (sentences hold unbalanced quotes): split on tabs.
         for line, text in enumerate(f, start=1):
           text = text.rstrip("\r\n")
-          if text:
-            yield line, text.split("\t")
+          yield line, text.split("\t") if text else []
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
   except csv.Error as e:
@@ -169,9 +168,11 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
   `where` names the layout in errors ("glue/sst2 dev"); malformed rows of a task that
   skips them are appended to `skipped`.
   """
-  columns, eid = None, 0
+  columns, eid = None, -1
   for line, fields in _rows(path, task.file_format):
-    if columns is None:  # the first row: the header, or the first example
+    if not fields and columns is None and layout.header:  # blank lines before a header
+      continue
+    if columns is None and fields:  # the first row: the header, or the first example
       header = fields if layout.header else None
       columns = _resolve_columns(layout, header, path, line, unlabeled_ok)
       needed = layout.num_columns or 1 + max(c for c in columns.values() if c is not None)
@@ -180,6 +181,9 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
           raise at(path, line, f"header has {len(header)} columns, expected {needed} "
                                f"({where} layout)")
         continue
+    eid += 1  # each row after the header, blank or skipped too, keeps its number
+    if not fields:
+      continue
     wrong_count = (len(fields) != needed if layout.num_columns else len(fields) < needed)
     if wrong_count:
       problem = (f"expected {'' if layout.num_columns else 'at least '}{needed} "
@@ -195,7 +199,6 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
     text_b = fields[columns["text_b"]] if columns["text_b"] is not None else None
     yield SentenceExample(eid=eid, text_a=fields[columns["text_a"]], text_b=text_b,
                           label=label)
-    eid += 1
 
 
 def read_split_file(task: SentenceTask, split: str, path: str,
@@ -226,7 +229,8 @@ def unlabeled_layout(task: SentenceTask, path: Optional[str] = None
   layout = dataclasses.replace(task.layout(split), label=None)
   known = [names for names in (task.tfds_features, layout.column_names) if names]
   if path is not None and known and layout.header:
-    line, header = next(iter(_rows(path, task.file_format)), (0, None))
+    line, header = next(((line, fields) for line, fields in _rows(path, task.file_format)
+                         if fields), (0, None))
     names = next((names for names in known if set(names) <= set(header or ())), None)
     if names is None and header is not None:  # (an empty file has no inputs: said later)
       expected = " or ".join(" and ".join(repr(n) for n in names) for names in known)

@@ -320,18 +320,19 @@ def read_examples(task: TaggingTask, data_dir: str, split: str,
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:
   """Sentences to tag, read as they come: JSON lines of {"words": [...]} (a path ending
-  .jsonl), else one text line each (words split at whitespace; blank lines skipped)."""
+  .jsonl), else one text line each (words split at whitespace); each numbered by its line from 0,
+blank lines skipped."""
   try:
     if path.endswith(".jsonl"):
-      for eid, (number, record) in enumerate(_json_lines(path)):
+      for number, record in _json_lines(path):
         words = record.get("words") if isinstance(record, dict) else None
         if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
           raise at(path, number, 'expected a JSON object with "words", a list of strings')
-        yield TaggingExample(eid, tuple(words))
+        yield TaggingExample(number - 1, tuple(words))
     else:
       with _open(path) as f:
-        lines = (line.rstrip("\r\n") for line in f if line.strip())
-        yield from (split_line(eid, line) for eid, line in enumerate(lines))
+        yield from (split_line(eid, line.rstrip("\r\n")) for eid, line in enumerate(f)
+                    if line.strip())
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
