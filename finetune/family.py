@@ -10,7 +10,10 @@ it.
 """
 
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+from finetune.errors import DataError
+from util.hparams import unknown_name_message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,3 +33,23 @@ class Family:
   # A user's task from its task file (finetune/tasks.py: a JSON object naming the
   # family, its "family" key left out): (path, object) -> the task.
   load_task_file: Optional[Callable[[str, dict], object]] = None
+
+
+def task_file_splits(path: str, spec: dict, keys: Sequence[str]) -> Dict[str, str]:
+  """The split files (train, dev, test) a user's task file `path` names, each a name
+  relative to it; a DataError for a key outside `keys`, a missing name or training file,
+  or a split that names no file."""
+  for key in spec:
+    if key not in keys:
+      raise DataError(f"{path}: " + unknown_name_message(key, keys, "task file key",
+                                                         list_valid=True))
+  for key in ("name", "train"):
+    if not isinstance(spec.get(key), str) or not spec[key].strip():
+      raise DataError(f'{path}: missing "{key}", a non-empty string')
+  splits = {}
+  for split in ("train", "dev", "test"):
+    if split in spec:
+      if not isinstance(spec[split], str) or not spec[split].strip():
+        raise DataError(f'{path}: "{split}" must name its file, relative to the task file')
+      splits[split] = spec[split]
+  return splits

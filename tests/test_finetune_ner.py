@@ -247,7 +247,7 @@ def test_task_file_reads_schemes_formats_and_tags(tmp_path):
     ({"family": "tag"}, {}, r't.json: "family": unknown task family '
      r"'tag'; did you mean 'tagging'\? \(expected one of qa, sentence, tagging\)$"),
     ({"scheme": "bilou"}, {}, r"t.json: unknown \"scheme\" 'bilou'"),
-    ({"colour": 1}, {}, "t.json: unknown task description key 'colour'"),
+    ({"colour": 1}, {}, "t.json: unknown task file key 'colour'"),
     ({"tags": ["O", "O"]}, {}, "t.json: \"tags\" names 'O' twice"),
     ({"tags": ["O", "NOUN"], "scheme": "none", "metric": "f1"}, {},
      'metric "f1" counts entities, and these tags have none'),

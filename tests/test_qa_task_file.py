@@ -211,8 +211,8 @@ GOOD = json.dumps({"id": "a", "question": "Who?", "context": "Ann did.",
 
 @pytest.mark.parametrize("spec,files,message", [
     ({"name": "t", "train": "train.jsonl", "dev": "dev.jsonl", "answers": "x"}, {},
-     "unknown QA task file key 'answers'"),
-    ({"train": "train.jsonl"}, {}, '"name" must name the task$'),
+     "unknown task file key 'answers'"),
+    ({"train": "train.jsonl"}, {}, 'missing "name", a non-empty string$'),
     ({"name": "t", "train": "train.jsonl", "unanswerable": "yes"}, {"train.jsonl": GOOD},
      "\"unanswerable\" must be true or false, got 'yes'$"),
     ({"name": "t", "train": "missing.jsonl"}, {},

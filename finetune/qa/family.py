@@ -7,7 +7,7 @@ import os
 
 from finetune import layout
 from finetune.errors import DataError
-from finetune.family import Family
+from finetune.family import Family, task_file_splits
 from finetune.qa import data
 from util import hparams
 
@@ -38,29 +38,15 @@ def load_task_file(path: str, spec: dict) -> data.QATask:
   "unanswerable" says whether some questions have no answer (SQuAD 2.0's scores and
   no-answer odds); when left out, the train and dev files say.
   """
-  def problem(text):
-    return DataError(f"{path}: {text}")
-
-  for key in spec:
-    if key not in _TASK_KEYS:
-      raise problem(hparams.unknown_name_message(key, _TASK_KEYS, "QA task file key",
-                                                 list_valid=True))
-  for key in ("name", "train"):
-    if not isinstance(spec.get(key), str) or not spec[key].strip():
-      raise problem(f"\"{key}\" must name the task{' file' if key == 'train' else ''}")
   folder = os.path.dirname(os.path.abspath(path))
-  files = {}
-  for split in ("train", "dev", "test"):
-    if split in spec:
-      if not isinstance(spec[split], str):
-        raise problem(f"\"{split}\" must be the path of its file")
-      files[split] = os.path.join(folder, spec[split])
+  files = {split: os.path.join(folder, name)
+           for split, name in task_file_splits(path, spec, _TASK_KEYS).items()}
   unanswerable = spec.get("unanswerable")
   if unanswerable is None:
     unanswerable = any(_has_unanswerable(layout.own_file(files, split, spec["name"]))
                        for split in ("train", "dev") if split in files)
   elif not isinstance(unanswerable, bool):
-    raise problem(f"\"unanswerable\" must be true or false, got {unanswerable!r}")
+    raise DataError(f'{path}: "unanswerable" must be true or false, got {unanswerable!r}')
   return data.QATask(
       name=spec["name"], folders=(), file_format="squad", v2=unanswerable,
       eval_splits=("dev",) if "dev" in files else (),

@@ -7,7 +7,7 @@ import functools
 import os
 
 from finetune.errors import DataError
-from finetune.family import Family
+from finetune.family import Family, task_file_splits
 from finetune.tagging import data
 from util import hparams
 from util.hparams import first_repeated, unknown_name_message
@@ -55,12 +55,8 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  for key in spec:
-    if key not in _KEYS:
-      raise problem(unknown_name_message(key, _KEYS, "task description key"))
-  for key in ("name", "train"):
-    if not isinstance(spec.get(key), str) or not spec[key]:
-      raise problem(f"missing {key!r}, a non-empty string")
+  splits = {split: data.SplitFile((name,)) for split, name in
+            task_file_splits(json_path, spec, _KEYS).items()}
   file_format = spec.get("format", "conll")
   if file_format not in data.FORMATS:
     raise problem(unknown_name_message(str(file_format), data.FORMATS, '"format"',
@@ -72,12 +68,6 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
     if not isinstance(column, int) or isinstance(column, bool):
       raise problem(f'"{key}" must be a column index (0-based; -1 the last)')
   files_dir = os.path.dirname(os.path.abspath(json_path))
-  splits = {}
-  for split in ("train", "dev", "test"):
-    if split in spec:
-      if not isinstance(spec[split], str):
-        raise problem(f'"{split}" must be a file name')
-      splits[split] = data.SplitFile((spec[split],))
   scheme = spec.get("scheme")
   if scheme is not None and scheme not in data.SCHEME_NAMES:
     raise problem(unknown_name_message(str(scheme), data.SCHEME_NAMES, '"scheme"',
