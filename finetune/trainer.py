@@ -39,7 +39,7 @@ from runs import lock, record
 from runs.checkpoints import newest_readable
 from runs.record import RUN_VOCAB, keep_vocab
 from runs.start import PretrainedStart, in_todays_name, open_start, record_name
-from training import curves, runtime
+from training import curves, runtime, stopping
 from training.loop import LOOP_FILES, LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
 from util.files import atomic_write
@@ -615,9 +615,11 @@ def plot_history(trials, path: str):
 
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
-  One run at a time per model_dir: another is refused while this one runs."""
+  One run at a time per model_dir: another is refused while this one runs; a signal
+  stops it saved, whenever it comes (training/stopping.py)."""
   with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
-    return _run(config, log)
+    with stopping.held():
+      return _run(config, log)
 
 
 def _run(config: FinetuningConfig, log) -> Dict[str, object]:

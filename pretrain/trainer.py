@@ -32,7 +32,7 @@ from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_d
                                  run_normalization, run_signature, write_run_config)
 from runs import lock, record
 from runs.checkpoints import CHECKPOINT_NAME, kept_checkpoints
-from training import runtime
+from training import runtime, stopping
 from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
                              read_eval_curve)
 from training.loop import LoopSettings, TrainLoop
@@ -267,7 +267,8 @@ def write_results(config: PretrainingConfig, results: Dict[str, float]):
 
 def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str, float]:
   """do_train, then export, then do_eval, as the config asks, then the export of kept
-  training checkpoints at `export_steps`; returns eval results."""
+  training checkpoints at `export_steps`; returns eval results. A signal stops it saved,
+  whenever it comes (training/stopping.py)."""
   if not (config.do_train or config.do_eval or export_steps):
     raise InputError("nothing to do: set \"do_train\" and/or \"do_eval\" to true")
   record.check_run_folder(  # before its lock is made
@@ -285,7 +286,8 @@ def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str
               for name in ("config.json", "vocab.txt", normalization.FILE, "checkpoint")],
       remedy="copy it out of the export folder first, or use another model_dir")
   with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
-    return _run(config, export_steps)
+    with stopping.held():
+      return _run(config, export_steps)
 
 
 def _run(config: PretrainingConfig, export_steps: Sequence[int]) -> Dict[str, float]:

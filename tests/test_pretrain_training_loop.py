@@ -6,6 +6,7 @@ the real pre-training model end to end (MirroredStrategy over two CPUs included)
 
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from runs.checkpoints import RunCheckpoints
 from tests.helpers import start_workers, train_toy, wait_for_workers
 from training.curves import CURVES_NAME, LOG_NAME, read_log
 from training.loop import NonFiniteLossError
@@ -46,6 +48,34 @@ def test_sigterm_saves_then_stops_and_rerun_finishes_identically(tmp_path):
   resumed, _ = train_toy(str(tmp_path / "b"), 7)
   for a, b in zip(whole, resumed):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_sigterm_during_the_last_save_stops_the_run_there(tmp_path, monkeypatch):
+  """After the last step's check for a signal, its save: one there once went unheard,
+  and the run carried on (to its next epoch, its export)."""
+  save = RunCheckpoints.save
+
+  def save_then_signal(checkpoints, step):
+    saved = save(checkpoints, step)
+    if step == 4:
+      os.kill(os.getpid(), signal.SIGTERM)
+    return saved
+  monkeypatch.setattr(RunCheckpoints, "save", save_then_signal)
+  with pytest.raises(TrainingInterrupted) as info:
+    train_toy(str(tmp_path), 4)
+  assert str(info.value) == (f"SIGTERM at step 4: saved {tmp_path / 'ckpt-4'}; run the "
+                             "same command again to resume")
+
+
+def test_the_precision_note_comes_once_however_often_the_loop_runs(
+    tmp_path, monkeypatch, capsys):
+  """Fine-tuning runs the loop once per epoch (and trial): the note came with each."""
+  from training import loop  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(loop, "_PRINTED_NOTES", set())
+  monkeypatch.setattr(loop, "precision_note", lambda: "note: on this CPU ...")
+  train_toy(str(tmp_path), 2)
+  train_toy(str(tmp_path), 4)  # the loop again, from step 2
+  assert capsys.readouterr().out.count("note: on this CPU ...") == 1
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -98,8 +98,8 @@ def test_a_pools_workers_keep_sigterms_default(tmp_path):
 
 def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
     tmp_path, capsys, monkeypatch):
-  """The serving export runs after training, outside the loop's own handler: SIGTERM
-  there ends as Ctrl-C would, in one line, the lock released and no half-written
+  """The serving export runs after training, past its last save: SIGTERM there ends as
+  Ctrl-C would, in one line naming that save, the lock released and no half-written
   SavedModel left; the same command then finishes."""
   data = tmp_path / "data"
   data.mkdir()
@@ -114,8 +114,11 @@ def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
     return export(*args, **kwargs)
   monkeypatch.setattr(trainer.serving, "export", terminated_while_exporting)
   assert run_finetuning.main(flags) == 130
-  assert capsys.readouterr().err.splitlines()[-1] == "interrupted: SIGTERM"
   models = data / "models" / "tiny" / "finetuning_models"
+  saved = models / "reviews_model_1" / "ckpt-2"
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      f"interrupted: SIGTERM after step 2 (saved {saved}); run the same command again "
+      "to resume")
   assert not (models / ".reviews_model.lock.holder").exists()
   assert not [p for p in (models / "reviews_model_1").iterdir()
               if p.name.startswith(".saved_model")]

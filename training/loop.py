@@ -18,6 +18,7 @@ import tensorflow as tf
 import tf_keras
 
 from runs.checkpoints import CHECKPOINT_FILES, RunCheckpoints
+from training import stopping
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
 from training.runtime import lost_peer, precision_note
 from training.step import TrainStep
@@ -30,6 +31,11 @@ from util.progress import Progress
 # record and own files, all a run writes there (each phase's `written`, which
 # runs/record.py's delete_run deletes).
 LOOP_FILES = (*CHECKPOINT_FILES, "train", LOG_NAME, CURVES_NAME)
+
+
+# The notes before a run's first step, each printed once per process: fine-tuning runs
+# the loop once per epoch (and trial), and neither the precision nor the step changes.
+_PRINTED_NOTES = set()
 
 
 class NonFiniteLossError(ValueError):
@@ -98,6 +104,8 @@ class TrainLoop(TrainStep):
         lambda: self.iterator(dataset_fn), init_fn,
         input_position=not self._distributed_input)
     start = self.start_step = int(self.step.numpy())
+    if restored:
+      self.stops.saved(start, restored)
     if self.chief:
       drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
       print(f"{'resuming from ' + restored if restored else 'starting'} at step "
@@ -107,15 +115,15 @@ class TrainLoop(TrainStep):
       return {}
     train_step = self.train_step()
     log = StepLog(settings, start, self.chief)
-    try:
-      with self.stops:
+    with stopping.held(), self.stops:  # the run's handler, else held for this call
+      try:
         return self._train_steps(train_step, iterator, start, restored, log)
-    finally:
-      log.writer.flush()
-      self.checkpoints.close()
-      if self.chief and settings.plot_curves:
-        plot_curves(os.path.join(settings.model_dir, LOG_NAME),
-                    os.path.join(settings.model_dir, CURVES_NAME))
+      finally:
+        log.writer.flush()
+        self.checkpoints.close()
+        if self.chief and settings.plot_curves:
+          plot_curves(os.path.join(settings.model_dir, LOG_NAME),
+                      os.path.join(settings.model_dir, CURVES_NAME))
 
   def _train_steps(self, train_step, iterator, start: int, restored: Optional[str],
                    log: StepLog) -> Dict[str, float]:
@@ -126,7 +134,8 @@ class TrainLoop(TrainStep):
     last_saved, logged = restored, {}
     for note in (precision_note(),
                  first_step_note(settings.flops_per_step, settings.peak_flops)):
-      if note and self.chief:
+      if note and self.chief and note not in _PRINTED_NOTES:
+        _PRINTED_NOTES.add(note)
         print(note, flush=True)
     step = start
     try:
@@ -144,13 +153,14 @@ class TrainLoop(TrainStep):
         at_end = step == settings.num_train_steps
         at_save = step % settings.save_checkpoints_steps == 0 or at_end
         at_log = step % settings.log_every_steps == 0 or at_end or step == start + 1
-        stopped_by = self.stops.stopped_by(at_end)
+        stopped_by = self.stops.stopped_by()
         if at_save or at_log or stopped_by:
           self._check_finite(last_saved)
         if at_log:
           logged = log.write(step, scalars)
         if at_save or stopped_by:
           last_saved = self.checkpoints.save(step)
+          self.stops.saved(step, last_saved)
         if stopped_by:
           raise self.stops.interrupted(stopped_by, step, last_saved)
     except tf.errors.OpError as e:

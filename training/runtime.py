@@ -9,6 +9,7 @@ import os
 import random
 import re
 import resource
+import signal
 import socket
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -109,7 +110,11 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
   with stderr.without_lines(stderr.ABSL_FIRST_LINE, stderr.GRPC_SERVER_LINE,
                             all_if_raised=True):
     try:
-      return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+      strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+      # Its coordination service takes SIGTERM for a preemption notifier of its own,
+      # which swallows it: back to the handler Python holds (training/stopping.py's).
+      signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+      return strategy
     except tf.errors.DeadlineExceededError as e:
       waited_for = _named_workers(e.message, resolver) or _other_workers(resolver)
     # Raised past the except clause, which drops TensorFlow's error while its lines are

@@ -87,7 +87,8 @@ class _AfterTensorFlowLoads(importlib.abc.MetaPathFinder):
 
 def _terminated(signum, frame):
   """SIGTERM from start-up to exit ends as Ctrl-C does, in one line, its lock released
-  (the training loop saves first, with its own handler)."""
+  (a training run holds a handler of its own, which saves first:
+  training/stopping.py)."""
   del frame
   raise cli.Terminated(signal.Signals(signum).name)
 

@@ -65,3 +65,15 @@ def quiet_conversion() -> Iterator[None]:
   with without_lines(*CONVERTER_LINES), warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"\s*Warning: tf\.lite\.Interpreter is deprecated")
     yield
+
+
+def python_lines_only() -> None:
+  """From now on, only what Python writes (sys.stderr, moved to a copy of the
+  descriptor) reaches stderr; what TensorFlow's C++ side writes goes to /dev/null. For a
+  process that is ending, whose last line TensorFlow's would otherwise follow."""
+  sys.stderr.flush()
+  sys.stderr = open(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding,
+                    errors="backslashreplace")
+  null = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(null, 2)
+  os.close(null)
