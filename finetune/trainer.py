@@ -441,6 +441,7 @@ class Finetuner:
       self.write_test_predictions(model, trial)
     if not kept:
       record.delete_run(model_dir, RUN_CONFIG, TRIAL_FILES)
+      stopping.save_deleted()
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 

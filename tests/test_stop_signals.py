@@ -111,3 +111,22 @@ def test_after_a_coordinated_stop_only_pythons_lines_reach_stderr():
   ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
   assert (ran.returncode, ran.stderr) == (0, "before\ninterrupted: ...\n")
+
+
+def test_a_stop_after_the_run_deleted_its_last_save_names_none():
+  """With keep_all_models false a finished trial's model is deleted: a stop between
+  trials then names no checkpoint (there is none to resume from)."""
+  from training import stopping  # pylint: disable=g-import-not-at-top
+  from util import cli  # pylint: disable=g-import-not-at-top
+  lines = {}
+  for deleted in (False, True):
+    try:
+      with stopping.held():
+        stopping.StopRequests(None, 0, 1).saved(3, "trial_1/ckpt-3")
+        if deleted:
+          stopping.save_deleted()
+        os.kill(os.getpid(), signal.SIGTERM)
+    except cli.Terminated as e:
+      lines[deleted] = str(e)
+  assert lines == {False: "SIGTERM after step 3 (saved trial_1/ckpt-3); run the same "
+                          "command again to resume", True: "SIGTERM"}

@@ -59,6 +59,12 @@ def held():
       signal.signal(s, handler)
 
 
+def save_deleted():
+  """The run deleted its last save (a trial's model it does not keep): a stop from now
+  names none, until a loop saves again."""
+  _Process.saved = ""
+
+
 class StopRequests:
   """The signals a run took: a loop's steps run as a block (`with`) in which a signal
   waits for the step's end; one taken after the last step's check stops the run as the
