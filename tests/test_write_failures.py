@@ -41,8 +41,11 @@ def _obey_file_permissions():
 
 def run(script, *args):
   """`script` (a command of the checkout's, "-m" or "-c") with `args`, in the test's folder."""
-  # Level 3 silences TensorFlow's C++ start-up lines (e.g. CUDA probing), not ours.
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+  # Level 3 silences TensorFlow's C++ start-up lines (e.g. CUDA probing), not ours. No
+  # shared XLA cache (tests/conftest.py): TensorFlow logs an ERROR line for each entry it
+  # reads (its text parse fails before the binary one succeeds), whatever the level,
+  # and these tests count stderr's lines.
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, TF_XLA_FLAGS="")
   if script.endswith(".py"):
     script = os.path.join(ROOT, script)
   return subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
