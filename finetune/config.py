@@ -32,75 +32,125 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   """Every field of a fine-tuning run: these, the hardware's (ScaleSettings), the
   model's (ModelChoice) and, in `sections`, its task families' own
   (finetune/<family>/family.py)."""
-  model_name: str = hparams.field("electra_small", resumable=True)
-  data_dir: str = hparams.field("data", resumable=True)
-  task_names: List[str] = dataclasses.field(default_factory=lambda: ["glue/sst2"])
-  # Quick checks: 100 examples per split and, unless init_checkpoint is given, a tiny
-  # random model.
-  debug: bool = False
-  num_trials: int = hparams.field(1, at_least=1, resumable=True)
-  do_train: bool = hparams.field(True, resumable=True)
-  do_eval: bool = hparams.field(True, resumable=True)
-  # False: delete each trial's model once it is scored.
-  keep_all_models: bool = hparams.field(True, resumable=True)
-  # Each kept trial's model also as a serving SavedModel (finetune/serving.py); a study
-  # that wants only scores turns it off (the export is about a third of a small run).
-  export_serving: bool = True
-  # False: no PNGs (each trial's training curves after each epoch, the results' dev
-  # curves); the logs and results they are drawn from are written as ever. For a study
-  # that reads only scores: matplotlib's import and drawing were a tenth of the CPU of
-  # a 2-step run.
-  write_curves: bool = hparams.field(True, resumable=True)
-  seed: int = hparams.field(0, **hparams.SEED)
+  model_name: str = hparams.field(
+      "electra_small", resumable=True,
+      help="The run's name, one plain folder name: its model dir is "
+           "`<data_dir>/models/<model_name>`; it also picks the size preset "
+           "(electra_small, electra_base, ...).")
+  data_dir: str = hparams.field(
+      "data", resumable=True,
+      help="Where the data and the models live, in the original's layout.")
+  task_names: List[str] = hparams.field(
+      default_factory=lambda: ["glue/sst2"],
+      help="The tasks (--task); several train together.")
+  debug: bool = hparams.field(
+      False, help="Quick checks: 100 examples per split and, unless init_checkpoint is "
+                  "given, a tiny random model.")
+  num_trials: int = hparams.field(
+      1, at_least=1, resumable=True,
+      help="Runs with different seeds (seed, seed + 1, ..., wrapped round to 0 past "
+           "4294967295); each is reported, and their median.")
+  do_train: bool = hparams.field(
+      True, resumable=True, help="Train; false evaluates the saved model only.")
+  do_eval: bool = hparams.field(
+      True, resumable=True,
+      help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
+           "fine-tuning: the dev split).")
+  keep_all_models: bool = hparams.field(
+      True, resumable=True, help="False: delete each trial's model once it is scored.")
+  export_serving: bool = hparams.field(
+      True, help="Each kept trial's model also as a serving SavedModel "
+                 "(finetune/serving.py); a study that wants only scores turns it off "
+                 "(the export is about a third of a small run).")
+  write_curves: bool = hparams.field(
+      True, resumable=True,
+      help="False: no PNGs (each trial's training curves after each epoch, the results' "
+           "dev curves); the logs and results they are drawn from are written as ever. "
+           "For a study that reads only scores: matplotlib's import and drawing were a "
+           "tenth of the CPU of a 2-step run.")
+  seed: int = hparams.field(
+      0, **hparams.SEED,
+      help="Seed of the start, the data order, the masking and dropout.")
 
-  # Training.
-  learning_rate: float = hparams.field(1e-4, above=0)
-  weight_decay_rate: float = hparams.field(0.01, at_least=0)
-  layerwise_lr_decay: float = hparams.field(0.8, above=0, at_most=1)
-  num_train_epochs: float = hparams.field(3.0, above=0)
-  warmup_proportion: float = hparams.field(0.1, at_least=0, at_most=1)
-  save_checkpoints_steps: int = hparams.field(1000000, at_least=1, resumable=True)
-  log_every_steps: int = hparams.field(50, at_least=1, resumable=True)
-  write_test_outputs: bool = hparams.field(False, resumable=True)
-  n_writes_test: int = hparams.field(5, at_least=0, resumable=True)
+  learning_rate: float = hparams.field(
+      1e-4, above=0, group="Training",
+      help="Peak learning rate (fine-tuning: the top layer's).")
+  weight_decay_rate: float = hparams.field(
+      0.01, at_least=0,
+      help="AdamW's weight decay (LayerNorm weights and biases excluded).")
+  layerwise_lr_decay: float = hparams.field(
+      0.8, above=0, at_most=1,
+      help="Each layer learns at this times the rate of the layer above.")
+  num_train_epochs: float = hparams.field(
+      3.0, above=0, help="Passes over the training data.")
+  warmup_proportion: float = hparams.field(
+      0.1, at_least=0, at_most=1,
+      help="Share of the steps over which the learning rate rises from 0.")
+  save_checkpoints_steps: int = hparams.field(
+      1000000, at_least=1, resumable=True, help="Steps between checkpoints.")
+  log_every_steps: int = hparams.field(
+      50, at_least=1, resumable=True,
+      help="Steps between log lines (train_log.jsonl, TensorBoard, progress).")
+  write_test_outputs: bool = hparams.field(
+      False, resumable=True, help="Write GLUE's submission files for the test split.")
+  n_writes_test: int = hparams.field(
+      5, at_least=0, resumable=True,
+      help="Trials that write test outputs (the first ones).")
 
-  # Sizing.
-  max_seq_length: int = hparams.field(128, at_least=1)
-  train_batch_size: int = hparams.field(32, at_least=1)
-  eval_batch_size: int = hparams.field(32, at_least=1, resumable=True)
-  # Test sets and --predict.
-  predict_batch_size: int = hparams.field(32, at_least=1, resumable=True)
-  # New: each batch (training, evaluation, --predict) is cut to its longest example's
-  # tokens rounded up to a multiple of this, so it computes on the tokens that exist
-  # (finetune/padding.py); the results equal max_seq_length's within float rounding.
-  # A run meets at most max_seq_length / this lengths, each compiled once (a first
-  # step at a new length costs about one more step: bench/RESULTS.md). 0 pads every
-  # batch to max_seq_length, as the original (and always on a TPU).
-  batch_length_multiple: int = hparams.field(8, at_least=0, resumable=True)
-  # New, opt-in: the examples of this many training batches at a time are sorted by
-  # length and cut into batches, which are then shuffled: batches of like lengths, less
-  # padding, another order than the original's. 0: the original's random batches.
-  length_grouping_batches: int = hparams.field(0, at_least=0)
-  # The pre-trained checkpoint's vocabulary is signed with its sizes ("model").
-  vocab_size: int = hparams.field(30522, at_least=1, resumable=True)
+  max_seq_length: int = hparams.field(
+      128, at_least=1, group="Sizing", help="Word-pieces per sequence.")
+  train_batch_size: int = hparams.field(
+      32, at_least=1,
+      help="Sequences per training step, over all devices (the global batch).")
+  eval_batch_size: int = hparams.field(
+      32, at_least=1, resumable=True, help="Sequences per evaluation batch.")
+  predict_batch_size: int = hparams.field(
+      32, at_least=1, resumable=True, help="Test sets and --predict.")
+  batch_length_multiple: int = hparams.field(
+      8, at_least=0, resumable=True,
+      help="New: each batch (training, evaluation, --predict) is cut to its longest "
+           "example's tokens rounded up to a multiple of this, so it computes on the "
+           "tokens that exist (finetune/padding.py); the results equal max_seq_length's "
+           "within float rounding. A run meets at most max_seq_length / this lengths, "
+           "each compiled once (a first step at a new length costs about one more step: "
+           "bench/RESULTS.md). 0 pads every batch to max_seq_length, as the original "
+           "(and always on a TPU).")
+  length_grouping_batches: int = hparams.field(
+      0, at_least=0, help="New, opt-in: the examples of this many training batches at a "
+                          "time are sorted by length and cut into batches, which are "
+                          "then shuffled: batches of like lengths, less padding, another "
+                          "order than the original's. 0: the original's random batches.")
+  vocab_size: int = hparams.field(
+      30522, at_least=1, resumable=True,
+      help="The pre-trained checkpoint's vocabulary is signed with its sizes "
+           "(\"model\").")
 
-  # New: a change of the pre-trained weights' values before fine-tuning (names and
-  # shapes stay), for encoders pre-trained briefly from the mimetic start
-  # (model/initialization.py, adjust_pretrained): "attention" starts attention uniform,
-  # "positions" scales the position embeddings to the word embeddings' norm.
-  init_adjustment: str = hparams.field("none", choices=INIT_ADJUSTMENTS)
+  init_adjustment: str = hparams.field(
+      "none", choices=INIT_ADJUSTMENTS,
+      help="New: a change of the pre-trained weights' values before fine-tuning (names "
+           "and shapes stay), for encoders pre-trained briefly from the mimetic start "
+           "(model/initialization.py, adjust_pretrained): \"attention\" starts attention "
+           "uniform, \"positions\" scales the position embeddings to the word "
+           "embeddings' norm.")
 
-  # Locations; empty means the original layout under data_dir.
-  vocab_file: str = hparams.field("", resumable=True)
-  # A pre-trained checkpoint (ours or the original's).
-  init_checkpoint: str = hparams.field("", resumable=True)
-  model_dir: str = hparams.field("", resumable=True)
-  results_dir: str = hparams.field("", resumable=True)
-  # Read tasks prepared by TensorFlow Datasets from here.
-  tfds_data_dir: str = hparams.field("", resumable=True)
-  # Allow a model_dir holding a different run: its run's files are deleted (what
-  # runs do not write there stays).
-  overwrite_model_dir: bool = hparams.field(False, resumable=True)
+  vocab_file: str = hparams.field(
+      "", resumable=True,
+      group="Locations; empty means the original layout under data_dir",
+      help="The vocabulary (empty: the original layout's vocab.txt).")
+  init_checkpoint: str = hparams.field(
+      "", resumable=True, help="A pre-trained checkpoint (ours or the original's).")
+  model_dir: str = hparams.field(
+      "", resumable=True,
+      help="Checkpoints, logs and results (empty: the original layout's).")
+  results_dir: str = hparams.field(
+      "", resumable=True,
+      help="Scores (empty: `<data_dir>/models/<model_name>/results`).")
+  tfds_data_dir: str = hparams.field(
+      "", resumable=True, help="Read tasks prepared by TensorFlow Datasets from here.")
+  overwrite_model_dir: bool = hparams.field(
+      False, resumable=True,
+      help="Allow a model_dir holding a different run: its run's files are deleted "
+           "(what runs do not write there stays).")
   # {family name: its settings} for the families of task_names that declare settings;
   # built from the families' defaults when not given. Not an hparams name: overrides
   # name the sections' fields themselves.

@@ -42,41 +42,65 @@ def check_model_name(flag_value: str, overrides: Dict[str, Any]):
 class ModelChoice:
   """How a run names its model: the fields pre-training and fine-tuning configs share
   (ModelConfig.for_run turns them into sizes)."""
-  model_size: str = hparams.field("small", resumable=True)
-  model_hparam_overrides: Dict[str, Any] = hparams.field(default_factory=dict,
-                                                         resumable=True)
-  embedding_size: Optional[int] = hparams.field(None, at_least=1, resumable=True)
-  vocab_size: int = hparams.field(30522, at_least=1)
-  # The tokenizer lower-cases the text. Null: as the data build recorded it beside the
-  # vocabulary (tokenizer_config.json; where nothing does, as the vocabulary's tokens
-  # show); given, it must agree.
-  do_lower_case: Optional[bool] = hparams.field(None, meaning=True)
-  # When lower-casing, the tokenizer strips accents. Null: as the data build recorded
-  # it (as do_lower_case where nothing does); given, it must agree.
-  strip_accents: Optional[bool] = hparams.field(None, meaning=True)
+  model_size: str = hparams.field(
+      "small", resumable=True,
+      help="The size preset of configs/model_sizes.json (small, base, large, tiny, "
+           "debug).")
+  model_hparam_overrides: Dict[str, Any] = hparams.field(
+      default_factory=dict, resumable=True,
+      help="Sizes changed from the preset (the model's fields, below).")
+  embedding_size: Optional[int] = hparams.field(
+      None, at_least=1, resumable=True,
+      help="Width of the embeddings (null: the preset's).")
+  vocab_size: int = hparams.field(
+      30522, at_least=1,
+      help="Rows of the embeddings; follows vocab_file when left at its default.")
+  do_lower_case: Optional[bool] = hparams.field(
+      None, meaning=True,
+      help="The tokenizer lower-cases the text. Null: as the data build recorded it "
+           "beside the vocabulary (tokenizer_config.json; where nothing does, as the "
+           "vocabulary's tokens show); given, it must agree.")
+  strip_accents: Optional[bool] = hparams.field(
+      None, meaning=True,
+      help="When lower-casing, the tokenizer strips accents. Null: as the data build "
+           "recorded it (as do_lower_case where nothing does); given, it must agree.")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  vocab_size: int = hparams.field(30522, at_least=1)
-  hidden_size: int = hparams.field(256, at_least=1)
-  num_hidden_layers: int = hparams.field(12, at_least=1)
-  num_attention_heads: int = hparams.field(4, at_least=1)
-  intermediate_size: int = hparams.field(1024, at_least=1)
-  # None: same as hidden_size (no projection)
-  embedding_size: Optional[int] = hparams.field(None, at_least=1)
-  # Exact erf GELU, as the original.
-  hidden_act: str = hparams.field("gelu", choices=("gelu", "relu"))
-  hidden_dropout_prob: float = hparams.field(0.1, at_least=0, below=1)
-  attention_probs_dropout_prob: float = hparams.field(0.1, at_least=0, below=1)
-  max_position_embeddings: int = hparams.field(512, at_least=1)
-  type_vocab_size: int = hparams.field(2, at_least=1)
-  initializer_range: float = hparams.field(0.02, at_least=0)
-  # Generator, relative to this (the discriminator's) size.
-  generator_hidden_size: float = hparams.field(0.25, above=0)
-  generator_layers: float = hparams.field(1.0, above=0)
-  untied_generator_embeddings: bool = False  # True: generator has its own embeddings
-  untied_generator: bool = True  # False: generator and discriminator are one encoder
+  vocab_size: int = hparams.field(
+      30522, at_least=1,
+      help="Rows of the embeddings; follows vocab_file when left at its default.")
+  hidden_size: int = hparams.field(
+      256, at_least=1, help="Width of the transformer layers.")
+  num_hidden_layers: int = hparams.field(12, at_least=1, help="Transformer layers.")
+  num_attention_heads: int = hparams.field(
+      4, at_least=1, help="Attention heads (the presets: hidden_size / 64).")
+  intermediate_size: int = hparams.field(
+      1024, at_least=1,
+      help="Width of the feed-forward layer (the presets: 4 x hidden_size).")
+  embedding_size: Optional[int] = hparams.field(
+      None, at_least=1, help="None: same as hidden_size (no projection)")
+  hidden_act: str = hparams.field(
+      "gelu", choices=("gelu", "relu"), help="Exact erf GELU, as the original.")
+  hidden_dropout_prob: float = hparams.field(
+      0.1, at_least=0, below=1,
+      help="Dropout of the embeddings and of each sublayer's output.")
+  attention_probs_dropout_prob: float = hparams.field(
+      0.1, at_least=0, below=1, help="Dropout of the attention weights.")
+  max_position_embeddings: int = hparams.field(
+      512, at_least=1, help="Position embeddings: the longest sequence.")
+  type_vocab_size: int = hparams.field(2, at_least=1, help="Segment embeddings.")
+  initializer_range: float = hparams.field(
+      0.02, at_least=0, help="Standard deviation of the truncated-normal start.")
+  generator_hidden_size: float = hparams.field(
+      0.25, above=0, help="Generator, relative to this (the discriminator's) size.")
+  generator_layers: float = hparams.field(
+      1.0, above=0, help="The generator's layers, as a fraction of the discriminator's.")
+  untied_generator_embeddings: bool = hparams.field(
+      False, help="True: generator has its own embeddings")
+  untied_generator: bool = hparams.field(
+      True, help="False: generator and discriminator are one encoder")
 
   def __post_init__(self):
     hparams.check_fields(self)

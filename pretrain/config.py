@@ -62,86 +62,152 @@ def check_objective_names(objective: str, electra_objective: Optional[bool],
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig(ScaleSettings, ModelChoice):
-  model_name: str = hparams.field("electra_small", resumable=True)
-  data_dir: str = hparams.field("data", resumable=True)
-  # Tiny model and few steps, for quick checks.
-  debug: bool = hparams.field(False, resumable=True)
-  do_train: bool = hparams.field(True, resumable=True)
-  do_eval: bool = hparams.field(False, resumable=True)
+  model_name: str = hparams.field(
+      "electra_small", resumable=True,
+      help="The run's name, one plain folder name: its model dir is "
+           "`<data_dir>/models/<model_name>`; it also picks the size preset "
+           "(electra_small, electra_base, ...).")
+  data_dir: str = hparams.field(
+      "data", resumable=True,
+      help="Where the data and the models live, in the original's layout.")
+  debug: bool = hparams.field(
+      False, resumable=True, help="Tiny model and few steps, for quick checks.")
+  do_train: bool = hparams.field(
+      True, resumable=True, help="Train; false evaluates the saved model only.")
+  do_eval: bool = hparams.field(
+      False, resumable=True,
+      help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
+           "fine-tuning: the dev split).")
 
-  # The objective (pretrain/objectives/): ELECTRA, Electric, or BERT-style masked LM
-  # only. The original's switches are accepted as aliases: electric_objective true is
-  # "electric", else electra_objective false is "masked_lm".
-  objective: str = hparams.field("electra", choices=OBJECTIVES, meaning=True)
+  objective: str = hparams.field(
+      "electra", choices=OBJECTIVES, meaning=True,
+      help="The objective (pretrain/objectives/): ELECTRA, Electric, or BERT-style "
+           "masked LM only. The original's switches are accepted as aliases: "
+           "electric_objective true is \"electric\", else electra_objective false is "
+           "\"masked_lm\".")
   electra_objective: dataclasses.InitVar[Optional[bool]] = None
   electric_objective: dataclasses.InitVar[Optional[bool]] = None
-  gen_weight: float = hparams.field(1.0, at_least=0, meaning=True)
-  disc_weight: float = hparams.field(50.0, at_least=0, meaning=True)
-  # New: the discriminator's loss weight grows linearly from 0 to disc_weight over this
-  # many steps (0: the original's constant weight), so that a tied or shared encoder
-  # first learns from the generator's richer signal.
-  disc_weight_ramp_steps: int = hparams.field(0, at_least=0)
-  mask_prob: float = hparams.field(0.15, above=0, at_most=1, meaning=True)
+  gen_weight: float = hparams.field(
+      1.0, at_least=0, meaning=True, help="Weight of the generator's masked-LM loss.")
+  disc_weight: float = hparams.field(
+      50.0, at_least=0, meaning=True,
+      help="Weight of the discriminator's replaced-token loss.")
+  disc_weight_ramp_steps: int = hparams.field(
+      0, at_least=0,
+      help="New: the discriminator's loss weight grows linearly from 0 to disc_weight "
+           "over this many steps (0: the original's constant weight), so that a tied or "
+           "shared encoder first learns from the generator's richer signal.")
+  mask_prob: float = hparams.field(
+      0.15, above=0, at_most=1, meaning=True,
+      help="Share of each sequence's word-pieces masked.")
 
-  # The start of a fresh run (model/initialization.py): the original's truncated
-  # normal, "mimetic" (smooth positions, attention that follows similarity), or
-  # "mimetic_generator" (the mimetic start for the generator only: nothing the
-  # discriminator reads, so that it fine-tunes as well as random weights from step 0),
-  # or "mimetic_open_cls" (the mimetic start with [CLS] embedding to zero: its first
-  # layer's attention is uniform over the sentence).
-  init_scheme: str = hparams.field("truncated_normal", choices=INIT_SCHEMES)
-  # New: the discriminator's output layer starts at the base rate (kernel 0, bias
-  # log(mask_prob / (1 - mask_prob))) instead of the original's random layer.
-  disc_prior_init: bool = False
-  # New: the generator's output bias starts at the records' log unigram frequencies
-  # (the original's starts at 0: uniform samples, mostly rare tokens).
-  generator_unigram_init: bool = False
+  init_scheme: str = hparams.field(
+      "truncated_normal", choices=INIT_SCHEMES,
+      help="The start of a fresh run (model/initialization.py): the original's "
+           "truncated normal, \"mimetic\" (smooth positions, attention that follows "
+           "similarity), or \"mimetic_generator\" (the mimetic start for the generator "
+           "only: nothing the discriminator reads, so that it fine-tunes as well as "
+           "random weights from step 0), or \"mimetic_open_cls\" (the mimetic start with "
+           "[CLS] embedding to zero: its first layer's attention is uniform over the "
+           "sentence).")
+  disc_prior_init: bool = hparams.field(
+      False, help="New: the discriminator's output layer starts at the base rate "
+                  "(kernel 0, bias log(mask_prob / (1 - mask_prob))) instead of the "
+                  "original's random layer.")
+  generator_unigram_init: bool = hparams.field(
+      False, help="New: the generator's output bias starts at the records' log unigram "
+                  "frequencies (the original's starts at 0: uniform samples, mostly rare "
+                  "tokens).")
 
-  # Optimization.
-  learning_rate: float = hparams.field(5e-4, above=0)
-  lr_decay_power: float = hparams.field(1.0, at_least=0)
-  weight_decay_rate: float = hparams.field(0.01, at_least=0)
-  num_warmup_steps: int = hparams.field(10000, at_least=0)
-  # New: the discriminator's variables (its layers, head and the embeddings it shares
-  # with the generator) learn at learning_rate x this; the generator's own at the full
-  # rate.
-  disc_lr_multiplier: float = hparams.field(1.0, above=0)
-  # New: the discriminator's variables warm up over this many steps instead of
-  # num_warmup_steps (0: the shared warmup), so that its rate can rise after the young
-  # generator's easy replacements are past.
-  disc_warmup_steps: int = hparams.field(0, at_least=0)
+  learning_rate: float = hparams.field(
+      5e-4, above=0, group="Optimization",
+      help="Peak learning rate (fine-tuning: the top layer's).")
+  lr_decay_power: float = hparams.field(
+      1.0, at_least=0,
+      help="Power of the learning rate's decay to 0 at num_train_steps (1: linear).")
+  weight_decay_rate: float = hparams.field(
+      0.01, at_least=0,
+      help="AdamW's weight decay (LayerNorm weights and biases excluded).")
+  num_warmup_steps: int = hparams.field(
+      10000, at_least=0,
+      help="Steps over which the learning rate rises linearly from 0.")
+  disc_lr_multiplier: float = hparams.field(
+      1.0, above=0, help="New: the discriminator's variables (its layers, head and the "
+                         "embeddings it shares with the generator) learn at "
+                         "learning_rate x this; the generator's own at the full rate.")
+  disc_warmup_steps: int = hparams.field(
+      0, at_least=0,
+      help="New: the discriminator's variables warm up over this many steps instead of "
+           "num_warmup_steps (0: the shared warmup), so that its rate can rise after the "
+           "young generator's easy replacements are past.")
 
-  # Training loop.
-  save_checkpoints_steps: int = hparams.field(1000, at_least=1, resumable=True)
-  num_train_steps: int = hparams.field(1000000, at_least=1, resumable=True)
-  num_eval_steps: int = hparams.field(100, at_least=1, resumable=True)
-  keep_checkpoint_max: int = hparams.field(5, at_least=1, resumable=True)
-  log_every_steps: int = hparams.field(10, at_least=1, resumable=True)
-  seed: int = hparams.field(0, **hparams.SEED)
+  save_checkpoints_steps: int = hparams.field(
+      1000, at_least=1, resumable=True, group="Training loop",
+      help="Steps between checkpoints.")
+  num_train_steps: int = hparams.field(
+      1000000, at_least=1, resumable=True,
+      help="Training steps in all; raise it to continue a finished run.")
+  num_eval_steps: int = hparams.field(
+      100, at_least=1, resumable=True, help="Batches evaluated.")
+  keep_checkpoint_max: int = hparams.field(
+      5, at_least=1, resumable=True, help="Checkpoints kept on disk.")
+  log_every_steps: int = hparams.field(
+      10, at_least=1, resumable=True,
+      help="Steps between log lines (train_log.jsonl, TensorBoard, progress).")
+  seed: int = hparams.field(
+      0, **hparams.SEED,
+      help="Seed of the start, the data order, the masking and dropout.")
 
-  # Generator.
-  uniform_generator: bool = hparams.field(False, meaning=True)
-  two_tower_generator: bool = hparams.field(False, meaning=True)
-  untied_generator_embeddings: bool = hparams.field(False, meaning=True)
-  untied_generator: bool = hparams.field(True, meaning=True)
-  generator_layers: float = hparams.field(1.0, above=0, meaning=True)
-  generator_hidden_size: float = hparams.field(0.25, above=0, meaning=True)
-  disallow_correct: bool = hparams.field(False, meaning=True)
-  temperature: float = hparams.field(1.0, above=0, meaning=True)
+  uniform_generator: bool = hparams.field(
+      False, meaning=True, group="Generator",
+      help="The generator samples uniformly (the paper's baseline).")
+  two_tower_generator: bool = hparams.field(
+      False, meaning=True, help="The generator is Electric's two-tower cloze model (set "
+                                "by objective electric).")
+  untied_generator_embeddings: bool = hparams.field(
+      False, meaning=True, help="The generator has embeddings of its own instead of "
+                                "sharing the discriminator's.")
+  untied_generator: bool = hparams.field(
+      True, meaning=True, help="Generator and discriminator are two encoders (false: "
+                               "one encoder plays both).")
+  generator_layers: float = hparams.field(
+      1.0, above=0, meaning=True,
+      help="The generator's layers, as a fraction of the discriminator's.")
+  generator_hidden_size: float = hparams.field(
+      0.25, above=0, meaning=True,
+      help="The generator's width, as a fraction of the discriminator's.")
+  disallow_correct: bool = hparams.field(
+      False, meaning=True,
+      help="The generator's samples never repeat the original token.")
+  temperature: float = hparams.field(
+      1.0, above=0, meaning=True, help="Temperature of the generator's sampling.")
 
-  # Batches.
-  max_seq_length: int = hparams.field(128, at_least=1)
-  train_batch_size: int = hparams.field(128, at_least=1)
-  eval_batch_size: int = hparams.field(128, at_least=1, resumable=True)
+  max_seq_length: int = hparams.field(
+      128, at_least=1, group="Batches", help="Word-pieces per sequence.")
+  train_batch_size: int = hparams.field(
+      128, at_least=1,
+      help="Sequences per training step, over all devices (the global batch).")
+  eval_batch_size: int = hparams.field(
+      128, at_least=1, resumable=True, help="Sequences per evaluation batch.")
 
-  # Locations; empty means the original layout under data_dir.
-  pretrain_tfrecords: str = hparams.field("", resumable=True)
-  vocab_file: str = hparams.field("", resumable=True)
-  model_dir: str = hparams.field("", resumable=True)
-  init_checkpoint: str = ""
-  # Allow a model_dir holding a different config: its run's files are deleted (what
-  # runs do not write there stays).
-  overwrite_model_dir: bool = hparams.field(False, resumable=True)
+  pretrain_tfrecords: str = hparams.field(
+      "", resumable=True,
+      group="Locations; empty means the original layout under data_dir",
+      help="The records' file pattern (empty: "
+           "`<data_dir>/pretrain_tfrecords/pretrain_data.tfrecord*`).")
+  vocab_file: str = hparams.field(
+      "", resumable=True,
+      help="The vocabulary (empty: the original layout's vocab.txt).")
+  model_dir: str = hparams.field(
+      "", resumable=True,
+      help="Checkpoints, logs and results (empty: the original layout's).")
+  init_checkpoint: str = hparams.field(
+      "", help="Start from these weights: a release name, a Hugging Face id or "
+               "directory, an original checkpoint or a run's model dir.")
+  overwrite_model_dir: bool = hparams.field(
+      False, resumable=True,
+      help="Allow a model_dir holding a different config: its run's files are deleted "
+           "(what runs do not write there stays).")
 
   def __post_init__(self, electra_objective, electric_objective):
     hparams.check_fields(self)

@@ -17,20 +17,30 @@ class ScaleSettings:
   """How a run uses its hardware: fields shared by the pre-training and fine-tuning
   configs (new: the original ran on one device in float32). None changes the trained
   weights: each may change when a run resumes."""
-  distribution_strategy: str = hparams.field("default", choices=STRATEGIES,
-                                             resumable=True)
-  tpu_address: Optional[str] = hparams.field(None, resumable=True)
-  # With distribution_strategy multi_worker: how long each worker waits for all of
-  # TF_CONFIG's cluster to start before it ends, naming the workers it did not hear from.
-  cluster_wait_seconds: int = hparams.field(120, at_least=1, resumable=True)
-  mixed_precision: str = hparams.field("float32", choices=PRECISIONS, resumable=True)
-  use_xla: bool = hparams.field(False, resumable=True)
-  # Each step's batch runs as this many micro-batches whose gradients are summed: the
-  # same update in less memory.
-  gradient_accumulation_steps: int = hparams.field(1, at_least=1, resumable=True)
-  # Gradient checkpointing: each transformer layer runs again in the backward pass
-  # instead of keeping its activations (model/encoder.py use_recompute).
-  recompute: bool = hparams.field(False, resumable=True)
+  distribution_strategy: str = hparams.field(
+      "default", choices=STRATEGIES, resumable=True,
+      help="Devices: default, one_device, mirrored (one machine's GPUs), multi_worker "
+           "(machines named by TF_CONFIG), tpu.")
+  tpu_address: Optional[str] = hparams.field(
+      None, resumable=True, help="The TPU, with distribution_strategy tpu.")
+  cluster_wait_seconds: int = hparams.field(
+      120, at_least=1, resumable=True,
+      help="With distribution_strategy multi_worker: how long each worker waits for all "
+           "of TF_CONFIG's cluster to start before it ends, naming the workers it did "
+           "not hear from.")
+  mixed_precision: str = hparams.field(
+      "float32", choices=PRECISIONS, resumable=True,
+      help="float32, or bfloat16 or float16 arithmetic with float32 weights.")
+  use_xla: bool = hparams.field(
+      False, resumable=True, help="Compile the training step with XLA.")
+  gradient_accumulation_steps: int = hparams.field(
+      1, at_least=1, resumable=True,
+      help="Each step's batch runs as this many micro-batches whose gradients are "
+           "summed: the same update in less memory.")
+  recompute: bool = hparams.field(
+      False, resumable=True,
+      help="Gradient checkpointing: each transformer layer runs again in the backward "
+           "pass instead of keeping its activations (model/encoder.py use_recompute).")
 
   def check_batch_split(self, train_batch_size: int, replicas: int = 1):
     """Refuses a training batch that does not split evenly over `replicas` devices x

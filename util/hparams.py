@@ -74,18 +74,21 @@ SEED = {"at_least": 0, "at_most": 2**32 - 1}
 
 def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
           at_least=None, above=None, at_most=None, below=None, choices=None,
-          resumable: bool = False, meaning: bool = False):
+          resumable: bool = False, meaning: bool = False, help: str = "",
+          group: str = ""):  # pylint: disable=redefined-builtin
   """A dataclass field with its allowed values (the type is the annotation) and its part
   in a run's record (runs/record.py): `resumable`, a re-run on the same model dir
   may change it (it does not change the trained weights: paths, logging, hardware);
-  `meaning`, it gives trained weights their meaning (an evaluation compares it)."""
+  `meaning`, it gives trained weights their meaning (an evaluation compares it).
+  `help`, what it does, and `group`, the heading of the fields from it on, are
+  docs/hparams.md's (tools/hparams_reference.py)."""
   allowed = Allowed(at_least, above, at_most, below,
                     tuple(choices) if choices is not None else None)
   if allowed == Allowed():
     allowed = None  # the type alone decides
   return dataclasses.field(default=default, default_factory=default_factory,
                            metadata={"allowed": allowed, "resumable": resumable,
-                                     "meaning": meaning})
+                                     "meaning": meaning, "help": help, "group": group})
 
 
 def resumable_fields(cls) -> tuple:

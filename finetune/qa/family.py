@@ -56,16 +56,31 @@ def load_task_file(path: str, spec: dict) -> data.QATask:
 @dataclasses.dataclass(frozen=True)
 class QASettings:
   """The config fields of question answering, the original's."""
-  max_query_length: int = hparams.field(64, at_least=1)
-  doc_stride: int = hparams.field(128, at_least=1)
-  n_best_size: int = hparams.field(20, at_least=1, resumable=True)
-  max_answer_length: int = hparams.field(30, at_least=1, resumable=True)
-  answerable_classifier: bool = True
-  answerable_uses_start_logits: bool = True
-  answerable_weight: float = hparams.field(0.5, at_least=0)
-  joint_prediction: bool = True
-  beam_size: int = hparams.field(20, at_least=1, resumable=True)
-  qa_na_threshold: float = hparams.field(-2.75, resumable=True)
+  max_query_length: int = hparams.field(
+      64, at_least=1, help="Word-pieces of the question kept.")
+  doc_stride: int = hparams.field(
+      128, at_least=1,
+      help="Step, in word-pieces, between the windows of a long context.")
+  n_best_size: int = hparams.field(
+      20, at_least=1, resumable=True,
+      help="Candidate answers kept per question (the n-best file).")
+  max_answer_length: int = hparams.field(
+      30, at_least=1, resumable=True, help="Longest answer, in word-pieces.")
+  answerable_classifier: bool = hparams.field(
+      True, help="A head that says whether the question has an answer (SQuAD 2.0-style "
+                 "tasks).")
+  answerable_uses_start_logits: bool = hparams.field(
+      True, help="The answerable head reads the start logits too.")
+  answerable_weight: float = hparams.field(
+      0.5, at_least=0, help="Weight of the answerable head's loss.")
+  joint_prediction: bool = hparams.field(
+      True, help="The end is predicted given the start, with a beam (the original's "
+                 "joint head).")
+  beam_size: int = hparams.field(
+      20, at_least=1, resumable=True,
+      help="Starts and ends the joint head's beam keeps.")
+  qa_na_threshold: float = hparams.field(
+      -2.75, resumable=True, help="No answer when the null odds are above this.")
 
 
 def _runner():

@@ -11,6 +11,7 @@ from finetune.family import Family
 from finetune.sentence import data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.data import SentenceTask, SplitLayout
+from util import hparams
 from util.hparams import first_repeated, unknown_name_message
 
 
@@ -186,7 +187,8 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
 @dataclasses.dataclass(frozen=True)
 class SentenceSettings:
   """The config fields of sentence tasks."""
-  double_unordered: bool = True  # MRPC/STS-B: train on both sentence orders
+  double_unordered: bool = hparams.field(
+      True, help="MRPC/STS-B: train on both sentence orders")
 
 
 def _runner():

@@ -119,10 +119,11 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings:
   """The config fields of tagging tasks."""
-  # New: a sentence longer than max_seq_length - 2 pieces is read in windows starting
-  # every this many pieces (as QA's doc_stride), each word tagged from the one where it
-  # has the most context.
-  tagging_stride: int = hparams.field(64, at_least=1)
+  tagging_stride: int = hparams.field(
+      64, at_least=1,
+      help="New: a sentence longer than max_seq_length - 2 pieces is read in windows "
+           "starting every this many pieces (as QA's doc_stride), each word tagged from "
+           "the one where it has the most context.")
 
 
 def _runner():
