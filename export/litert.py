@@ -100,21 +100,17 @@ def _calibrated(job, form: str) -> bytes:
                      job.float32_references[changes])
 
 
-# Kept float32 in the full-int8 model (matched on the float model's tensor names):
-# - the attention mask's terms ((1 - mask) * -1e9), the masked scores and the softmax
-#   after them: calibrated to int8, the -1e9 range makes every real score one value, and
-#   the converter gave 1 - mask the product's range, so it quantized to 0 and padding
-#   was not masked (measured on a tiny SST-2 model: labels flipped);
-# - the position embeddings' broadcast: its int8 output took other quantization
-#   parameters than its input, which a broadcast copies unchanged (relative error 0.9);
-#   with these two kept int8, 35% of a tiny SST-2 model's dev labels stayed the float
-#   model's, without them 96.5%;
-# - the layer norms and the attention's two batched matmuls: LiteRT's XNNPACK delegate
-#   (ai-edge-litert 2.3.0) did not take their int8 SUB, SQUARED_DIFFERENCE, RSQRT and
-#   BATCH_MATMUL, so in int8 they ran on LiteRT's reference kernels (perf: ~68% of an
-#   electra_small's time) and split the graph into 116 delegate partitions; in float32
-#   XNNPACK takes them, between the int8 dense layers (bench/RESULTS.md;
-#   tools.litert_ops lists them).
+# Kept float32 in the full-int8 model (matched on the float model's tensor names); the
+# figures: bench/RESULTS.md, "Why full int8 was no faster than float32, and the fix" and
+# "Full int8's fidelity":
+# - the attention mask's terms ((1 - mask) * -1e9), the masked scores and the softmax:
+#   in int8 the -1e9 range makes every real score one value, and 1 - mask, given the
+#   product's range, quantizes to 0, so padding goes unmasked;
+# - the position embeddings' broadcast: in int8 its output takes other quantization
+#   parameters than its input, whose bytes a broadcast copies unchanged;
+# - the layer norms and the attention's two batched matmuls: XNNPACK takes none of their
+#   int8 ops, so in int8 they run on LiteRT's scalar reference kernels and split the
+#   delegated graph; in float32 XNNPACK takes them (tools.litert_ops lists them);
 # - the migrated model's division of the dense layers' inputs (export/smoothing.py): in
 #   int8 its input would take the outliers' range it is there to remove;
 # - the join of a block's outlier channels and its others (export/outlier_groups.py),
@@ -127,12 +123,9 @@ _FLOAT_NODES = re.compile(r"self_attention/softmax(_\d+)?/(sub|mul|add|Softmax)$
                           rf"|/{outlier_groups.SCOPE}/")
 # Also kept float32 in mixed_int8: each layer's FFN (its two dense layers' weights int8:
 # int8_outlier_dense_weights; the GELU between them) and the two residual sums, where a
-# real pre-trained encoder's outlier dimensions are (all-MiniLM-L6-v2: |x| up to 221
-# where the typical dimension stays near 1; per-tensor int8 left the other dimensions a
-# step or two, and one SST-2 dev label in ten changed:
-# docs/studies/2026-11-27-int8-on-real-pretrained-weights.md). The GELU's input too:
-# in int8 it cost MiniLM's SQuAD 0.82 EM against float, 1.4-2.1 in earlier runs; float,
-# none, at the same speed (bench/RESULTS.md, "Every family and form, the peer beside").
+# real pre-trained encoder's outlier dimensions are, which one int8 range would leave
+# the other dimensions a step or two of (bench/RESULTS.md, "A real pre-trained encoder:
+# int8 on MiniLM"; the GELU's input: "Every family and form, the peer beside").
 _OUTLIER_NODES = re.compile(r"layer_\d+/(add(_1)?$|output/|intermediate/|activation(_\d+)?/)")
 
 

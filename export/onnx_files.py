@@ -83,10 +83,9 @@ def quantize_onnx(source: str, path: str):
   gemms_as_matmuls(proto.graph)
   onnx.checker.check_model(proto)
   # 7-bit weights (reduce_range): on a CPU without VNNI (AVX2 only), onnxruntime's
-  # uint8 x int8 product sums pairs into int16, which 8-bit weights overflow (a test's
-  # chunking model lost a third of its float tags there). A scale per output column
-  # (per_channel) buys the lost bit back, at about the time of 8-bit weights
-  # (bench/RESULTS.md, "An AVX2 CPU").
+  # uint8 x int8 product sums pairs into int16, which 8-bit weights overflow. A scale
+  # per output column (per_channel) buys the lost bit back, at about the time of 8-bit
+  # weights (bench/RESULTS.md, "An AVX2 CPU").
   quantize_dynamic(proto, path, weight_type=QuantType.QInt8, reduce_range=True,
                    per_channel=True)
 

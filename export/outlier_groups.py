@@ -2,10 +2,9 @@
 the Challenges of Efficient Transformer Quantization") for LiteRT's full int8: in each
 block, the FFN's output and the residual sum after it are computed as two tensors, the
 few channels where a real pre-trained encoder's outliers are and the others, so that
-each gets its own per-tensor int8 range instead of one the outliers set for all 384.
-On all-MiniLM-L6-v2 one channel of that sum reaches |x| 40-225 where the median
-channel's largest stays near 2 (bench/RESULTS.md, "Outlier channels in their own int8
-tensors"); one range for both leaves the other channels a step or two of int8.
+each gets its own per-tensor int8 range instead of one the outliers set for all 384,
+which leaves the other channels a step or two of int8 (bench/RESULTS.md, "Outlier
+channels in their own int8 tensors").
 
 The channels are each block's `count` largest |x| of that sum over the calibration rows.
 The block's output LayerNorm, float32 in every int8 form, reads the two tensors apart

@@ -30,8 +30,8 @@ from finetune.serving import Serving
 WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model, litert,
                                               litert_mixed_int8, onnx_files)}
 # Full int8's outlier channels per block in int8 tensors of their own by default
-# (export/outlier_groups.py): on MiniLM, 8 brought SQuAD within a point, where 2 held
-# STS-B and chunking only (bench/RESULTS.md).
+# (export/outlier_groups.py): the count that held MiniLM's SQuAD within a point too
+# (bench/RESULTS.md, "Outlier channels in their own int8 tensors").
 OUTLIER_CHANNELS = 8
 # The forms read without TensorFlow through the reader bundle ("all" of tools.export).
 DEPLOYMENT = ("litert", "onnx")
@@ -92,10 +92,8 @@ class Job:
     """The model as a new tf.function of its family's token-ids inputs, its outputs the
     family's (declared in its serving.py). Their token axis is free (None), so the
     files convert with a dynamic sequence axis, unless the family's files keep
-    max_seq_length (its Serving's fixed_length: QA). (In
-    LiteRT the reshapes whose shapes follow a free axis leave XNNPACK, between its
-    partitions; such a file ran about as fast as one converted at full length, and much
-    faster on short inputs: bench/RESULTS.md, "Inference at the input's length".)"""
+    max_seq_length (its Serving's fixed_length: QA); for LiteRT's speed with a free
+    axis, bench/RESULTS.md, "Inference at the input's length"."""
     finetuned, deployable = self.finetuned, self.deployable
     length = finetuned.max_seq_length if deployable.fixed_length else None
     spec = [tf.TensorSpec([None, length], tf.int32, name=name)

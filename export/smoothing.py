@@ -15,10 +15,9 @@ residual sum's other term, so 1/s cannot be folded into its gamma and beta witho
 changing that sum; the division stays one float32 multiply on each dense layer's input
 (export/litert.py keeps it float32, beside the float32 LayerNorm it follows), and the
 model computes what it computed before, to rounding. Off unless asked for
-(tools.export_lite --smoothing-alpha): on all-MiniLM-L6-v2 the dense layers' inputs
-hold outliers of 4-17x the typical channel's range, the residual sums before the
-LayerNorms up to 221x, and migrating the former moved no dev metric (bench/RESULTS.md,
-"Outlier migration")."""
+(tools.export_lite --smoothing-alpha): on all-MiniLM-L6-v2 it moved no dev metric, the
+outliers that cost int8 being the residual sums' (bench/RESULTS.md, "Outlier
+migration")."""
 
 import contextlib
 from typing import Dict, List, Sequence

@@ -61,13 +61,13 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
   export_serving: bool = hparams.field(
       True, help="Each kept trial's model also as a serving SavedModel "
                  "(finetune/serving.py); a study that wants only scores turns it off "
-                 "(the export is about a third of a small run).")
+                 "(its cost: bench/RESULTS.md, \"Figures moved from code comments\").")
   write_curves: bool = hparams.field(
       True, resumable=True,
       help="False: no PNGs (each trial's training curves after each epoch, the results' "
            "dev curves); the logs and results they are drawn from are written as ever. "
-           "For a study that reads only scores: matplotlib's import and drawing were a "
-           "tenth of the CPU of a 2-step run.")
+           "For a study that reads only scores (their cost: bench/RESULTS.md, "
+           "\"Figures moved from code comments\").")
   seed: int = hparams.field(
       0, **hparams.SEED,
       help="Seed of the start, the data order, the masking and dropout.")

@@ -22,8 +22,7 @@ ATTENTION_DIRECTIONS = ("bidirectional", "ltr", "rtl")
 def gelu(x):
   """The exact erf GELU, the same ops as tf.nn.gelu(approximate=False), whose
   gradient keeps only x: autodiff of that formula keeps three more tensors of x's size
-  (-x/sqrt(2), erfc of it, x/2), about 15 MiB per 128-token example in electra_small's
-  two 12-layer encoders."""
+  (-x/sqrt(2), erfc of it, x/2; bench/RESULTS.md, "Pre-training memory")."""
   return fused.gelu_value(x), lambda dy: dy * fused.gelu_derivative(x)
 
 
