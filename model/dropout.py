@@ -14,7 +14,7 @@ drop the same units.
 import tensorflow as tf
 import tf_keras
 
-from model.internals import draw_key, draws_from_generator, dropout_generator
+from model.internals import draw_key, draws_from_generator, dropout_generator, smart_cond
 
 # lowbias32 (Chris Wellons' hash-prospector): xor-shift 16, multiply, xor-shift 15,
 # multiply, xor-shift 16; a full-avalanche 32-bit hash with 32-bit operations only.
@@ -104,7 +104,7 @@ class KeyedDropout(tf_keras.layers.Dropout):
       return tf.identity(inputs)
     if training is None:
       training = tf_keras.backend.learning_phase()
-    return tf.__internal__.smart_cond.smart_cond(
+    return smart_cond(
         training, lambda: _keyed_dropout(inputs, dropout_key(self), self.rate,
                                          self.layout(tf.shape(inputs))),
         lambda: tf.identity(inputs))

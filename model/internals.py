@@ -1,8 +1,9 @@
-"""The private attributes of tf-models-official and tf_keras that the project reads, in
-one place: an upgrade of either (both pinned in requirements.txt) that renames them is
+"""The private attributes of tf-models-official, tf_keras and TensorFlow that the project
+reads, in one place: an upgrade (each pinned in requirements.txt) that renames them is
 fixed here. Everything else reaches them through these functions: tf-models'
 TransformerEncoderBlock's sublayers and settings, Keras' MultiHeadAttention's
-projections, its Dropout's random generator, its legacy optimizer's slots.
+projections, its Dropout's random generator, its legacy optimizer's slots, TensorFlow's
+smart_cond.
 """
 
 import dataclasses
@@ -89,6 +90,12 @@ def draw_key(layer):
   checkpointed tf.random.Generator, or Keras' legacy seeded ops without one)."""
   return layer._random_generator.random_uniform(  # pylint: disable=protected-access
       [2], minval=-2 ** 31, maxval=2 ** 31 - 1, dtype=tf.int32)
+
+
+def smart_cond(pred, true_fn, false_fn):
+  """true_fn() or false_fn(), chosen in Python when `pred` is known at trace time (as
+  Keras' Dropout chooses), else a tf.cond."""
+  return tf.__internal__.smart_cond.smart_cond(pred, true_fn, false_fn)
 
 
 def replace_block_dropouts(block, input_shape, make_dropout):
