@@ -1,19 +1,14 @@
 """Fine-tuning hyperparameters: one object, the original's names and defaults.
 
-The fields every run reads are FinetuningConfig's own; each task family brings its own
-as a section (its family.py's settings), and a run holds the sections of its tasks'
-families only, so a question-answering field neither signs nor is recorded by a GLUE
-run. Overrides stay flat, as the original's: a name belongs to the run or to one
-family's section, and a section's name given for a run without that family is checked
-and then unused (the original took every name on every run, and one --hparams file may
-serve several tasks' runs).
+Each task family's own fields are a section (its family.py's settings), and a run holds
+its tasks' families' sections only, so a question-answering field neither signs nor is
+recorded by a GLUE run. Overrides stay flat, as the original's: a section's name given
+for a run without that family is checked, then unused (one --hparams file may serve
+several tasks' runs).
 
-Defaults are the original's `FinetuningConfig`; configs/finetuning/<size>.json overrides
-them per model size (the paper's learning rates and layer-wise decay), per-task defaults
-(configs/finetuning/task_defaults.json) follow for single-task runs, and --hparams
-overrides everything. Paths follow the original data-dir layout:
-<data_dir>/finetuning_data/<task>/, <data_dir>/models/<model_name>/ (pre-trained weights
-and vocab.txt), results in <data_dir>/models/<model_name>/results/<tasks>_results.txt.
+Original defaults < configs/finetuning/<size>.json < configs/finetuning/task_defaults.json
+(single-task runs) < --hparams. Paths follow the original's layout under <data_dir>:
+finetuning_data/<task>/, models/<model_name>/ (pre-trained weights, vocab.txt, results/).
 """
 
 import dataclasses

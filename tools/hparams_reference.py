@@ -35,23 +35,13 @@ def _type_name(kind) -> str:
 
 
 def _default(f: dataclasses.Field) -> str:
-  if f.default is not dataclasses.MISSING:
-    value = f.default
-  elif f.default_factory is not dataclasses.MISSING:
-    value = f.default_factory()
-  else:
-    return "-"
+  value = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
   return f"`{json.dumps(value)}`"
 
 
 def _allowed(f: dataclasses.Field) -> str:
   allowed = f.metadata.get("allowed")
   return _cell(str(allowed)) if allowed is not None else "-"
-
-
-def _owner(cls, name: str):
-  """The class of `cls`'s bases that declares field `name` last (the one in force)."""
-  return next(c for c in cls.__mro__ if name in vars(c).get("__annotations__", {}))
 
 
 def _cell(text: str) -> str:
@@ -71,8 +61,7 @@ def table(cls, own_only: bool = False, record: bool = True) -> str:
   fields = [f for f in dataclasses.fields(cls) if f.name in names]
   if own_only:
     order = list(vars(cls)["__annotations__"])
-    fields = sorted((f for f in fields if _owner(cls, f.name) is cls),
-                    key=lambda f: order.index(f.name))
+    fields = sorted((f for f in fields if f.name in order), key=lambda f: order.index(f.name))
   for f in fields:
     if f.metadata.get("group"):
       out.append(f"| **{_cell(f.metadata['group'])}** |" + " |" * (len(head) - 1))
