@@ -67,8 +67,8 @@ def to_onnx(function, path: str):
 
 def quantize_onnx(source: str, path: str):
   """onnxruntime's dynamic quantization of the float ONNX file `source`: int8 weights,
-  activations quantized at run time. (Every weight matrix: on electra_small the file
-  went from 52% of the float one, quantizing tf2onnx's graph as it came, to 22%.)"""
+  activations quantized at run time, every weight matrix (bench/RESULTS.md, "ONNX int8:
+  every weight matrix quantized")."""
   import onnx  # pylint: disable=import-outside-toplevel
   from onnxruntime.quantization import QuantType, quantize_dynamic  # pylint: disable=import-outside-toplevel
   from onnxruntime.quantization.shape_inference import quant_pre_process  # pylint: disable=import-outside-toplevel
