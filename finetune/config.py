@@ -19,22 +19,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from finetune import tasks as task_registry
 from model.config import INIT_ADJUSTMENTS, ModelChoice, ModelConfig, check_model_name
 from util import hparams
-from training.settings import ScaleSettings
+from training.settings import RunFields, ScaleSettings
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningConfig(ScaleSettings, ModelChoice):
-  """Every field of a fine-tuning run: these, the hardware's (ScaleSettings), the
-  model's (ModelChoice) and, in `sections`, its task families' own
+class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
+  """Every field of a fine-tuning run: these, those both phases share (RunFields,
+  ScaleSettings, ModelChoice) and, in `sections`, its task families' own
   (finetune/<family>/family.py)."""
-  model_name: str = hparams.field(
-      "electra_small", resumable=True,
-      help="The run's name, one plain folder name: its model dir is "
-           "`<data_dir>/models/<model_name>`; it also picks the size preset "
-           "(electra_small, electra_base, ...).")
-  data_dir: str = hparams.field(
-      "data", resumable=True,
-      help="Where the data and the models live, in the original's layout.")
   task_names: List[str] = hparams.field(
       default_factory=lambda: ["glue/sst2"],
       help="The tasks (--task); several train together.")
@@ -45,8 +37,6 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
       1, at_least=1, resumable=True,
       help="Runs with different seeds (seed, seed + 1, ..., wrapped round to 0 past "
            "4294967295); each is reported, and their median.")
-  do_train: bool = hparams.field(
-      True, resumable=True, help="Train; false evaluates the saved model only.")
   do_eval: bool = hparams.field(
       True, resumable=True,
       help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
@@ -63,16 +53,10 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
            "dev curves); the logs and results they are drawn from are written as ever. "
            "For a study that reads only scores (their cost: bench/RESULTS.md, "
            "\"Figures moved from code comments\").")
-  seed: int = hparams.field(
-      0, **hparams.SEED,
-      help="Seed of the start, the data order, the masking and dropout.")
 
   learning_rate: float = hparams.field(
       1e-4, above=0, group="Training",
       help="Peak learning rate (fine-tuning: the top layer's).")
-  weight_decay_rate: float = hparams.field(
-      0.01, at_least=0,
-      help="AdamW's weight decay (LayerNorm weights and biases excluded).")
   layerwise_lr_decay: float = hparams.field(
       0.8, above=0, at_most=1,
       help="Each layer learns at this times the rate of the layer above.")
@@ -92,10 +76,8 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
       5, at_least=0, resumable=True,
       help="Trials that write test outputs (the first ones).")
 
-  max_seq_length: int = hparams.field(
-      128, at_least=1, group="Sizing", help="Word-pieces per sequence.")
   train_batch_size: int = hparams.field(
-      32, at_least=1,
+      32, at_least=1, group="Sizing",
       help="Sequences per training step, over all devices (the global batch).")
   eval_batch_size: int = hparams.field(
       32, at_least=1, resumable=True, help="Sequences per evaluation batch.")
@@ -128,24 +110,14 @@ class FinetuningConfig(ScaleSettings, ModelChoice):
            "uniform, \"positions\" scales the position embeddings to the word "
            "embeddings' norm.")
 
-  vocab_file: str = hparams.field(
-      "", resumable=True,
-      group="Locations; empty means the original layout under data_dir",
-      help="The vocabulary (empty: the original layout's vocab.txt).")
   init_checkpoint: str = hparams.field(
-      "", resumable=True, help="A pre-trained checkpoint (ours or the original's).")
-  model_dir: str = hparams.field(
-      "", resumable=True,
-      help="Checkpoints, logs and results (empty: the original layout's).")
+      "", resumable=True, group="Locations",
+      help="A pre-trained checkpoint (ours or the original's).")
   results_dir: str = hparams.field(
       "", resumable=True,
       help="Scores (empty: `<data_dir>/models/<model_name>/results`).")
   tfds_data_dir: str = hparams.field(
       "", resumable=True, help="Read tasks prepared by TensorFlow Datasets from here.")
-  overwrite_model_dir: bool = hparams.field(
-      False, resumable=True,
-      help="Allow a model_dir holding a different run: its run's files are deleted "
-           "(what runs do not write there stays).")
   # {family name: its settings} for the families of task_names that declare settings;
   # built from the families' defaults when not given. Not an hparams name: overrides
   # name the sections' fields themselves.

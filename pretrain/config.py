@@ -16,7 +16,7 @@ from model.config import (INIT_SCHEMES, ModelChoice, ModelConfig, check_model_na
 from data_prep import records
 from data_prep.vocab import load_vocab
 from util import hparams
-from training.settings import ScaleSettings
+from training.settings import RunFields, ScaleSettings
 
 
 # The eval results' file in the model dir (a JSON beside it).
@@ -61,19 +61,9 @@ def check_objective_names(objective: str, electra_objective: Optional[bool],
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingConfig(ScaleSettings, ModelChoice):
-  model_name: str = hparams.field(
-      "electra_small", resumable=True,
-      help="The run's name, one plain folder name: its model dir is "
-           "`<data_dir>/models/<model_name>`; it also picks the size preset "
-           "(electra_small, electra_base, ...).")
-  data_dir: str = hparams.field(
-      "data", resumable=True,
-      help="Where the data and the models live, in the original's layout.")
+class PretrainingConfig(RunFields, ScaleSettings, ModelChoice):
   debug: bool = hparams.field(
       False, resumable=True, help="Tiny model and few steps, for quick checks.")
-  do_train: bool = hparams.field(
-      True, resumable=True, help="Train; false evaluates the saved model only.")
   do_eval: bool = hparams.field(
       False, resumable=True,
       help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
@@ -125,9 +115,6 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   lr_decay_power: float = hparams.field(
       1.0, at_least=0,
       help="Power of the learning rate's decay to 0 at num_train_steps (1: linear).")
-  weight_decay_rate: float = hparams.field(
-      0.01, at_least=0,
-      help="AdamW's weight decay (LayerNorm weights and biases excluded).")
   num_warmup_steps: int = hparams.field(
       10000, at_least=0,
       help="Steps over which the learning rate rises linearly from 0.")
@@ -154,9 +141,6 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   log_every_steps: int = hparams.field(
       10, at_least=1, resumable=True,
       help="Steps between log lines (train_log.jsonl, TensorBoard, progress).")
-  seed: int = hparams.field(
-      0, **hparams.SEED,
-      help="Seed of the start, the data order, the masking and dropout.")
 
   uniform_generator: bool = hparams.field(
       False, meaning=True, group="Generator",
@@ -182,10 +166,8 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
   temperature: float = hparams.field(
       1.0, above=0, meaning=True, help="Temperature of the generator's sampling.")
 
-  max_seq_length: int = hparams.field(
-      128, at_least=1, group="Batches", help="Word-pieces per sequence.")
   train_batch_size: int = hparams.field(
-      128, at_least=1,
+      128, at_least=1, group="Batches",
       help="Sequences per training step, over all devices (the global batch).")
   eval_batch_size: int = hparams.field(
       128, at_least=1, resumable=True, help="Sequences per evaluation batch.")
@@ -195,19 +177,9 @@ class PretrainingConfig(ScaleSettings, ModelChoice):
       group="Locations; empty means the original layout under data_dir",
       help="The records' file pattern (empty: "
            "`<data_dir>/pretrain_tfrecords/pretrain_data.tfrecord*`).")
-  vocab_file: str = hparams.field(
-      "", resumable=True,
-      help="The vocabulary (empty: the original layout's vocab.txt).")
-  model_dir: str = hparams.field(
-      "", resumable=True,
-      help="Checkpoints, logs and results (empty: the original layout's).")
   init_checkpoint: str = hparams.field(
       "", help="Start from these weights: a release name, a Hugging Face id or "
                "directory, an original checkpoint or a run's model dir.")
-  overwrite_model_dir: bool = hparams.field(
-      False, resumable=True,
-      help="Allow a model_dir holding a different config: its run's files are deleted "
-           "(what runs do not write there stays).")
 
   def __post_init__(self, electra_objective, electric_objective):
     hparams.check_fields(self)

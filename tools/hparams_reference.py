@@ -61,7 +61,8 @@ def table(cls, own_only: bool = False, record: bool = True) -> str:
   fields = [f for f in dataclasses.fields(cls) if f.name in names]
   if own_only:
     order = list(vars(cls)["__annotations__"])
-    fields = sorted((f for f in fields if f.name in order), key=lambda f: order.index(f.name))
+    fields = sorted((f for f in fields if f.name in order),
+                    key=lambda f: order.index(f.name))
   for f in fields:
     if f.metadata.get("group"):
       out.append(f"| **{_cell(f.metadata['group'])}** |" + " |" * (len(head) - 1))
@@ -104,16 +105,16 @@ def reference() -> str:
   from finetune.config import FinetuningConfig
   from model.config import ModelChoice, ModelConfig
   from pretrain.config import PretrainingConfig
-  from training.settings import ScaleSettings
+  from training.settings import RunFields, ScaleSettings
   families = [f for f in tasks.FAMILIES if f.settings]
   parts = [INTRO,
            "## Pre-training (`run_pretraining.py`)\n",
            "Defaults are the original's; `configs/pretraining/<size>.json` overrides "
-           "them per model size. The hardware and model fields below apply too.\n",
+           "them per model size. The run, hardware and model fields below apply too.\n",
            table(PretrainingConfig, own_only=True),
            "\n## Fine-tuning (`run_finetuning.py`)\n",
            "Defaults are the original's; `configs/finetuning/<size>.json` overrides "
-           "them per model size, then the task's defaults. The hardware and model "
+           "them per model size, then the task's defaults. The run, hardware and model "
            "fields below apply too, and each task family's section (below) to the "
            "runs of its tasks.\n",
            table(FinetuningConfig, own_only=True),
@@ -124,7 +125,9 @@ def reference() -> str:
   for family in families:
     parts += [f"\n### The {family.name} family's section\n",
               table(family.settings)]
-  parts += ["\n## Both phases: the hardware\n",
+  parts += ["\n## Both phases: the run\n",
+            table(RunFields),
+            "\n## Both phases: the hardware\n",
             "None of these changes the trained weights.\n",
             table(ScaleSettings),
             "\n## Both phases: the model\n",

@@ -1,4 +1,5 @@
-"""The run settings both phases share: how a run uses its hardware.
+"""The run settings both phases share: the run's name and places, and how it uses its
+hardware.
 
 Kept free of TensorFlow so that configs (and the commands' --help) load fast.
 """
@@ -10,6 +11,41 @@ from util import hparams
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFields:
+  """The fields pre-training and fine-tuning declare alike: the run's name and places,
+  its seed, weight decay and sequence length."""
+  model_name: str = hparams.field(
+      "electra_small", resumable=True,
+      help="The run's name, one plain folder name: its model dir is "
+           "`<data_dir>/models/<model_name>`; it also picks the size preset "
+           "(electra_small, electra_base, ...).")
+  data_dir: str = hparams.field(
+      "data", resumable=True,
+      help="Where the data and the models live, in the original's layout.")
+  do_train: bool = hparams.field(
+      True, resumable=True, help="Train; false evaluates the saved model only.")
+  seed: int = hparams.field(
+      0, **hparams.SEED,
+      help="Seed of the start, the data order, the masking and dropout.")
+  weight_decay_rate: float = hparams.field(
+      0.01, at_least=0,
+      help="AdamW's weight decay (LayerNorm weights and biases excluded).")
+  max_seq_length: int = hparams.field(
+      128, at_least=1, help="Word-pieces per sequence.")
+  vocab_file: str = hparams.field(
+      "", resumable=True,
+      group="Locations; empty means the original layout under data_dir",
+      help="The vocabulary (empty: the original layout's vocab.txt).")
+  model_dir: str = hparams.field(
+      "", resumable=True,
+      help="Checkpoints, logs and results (empty: the original layout's).")
+  overwrite_model_dir: bool = hparams.field(
+      False, resumable=True,
+      help="Allow a model_dir holding a different run: its run's files are deleted "
+           "(what runs do not write there stays).")
 
 
 @dataclasses.dataclass(frozen=True)
