@@ -38,9 +38,7 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
       help="Runs with different seeds (seed, seed + 1, ..., wrapped round to 0 past "
            "4294967295); each is reported, and their median.")
   do_eval: bool = hparams.field(
-      True, resumable=True,
-      help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
-           "fine-tuning: the dev split).")
+      True, resumable=True, help="Evaluate on the dev split after training.")
   keep_all_models: bool = hparams.field(
       True, resumable=True, help="False: delete each trial's model once it is scored.")
   export_serving: bool = hparams.field(
@@ -51,12 +49,11 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
       True, resumable=True,
       help="False: no PNGs (each trial's training curves after each epoch, the results' "
            "dev curves); the logs and results they are drawn from are written as ever. "
-           "For a study that reads only scores (their cost: bench/RESULTS.md, "
-           "\"Figures moved from code comments\").")
+           "For a study that reads only scores (their cost: bench/RESULTS.md, \"Figures "
+           "moved from code comments\").")
 
   learning_rate: float = hparams.field(
-      1e-4, above=0, group="Training",
-      help="Peak learning rate (fine-tuning: the top layer's).")
+      1e-4, above=0, group="Training", help="Peak learning rate, the top layer's.")
   layerwise_lr_decay: float = hparams.field(
       0.8, above=0, at_most=1,
       help="Each layer learns at this times the rate of the layer above.")

@@ -80,9 +80,11 @@ class ModelConfig:
       1024, at_least=1,
       help="Width of the feed-forward layer (the presets: 4 x hidden_size).")
   embedding_size: Optional[int] = hparams.field(
-      None, at_least=1, help="None: same as hidden_size (no projection)")
+      None, at_least=1,
+      help="Width of the embeddings (null: hidden_size, no projection).")
   hidden_act: str = hparams.field(
-      "gelu", choices=("gelu", "relu"), help="Exact erf GELU, as the original.")
+      "gelu", choices=("gelu", "relu"),
+      help="The activation; gelu is the exact erf form, as the original's.")
   hidden_dropout_prob: float = hparams.field(
       0.1, at_least=0, below=1,
       help="Dropout of the embeddings and of each sublayer's output.")
@@ -94,13 +96,13 @@ class ModelConfig:
   initializer_range: float = hparams.field(
       0.02, at_least=0, help="Standard deviation of the truncated-normal start.")
   generator_hidden_size: float = hparams.field(
-      0.25, above=0, help="Generator, relative to this (the discriminator's) size.")
+      0.25, above=0, help="The generator's width, as a fraction of the discriminator's.")
   generator_layers: float = hparams.field(
       1.0, above=0, help="The generator's layers, as a fraction of the discriminator's.")
   untied_generator_embeddings: bool = hparams.field(
-      False, help="True: generator has its own embeddings")
+      False, help="The generator has embeddings of its own.")
   untied_generator: bool = hparams.field(
-      True, help="False: generator and discriminator are one encoder")
+      True, help="Generator and discriminator are two encoders (false: one).")
 
   def __post_init__(self):
     hparams.check_fields(self)

@@ -66,8 +66,7 @@ class PretrainingConfig(RunFields, ScaleSettings, ModelChoice):
       False, resumable=True, help="Tiny model and few steps, for quick checks.")
   do_eval: bool = hparams.field(
       False, resumable=True,
-      help="Evaluate after training (pre-training: results/unsup_results.txt and .json; "
-           "fine-tuning: the dev split).")
+      help="Evaluate after training (results/unsup_results.txt and .json).")
 
   objective: str = hparams.field(
       "electra", choices=OBJECTIVES, meaning=True,
@@ -110,8 +109,7 @@ class PretrainingConfig(RunFields, ScaleSettings, ModelChoice):
                   "tokens).")
 
   learning_rate: float = hparams.field(
-      5e-4, above=0, group="Optimization",
-      help="Peak learning rate (fine-tuning: the top layer's).")
+      5e-4, above=0, group="Optimization", help="Peak learning rate.")
   lr_decay_power: float = hparams.field(
       1.0, at_least=0,
       help="Power of the learning rate's decay to 0 at num_train_steps (1: linear).")

@@ -188,7 +188,7 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
 class SentenceSettings:
   """The config fields of sentence tasks."""
   double_unordered: bool = hparams.field(
-      True, help="MRPC/STS-B: train on both sentence orders")
+      True, help="MRPC and STS-B train on both sentence orders.")
 
 
 def _runner():
