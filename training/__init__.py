@@ -3,9 +3,9 @@
 Owns the step (step.py) and the loop around it (loop.py; its stops at a signal,
 stopping.py, and its log, step_log.py), the run set-up shared by pre-training and
 fine-tuning (runtime.py: strategy, precision, dropout seeds, the chief; settings.py:
-the settings dataclass, free of TensorFlow), the optimizer and its schedule
+the run's and the hardware's fields, free of TensorFlow), the optimizer and its schedule
 (optimization.py) and the logs' curves (curves.py). It knows no task: it keeps its
-checkpoints through runs/checkpoints.py, and of model/ uses only Keras' private
-optimizer calls (model/internals.py); it must not import data_prep/, pretrain/ or
+checkpoints through runs/checkpoints.py, and of model/ uses only internals.py (the
+private parts of Keras and TensorFlow); it must not import data_prep/, pretrain/ or
 finetune/.
 """

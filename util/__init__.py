@@ -1,3 +1,3 @@
 """Small pieces every room uses: typed hyperparameter objects, one-line command errors,
-progress lines, atomic files, run locks. The bottom floor: imports nothing of the
-project."""
+progress lines, atomic files, the start-up and the CPU it reads. The bottom floor:
+imports nothing of the project."""
