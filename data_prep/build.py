@@ -47,9 +47,9 @@ LONG_LINE_FACTOR = 10  # a line of more word-pieces than this x max_seq_length i
 TEXT_BYTES_PER_SHARD = 8 << 20  # default --num-out-files: a shard per 8 MB of text
 MAX_DEFAULT_SHARDS = 1000
 TEMP_INFIX = ".tmp-"  # <output dir>.tmp-<pid>: a build's work in progress
-# Over this share of [UNK] tokens, the vocabulary is warned of as not the corpus's (the
-# tests' English corpus with BERT's vocabulary, or any corpus with a vocabulary learned
-# from it, has under 0.1%).
+# Over this share of [UNK] tokens, the vocabulary is warned of as not the corpus's (a
+# corpus's own vocabulary leaves far fewer: bench/RESULTS.md, "Figures moved from code
+# comments").
 UNK_WARNING_SHARE = 0.05
 
 
