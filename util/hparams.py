@@ -3,9 +3,9 @@
 Every phase (model sizes, pre-training, fine-tuning) keeps its hyperparameters in one
 dataclass. Overrides are applied by name, like the original's `config.update(kwargs)`,
 and an unknown name is an error that suggests the closest valid one. Each field's type is
-its annotation and its allowed values are declared beside it with `field(...)`;
-`check_fields` enforces both whenever a config is built, so a JSON "false" or a
-negative learning rate fails at once, in one line, instead of training.
+its annotation; its allowed values and help are declared beside it with `field(...)`.
+`check_fields` enforces type and values whenever a config is built, so a JSON "false" or
+a negative learning rate fails at once, in one line, instead of training.
 """
 
 import dataclasses
