@@ -1,4 +1,4 @@
-"""docs/architecture.md's layout is the checkout's: what its table names exists, every
+"""docs/architecture.md's layout is the checkout's: what it names exists, every
 folder and command is named, and its floors are .importlinter's."""
 
 import configparser
@@ -22,7 +22,7 @@ def modules(folder):
           if name.endswith(".py") and name != "__init__.py"}
 
 
-def test_every_file_the_table_names_exists():
+def test_every_file_the_page_names_exists():
   missing = []
   for first, rest in ROWS.items():
     folders = [n for n in re.findall(r"`([^`]+)`", first) if n.endswith("/")]
@@ -32,6 +32,8 @@ def test_every_file_the_table_names_exists():
       places = [name] + [os.path.join(folder, name) for folder in folders]
       if not any(os.path.exists(os.path.join(ROOT, p)) for p in places):
         missing.append(f"{first}: {name}")
+  missing += [path for path in re.findall(r"`([\w.]+/[\w/.]*)`", PAGE)  # the whole page's
+              if not os.path.exists(os.path.join(ROOT, path))]
   assert not missing
 
 
