@@ -21,10 +21,8 @@ def tagging_function(module: serving.ServingModule, runner):
     pieces = module.tokenize(words.flat_values)
     # A word BERT's cleaning empties still gets a slot: [UNK], as in --predict.
     empty = tf.equal(pieces.row_lengths(), 0)
-    pieces = tf.ragged.boolean_mask(
-        serving.concat([pieces, serving.column(module.unk_id, pieces)]),
-        serving.concat([tf.ones_like(pieces, tf.bool), tf.RaggedTensor.from_tensor(
-            empty[:, None])]))
+    unk = tf.fill([pieces.nrows(), 1], module.unk_id)
+    pieces = tf.concat([pieces, tf.ragged.boolean_mask(unk, empty[:, None])], axis=1)
     sentence_of_word = words.value_rowids()
     context = tf.RaggedTensor.from_value_rowids(
         pieces.values, tf.gather(sentence_of_word, pieces.value_rowids()),
@@ -38,9 +36,9 @@ def tagging_function(module: serving.ServingModule, runner):
     position = tf.ragged.range(first, first + span)
     piece = position.values + tf.gather(context.row_starts(),
                                         tf.gather(sentence, position.value_rowids()))
-    ids = serving.concat([serving.column(module.cls_id, position),
-                          position.with_values(tf.gather(context.values, piece)),
-                          serving.column(module.sep_id, position)])
+    ids, _ = tf_text.combine_segments(
+        [position.with_values(tf.gather(context.values, piece))], module.cls_id,
+        module.sep_id)
     # Each word's first piece p in its sentence, and the windows that hold it: from
     # ceil((p - room + 1) / stride) to p // stride (the last the sentence has).
     p = serving.row_cumsum(words.with_values(pieces.row_lengths())).values
