@@ -98,6 +98,24 @@ def row_cumsum(ragged: tf.RaggedTensor) -> tf.RaggedTensor:
                                                                ragged.value_rowids())))
 
 
+def doc_windows(context: tf.RaggedTensor, room, stride):
+  """finetune/windows.py's doc_spans of every row of `context` (pieces [B, None]) in
+  closed form: windows every `stride` pieces, at most `room` long (each [B], or one for
+  all rows), until the end. Returns the windows [B, (count)], each one's first piece
+  and length [N], and its pieces [N, (length)]."""
+  n = context.row_lengths()
+  room, stride = (tf.broadcast_to(tf.cast(x, tf.int64), tf.shape(n)) for x in (room, stride))
+  count = tf.where(n > room, (n - room + stride - 1) // stride + 1, tf.ones_like(n))
+  windows = tf.ragged.range(count)
+  row = windows.value_rowids()
+  first = windows.values * tf.gather(stride, row)
+  span = tf.minimum(tf.gather(n, row) - first, tf.gather(room, row))
+  position = tf.ragged.range(first, first + span)
+  piece = position.values + tf.gather(context.row_starts(),
+                                      tf.gather(row, position.value_rowids()))
+  return windows, first, span, position.with_values(tf.gather(context.values, piece))
+
+
 class ServingModule(tf.Module):
   """The model's variables, the tokenizer and one prediction function per task (each
   runner's serving.function builds its task's from this module's parts)."""

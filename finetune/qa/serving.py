@@ -40,26 +40,18 @@ def qa_windows(module: serving.ServingModule, question, words, config):
   question = tf.strings.reduce_join(tf_text.regex_split(
       question, tokenizer.split_pattern), axis=1, separator=" ")  # str.split() joined
   query = module.tokenize(question)[:, :config.max_query_length]
-  pieces = module.tokenize(words.values)  # each word alone, as featurize's
-  context = tf.RaggedTensor.from_value_rowids(
-      pieces.values, tf.gather(words.value_rowids(), pieces.value_rowids()),
-      nrows=words.nrows())
-  n, room = context.row_lengths(), length - 3 - query.row_lengths()
+  # Each word tokenized alone, as featurize's.
+  context = tf.RaggedTensor.from_row_splits(module.tokenize(words.values),
+                                            words.row_splits).merge_dims(1, 2)
+  room = length - 3 - query.row_lengths()
   with tf.control_dependencies([tf.debugging.assert_positive(room, message=(
       f"question pieces leave no room for the context in max_seq_length {length}; "
       f"the model was exported with max_query_length {config.max_query_length}"))]):
-    stride = tf.minimum(room, config.doc_stride)
-  # doc_spans in closed form: windows every min(room, doc_stride) pieces until the end.
-  count = tf.where(n > room, (n - room + stride - 1) // stride + 1, tf.ones_like(n))
-  example = tf.ragged.range(count).value_rowids()
-  first = tf.ragged.range(count).values * tf.gather(stride, example)
-  span = tf.minimum(tf.gather(n, example) - first, tf.gather(room, example))
-  position = tf.ragged.range(first, first + span)
-  piece = position.values + tf.gather(context.row_starts(),
-                                      tf.gather(example, position.value_rowids()))
-  ids, segments = tf_text.combine_segments(
-      [tf.gather(query, example), position.with_values(tf.gather(context.values, piece))],
-      module.cls_id, module.sep_id)
+    windows, _, _, pieces = serving.doc_windows(context, room,
+                                                tf.minimum(room, config.doc_stride))
+  example = windows.value_rowids()
+  ids, segments = tf_text.combine_segments([tf.gather(query, example), pieces],
+                                           module.cls_id, module.sep_id)
   return serving.model_inputs(ids, segments, length), example
 
 
