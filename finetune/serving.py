@@ -53,7 +53,7 @@ class Serving:
   export/ (LiteRT, ONNX), their inputs and outputs and the numpy reader shipped beside
   them. The callables take the task's runner (its task, settings and tokenizer)."""
   # (ServingModule, runner) -> the task's tf.function: raw strings in, --predict's
-  # outputs out.
+  # outputs out (QA's: its windows' head outputs, which the reader answers from).
   function: Callable
   # The module (dotted path) whose Reader(info, tokenizer) turns texts into the model's
   # inputs and its outputs into --predict's records; it and the project modules it
