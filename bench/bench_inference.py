@@ -8,8 +8,8 @@
 The model is of any family the exports take, read from its run record: a sentence task's
 (classification or regression), a tagging task's (chunking, named entities, parts of
 speech) or a question answering task's (SQuAD 1.1 / 2.0, MRQA). Forms: the serving
-SavedModel (raw strings, tokenizer and, for tagging and QA, windowing, and QA's answer
-extraction, in the graph), LiteRT float32 / dynamic int8 / full int8 / mixed int8 and
+SavedModel (raw strings, tokenizer and, for tagging and QA, windowing in the graph; QA's
+answer extraction by the reader), LiteRT float32 / dynamic int8 / full int8 / mixed int8 and
 ONNX float32 / dynamic int8 (tools.export's files, run through its reader), and the
 PyTorch peer on the same weights (tools.export_hf's transformers directory:
 AutoModelForSequenceClassification, ForTokenClassification or ForQuestionAnswering) in
@@ -88,8 +88,9 @@ def variant_of(form: str) -> str:
 # Each family's predictions, one per example, as JSON: a sentence task's label id (or
 # score), a tagging task's tags, a QA task's [answer, no-answer score (SQuAD 2.0) or null].
 
-def _saved_model_predictions(family: str, signature, args):
-  """The serving signature's predictions of one batch of the dev inputs."""
+def _saved_model_predictions(family: str, signature, args, reader):
+  """The serving signature's predictions of one batch of the dev inputs (QA's answers
+  from its windows' outputs by the reader, as a user reads them)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   if family == "sentence":
     texts_a, texts_b = args
@@ -103,11 +104,10 @@ def _saved_model_predictions(family: str, signature, args):
     tags = signature(text=tf.constant([" ".join(words) for words in sentences]))["tag"]
     return [[t.decode() for t in row[:len(words)]]
             for row, words in zip(tags.numpy(), sentences)]
-  questions, contexts, _ = args
-  out = signature(question=tf.constant(questions), context=tf.constant(contexts))
-  scores = out["no_answer_score"].numpy().tolist() if "no_answer_score" in out else (
-      [None] * len(questions))
-  return [[a.decode(), s] for a, s in zip(out["answer"].numpy(), scores)]
+  reader.inputs(*args)
+  out = signature(question=tf.constant(args[0]), context=tf.constant(args[1]))
+  return _read_predictions(reader, {k: v.numpy() for k, v in out.items()
+                                    if k != "window_question"})
 
 
 def _read_predictions(reader, outputs) -> list:
@@ -139,12 +139,12 @@ def _peer_outputs(family: str, result, x) -> dict:
           "end_logits": result.end_logits.numpy() + penalty}
 
 
-def _savedmodel(path: str, family: str):
+def _savedmodel(path: str, family: str, reader):
   # Imported here: the other forms' processes must not load TensorFlow.
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import  # its ops
   signature = tf.saved_model.load(path).signatures["serving_default"]
-  return lambda args: _saved_model_predictions(family, signature, args)
+  return lambda args: _saved_model_predictions(family, signature, args, reader)
 
 
 def _torch(hf_dir: str, threads: int, int8: bool, reader):
@@ -172,9 +172,8 @@ def _torch(hf_dir: str, threads: int, int8: bool, reader):
 def _predictor(form: str, trial: str, export: str, hf_dir: str, threads: int):
   """The form loaded: the reader's input columns -> its predictions."""
   if form == "SavedModel":
-    with open(os.path.join(export, export_reader.INFO_FILE), encoding="utf-8") as f:
-      family = json.load(f)["family"]
-    return _savedmodel(os.path.join(trial, "saved_model"), family)
+    reader = export_reader.Reader(export)
+    return _savedmodel(os.path.join(trial, "saved_model"), reader.info["family"], reader)
   if form.startswith("PyTorch"):
     return _torch(hf_dir, threads, "int8" in form, export_reader.Reader(export))
   reader = export_reader.Reader(export)

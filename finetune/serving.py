@@ -2,28 +2,22 @@
 
 Every fine-tuning run writes <model_dir>_<trial>/saved_model/ (a temporary directory
 renamed into place). Its `serving_default` signature takes string tensors [B] and
-returns the predictions of `run_finetuning.py --predict`:
+returns the predictions of `run_finetuning.py --predict` (QA: what its answers are
+made of):
 - sentence tasks: text_a (and text_b for pair tasks) -> probabilities [B, C] float32,
   label_id [B] int64 and label [B] string; regression tasks -> score [B].
 - tagging: text (words split at whitespace) -> tag [B, W] string (as --predict writes
   them, "" past the sentence's last word) and tag_id [B, W] of the labels the head
   predicts (an entity task's B-/I-/E-/S-/O); a long sentence in windows every
   tagging_stride pieces, each word tagged from the one where it has the most context.
-- QA: question, context -> answer [B] string, start, end [B] int64 (its characters
-  context[start:end]; -1 for the "empty" placeholder of a question with no valid span),
-  probability [B] float32 (its share of the n-best list); SQuAD 2.0-style tasks also
-  no_answer_score [B] float32 (the null odds) and no_answer [B] bool (> qa_na_threshold).
-  The graph does what --predict does with the run's FinetuningConfig: the context split
-  into words as finetune/qa/data.py splits it (at its separators, each CJK character
-  alone), each word tokenized alone, the question cut to max_query_length pieces,
-  windows every doc_stride pieces, each piece scored in its window of most context, the
-  head's candidates (joint beam or independent n-best) ranked, max_answer_length, and
-  the answer text aligned on the words as get_final_text does (so trimmed inside a word
-  where the pieces are, the words of a multi-word answer joined by one space, none where
-  the context has none). The n-best list is deduplicated by text, so every kept
-  candidate's text is computed (up to windows x beam_size^2 spans). Where --predict
-  refuses an empty question or context, the graph answers ("empty" when the context has
-  no words); a question that leaves no room for the context fails an assertion.
+- QA: question, context -> the span head's outputs on every window [N, ...] (as the
+  token-ids files give them: start_logits, the joint beam's start_top_* and end_top_*
+  or end_logits, answerable_logit) and window_question [N], the question each window
+  is of. The windows are --predict's (finetune/qa/data.py's words, each tokenized alone,
+  the question cut to max_query_length pieces, windows every doc_stride pieces; a
+  question that leaves no room for the context fails an assertion), so the family's
+  reader (qa/deployed.py, shipped by tools.export) makes --predict's answers of them:
+  reader.inputs(questions, contexts), then reader.records(the SavedModel's outputs).
 Sentence inputs and tagging windows are padded to the batch's longest, not to
 max_seq_length (the model computes on the tokens that exist); QA's windows are
 max_seq_length long.
@@ -33,14 +27,15 @@ its ops); the model's variables are saved, not the Keras objects.
 The shared part is here: a family's serving declaration (`Serving`: its in-graph
 function and what the token-ids exports of export/ take and return), the module holding
 the model's variables, the tokenizer and one function per task, the ragged-tensor steps
-the families' functions share, and the export. Each family declares its `SERVING` in its
-own folder (sentence/serving.py, tagging/serving.py, qa/serving.py), its runner's
-`serving`; the tokenizer is finetune/graph_tokenizer.py.
+the families' functions share, and the export. A pair's truncation and [CLS] ... [SEP]
+packing are tensorflow-text's (RoundRobinTrimmer, combine_segments). Each family
+declares its `SERVING` in its own folder (sentence/serving.py, tagging/serving.py,
+qa/serving.py), its runner's `serving`; the tokenizer is finetune/graph_tokenizer.py.
 """
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
@@ -58,7 +53,7 @@ class Serving:
   export/ (LiteRT, ONNX), their inputs and outputs and the numpy reader shipped beside
   them. The callables take the task's runner (its task, settings and tokenizer)."""
   # (ServingModule, runner) -> the task's tf.function: raw strings in, --predict's
-  # outputs out.
+  # outputs out (QA's: its windows' head outputs, which the reader answers from).
   function: Callable
   # The module (dotted path) whose Reader(info, tokenizer) turns texts into the model's
   # inputs and its outputs into --predict's records; it and the project modules it
@@ -81,34 +76,13 @@ class Serving:
   fixed_length: bool = False
 
 
-def concat(parts: List[tf.RaggedTensor]) -> tf.RaggedTensor:
-  return tf.concat(parts, axis=1)
-
-
-def column(value, like: tf.RaggedTensor) -> tf.RaggedTensor:
-  """A ragged [B, 1] of `value` for every row of `like`."""
-  column = tf.fill([like.nrows(), 1], tf.constant(value, tf.int32))
-  return tf.RaggedTensor.from_tensor(column)
-
-
-def keep_first(pieces: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
-  """Each row's first counts[row] items."""
-  return tf.ragged.boolean_mask(
-      pieces, tf.ragged.range(pieces.row_lengths()) < counts[:, None])
-
-
 def model_inputs(ids: tf.RaggedTensor, segments: tf.RaggedTensor, length=None):
   """The model's inputs padded to `length`, or to the batch's longest row when None (the
   model computes on the tokens that exist; the rows are already cut to fit)."""
   shape = [None, length]
   return {"input_ids": ids.to_tensor(0, shape=shape),
           "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-          "segment_ids": segments.to_tensor(0, shape=shape)}
-
-
-def like(ragged: tf.RaggedTensor, value) -> tf.RaggedTensor:
-  """A ragged tensor of ragged's shape full of `value` (a typed scalar)."""
-  return ragged.with_values(tf.fill(tf.shape(ragged.values), value))
+          "segment_ids": tf.cast(segments, tf.int32).to_tensor(0, shape=shape)}
 
 
 def row_positions(ragged: tf.RaggedTensor) -> tf.Tensor:
@@ -124,12 +98,22 @@ def row_cumsum(ragged: tf.RaggedTensor) -> tf.RaggedTensor:
                                                                ragged.value_rowids())))
 
 
-def gather_at(ragged: tf.RaggedTensor, index: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
-  """ragged[row, index[row]] where valid (index inside its row), else 0."""
-  values = tf.concat([ragged.values, tf.zeros([1], ragged.dtype)], 0)
-  size = tf.size(ragged.values, out_type=tf.int64)
-  return tf.gather(values, tf.where(valid, ragged.row_starts() + tf.cast(index, tf.int64),
-                                    size))
+def doc_windows(context: tf.RaggedTensor, room, stride):
+  """finetune/windows.py's doc_spans of every row of `context` (pieces [B, None]) in
+  closed form: windows every `stride` pieces, at most `room` long (each [B], or one for
+  all rows), until the end. Returns the windows [B, (count)], each one's first piece
+  and length [N], and its pieces [N, (length)]."""
+  n = context.row_lengths()
+  room, stride = (tf.broadcast_to(tf.cast(x, tf.int64), tf.shape(n)) for x in (room, stride))
+  count = tf.where(n > room, (n - room + stride - 1) // stride + 1, tf.ones_like(n))
+  windows = tf.ragged.range(count)
+  row = windows.value_rowids()
+  first = windows.values * tf.gather(stride, row)
+  span = tf.minimum(tf.gather(n, row) - first, tf.gather(room, row))
+  position = tf.ragged.range(first, first + span)
+  piece = position.values + tf.gather(context.row_starts(),
+                                      tf.gather(row, position.value_rowids()))
+  return windows, first, span, position.with_values(tf.gather(context.values, piece))
 
 
 class ServingModule(tf.Module):
@@ -142,7 +126,6 @@ class ServingModule(tf.Module):
     self.model_variables = list(model.variables)
     self.length = max_seq_length
     self.cls_id, self.sep_id, self.unk_id = vocab.cls_id, vocab.sep_id, vocab.unk_id
-    self.vocab_tokens = list(vocab.tokens)
 
     # The tokenizer and the encoder are traced once, as functions of their own that every
     # task's signature calls: tracing their ragged and Keras graphs again in each

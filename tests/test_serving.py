@@ -1,7 +1,7 @@
 """The serving SavedModel: its in-graph tokenizer gives data_prep's ids on the tokenizer
-parity tests' inputs, its QA answer alignment gives get_final_text's spans, and loaded
-in a clean subprocess (tensorflow and tensorflow_text only) it predicts what the Keras
-model (and for QA, --predict) predicts on the same strings."""
+parity tests' inputs, and loaded in a clean subprocess (tensorflow and tensorflow_text
+only) it predicts what the Keras model predicts on the same strings (QA: the head's
+outputs, from which the reader answers as --predict)."""
 
 import dataclasses
 import json
@@ -17,7 +17,6 @@ from finetune import config as finetune_config
 from finetune import graph_tokenizer, serving, tasks, trainer
 from finetune.qa import data as qa_data
 from finetune.qa import deployed as qa_deployed
-from finetune.qa import serving as qa_serving
 from finetune.tagging import data as tagging_data
 from tests.export_helpers import (ODD_CONTEXT, TRANSFORMERS_QA_HEAD,
                                    call_in_clean_process, predict_questions,
@@ -45,32 +44,6 @@ def test_graph_tokenizer_gives_data_prep_ids(lower_case):
     text = "a\U0001d16d\U0001d165"
     assert graph.normalize(tf.constant([text])).numpy()[0].decode() == text
     assert Tokenizer(vocab).normalize(text).decode() == "a\U0001d165\U0001d16d"
-
-
-@pytest.mark.parametrize("lower_case", [True, False])
-def test_graph_answer_alignment_is_get_final_text(lower_case):
-  """Every span of up to 8 pieces of the odd context and of a SQuAD paragraph: the
-  graph's [start, end) in the words joined by spaces is final_span's."""
-  vocab = load_vocab(shared_path("vocab", "bert_uncased_vocab.txt"))
-  with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    paragraph = json.load(f)["data"][0]["paragraphs"][0]["context"]
-  tokenizer = Tokenizer(vocab, lower_case, lower_case)
-  orig_texts, pred_texts, want = [], [], []
-  for context in (ODD_CONTEXT, paragraph):
-    words, _ = qa_data.split_words(context)
-    pieces = [(w, vocab.tokens[i]) for w, word in enumerate(words)
-              for i in tokenizer.ids(word)]
-    for a, b in ((a, b) for a in range(len(pieces))
-                 for b in range(a, min(a + 8, len(pieces)))):
-      pred_texts.append(qa_deployed.piece_text([t for _, t in pieces[a:b + 1]]))
-      orig_texts.append(" ".join(words[pieces[a][0]:pieces[b][0] + 1]))
-      want.append(qa_deployed.final_span(pred_texts[-1], orig_texts[-1], lower_case))
-  graph = graph_tokenizer.GraphTokenizer(vocab.tokens, lower_case, lower_case)
-  start, end = qa_serving.final_spans(graph, tf.constant(orig_texts), tf.constant(pred_texts))
-  assert list(zip(start.numpy().tolist(), end.numpy().tolist())) == want
-  # Both ways of final_span occur: trimmed inside words and whole (e.g. an [UNK]).
-  assert sum(span != (0, len(text)) for span, text in zip(want, orig_texts)) > 100
-  assert sum(span == (0, len(text)) for span, text in zip(want, orig_texts)) > 100
 
 
 def keras_outputs(config, split, count=1):
@@ -149,19 +122,20 @@ def qa_questions(articles):
                       ("哪里？", "中国 中国中国。上海在中国东部。")]
 
 
-def assert_same_answers(got, want):
-  assert got["answer"] == [w["answer"] for w in want]
-  assert got["start"] == [-1 if w["start"] is None else w["start"] for w in want]
-  assert got["end"] == [-1 if w["end"] is None else w["end"] for w in want]
-  np.testing.assert_allclose(got["probability"], [w["probability"] for w in want],
-                             atol=1e-5)
+def qa_reader(config):
+  """The run's QA reader (finetune/qa/deployed.py), with the deploy.json tools.export
+  writes for it."""
+  finetuner = trainer.Finetuner(config, log=lambda _: None)
+  [runner] = finetuner.runners
+  return qa_deployed.Reader({"max_seq_length": config.max_seq_length,
+                             **runner.serving.info(runner)}, finetuner.tokenizer)
 
 
 def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
   """Tiny models fine-tuned on 12 SQuAD questions (fine_tune_squad's) of SQuAD 1.1 and
   of SQuAD 2.0 (its default head and transformers'): each exported SavedModel, called in
-  one clean subprocess, answers the same questions as --predict, SQuAD 2.0's with its
-  no-answer score."""
+  one clean subprocess, gives the head's outputs on --predict's windows, from which the
+  shipped reader answers as --predict, SQuAD 2.0's with its no-answer score."""
   models = {"squad/v1.1": shared_squad_model(tmp_path_factory, "squad/v1.1", "squadv1"),
             "squad/v2.0": shared_squad_model(tmp_path_factory, "squad/v2.0", "squad"),
             "squad/v2.0, transformers' head": shared_squad_model(
@@ -180,16 +154,21 @@ def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
       {"path": os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL),
        "serving_default": {"question": [q for q, _ in questions], "context": contexts}}
       for config, _ in models.values()])
-  got = {name: out["serving_default"] for name, out in zip(models, outputs)}
-  for name in models:
-    assert_same_answers(got[name], want[name])
-  assert "no_answer_score" not in got["squad/v1.1"]
+  for (name, (config, _)), out in zip(models.items(), outputs):
+    # JSON's floats back to the model's float32.
+    out = {key: np.array(value, np.float32 if "log" in key else None)
+           for key, value in out["serving_default"].items()}
+    assert np.bincount(out.pop("window_question")).tolist() == windows.tolist(), name
+    reader = qa_reader(config)
+    reader.inputs([q for q, _ in questions], contexts)
+    got = reader.records(out)
+    assert [r.pop("probability") for r in got] == pytest.approx(
+        [r.pop("probability") for r in want[name]], abs=1e-5), name
+    if "v2.0" in name:
+      assert [r.pop("no_answer_score") for r in got] == pytest.approx(
+          [r.pop("no_answer_score") for r in want[name]], abs=1e-5), name
+    assert got == want[name], name
   # Some answer starts or ends inside a word (get_final_text trimmed it).
   assert any(0 < w["start"] and not c[w["start"] - 1].isspace() or
              w["end"] < len(c) and not c[w["end"]].isspace()
              for w, c in zip(want["squad/v1.1"], contexts))
-  for name in ("squad/v2.0", "squad/v2.0, transformers' head"):
-    np.testing.assert_allclose(got[name]["no_answer_score"],
-                               [w["no_answer_score"] for w in want[name]], atol=1e-5,
-                               err_msg=name)
-    assert got[name]["no_answer"] == [w["no_answer"] for w in want[name]], name

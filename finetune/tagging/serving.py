@@ -11,7 +11,6 @@ from finetune import padding, serving
 def tagging_function(module: serving.ServingModule, runner):
   """text [B] (words split at whitespace) -> tag [B, W] and tag_id [B, W]."""
   room = module.length - 2
-  # doc_spans in closed form: windows every min(room, stride) pieces until the end.
   stride = min(room, runner.stride)
   tags = tf.constant(runner.task.output_tags)
 
@@ -21,30 +20,16 @@ def tagging_function(module: serving.ServingModule, runner):
     pieces = module.tokenize(words.flat_values)
     # A word BERT's cleaning empties still gets a slot: [UNK], as in --predict.
     empty = tf.equal(pieces.row_lengths(), 0)
-    pieces = tf.ragged.boolean_mask(
-        serving.concat([pieces, serving.column(module.unk_id, pieces)]),
-        serving.concat([tf.ones_like(pieces, tf.bool), tf.RaggedTensor.from_tensor(
-            empty[:, None])]))
-    sentence_of_word = words.value_rowids()
-    context = tf.RaggedTensor.from_value_rowids(
-        pieces.values, tf.gather(sentence_of_word, pieces.value_rowids()),
-        nrows=words.nrows())
-    n = context.row_lengths()
-    count = tf.where(n > room, (n - room + stride - 1) // stride + 1, tf.ones_like(n))
-    windows = tf.ragged.range(count)  # [B, windows]
-    sentence = windows.value_rowids()
-    first = windows.values * stride
-    span = tf.minimum(tf.gather(n, sentence) - first, room)
-    position = tf.ragged.range(first, first + span)
-    piece = position.values + tf.gather(context.row_starts(),
-                                        tf.gather(sentence, position.value_rowids()))
-    ids = serving.concat([serving.column(module.cls_id, position),
-                          position.with_values(tf.gather(context.values, piece)),
-                          serving.column(module.sep_id, position)])
+    unk = tf.fill([pieces.nrows(), 1], module.unk_id)
+    pieces = tf.concat([pieces, tf.ragged.boolean_mask(unk, empty[:, None])], axis=1)
+    context = tf.RaggedTensor.from_row_splits(pieces, words.row_splits).merge_dims(1, 2)
+    windows, first, span, window_pieces = serving.doc_windows(context, room, stride)
+    ids, _ = tf_text.combine_segments([window_pieces], module.cls_id, module.sep_id)
     # Each word's first piece p in its sentence, and the windows that hold it: from
     # ceil((p - room + 1) / stride) to p // stride (the last the sentence has).
     p = serving.row_cumsum(words.with_values(pieces.row_lengths())).values
-    last = tf.gather(count, sentence_of_word) - 1
+    sentence_of_word = words.value_rowids()
+    last = tf.gather(windows.row_lengths(), sentence_of_word) - 1
     held = tf.ragged.range(tf.maximum(-((room - 1 - p) // stride), 0),
                            tf.minimum(last, p // stride) + 1)
     word = held.value_rowids()  # [E] a word (flat) and one of its windows
