@@ -7,6 +7,8 @@ random ids (seq 128) or on a task's real training examples.
       --precisions float32,bfloat16   # the full comparison, random ids
   python -m bench.bench_finetuning --task sst2 --impls ours,hf --peers eager,compiled \
       [--glue-dir DIR] [--conll-dir DIR] [--batch-length-multiple N]   # real batches
+  python -m bench.bench_finetuning --task sst2 --impls ours,ours_command \
+      --steps 100 --warmup 100   # the whole command's training against its step
 
 Runs by hand, never in CI. Each implementation runs in its own process (bench/child.py,
 so peak RSS is its own), alternating for --rounds rounds. Ours is the real training step
@@ -45,6 +47,18 @@ length it meets, its length dynamic from then on (that warm-up step counts with 
 first in first_step_s; a row whose timed steps still compiled says how often). A long
 run spreads those costs over thousands of steps; a timing of 30 would not.
 
+The command row (--impls ours_command, with --task): the whole run_finetuning.py in a
+process of its own, as a user runs it (from random weights, no evaluation, export or
+curves, which come after the training steps), for --warmup + --steps steps of its first
+trial; its steps after the warm-up are timed by the run's own log (the wall clock of its
+TensorBoard events at their log lines, one every --steps steps), so its start-up and
+its end stay out. Every row then trains on the batches of those timed steps (the run's
+order after its first --warmup batches), so the command's rate stands beside its own
+step's on the same batches ("of_step"); a length the run first meets in its timed steps
+compiles there ("compilations in the timed steps"), as in a longer run it would once.
+Its first_step_s is from the command's start (start-up, featurizing, tracing and the
+first step), whole_s to its exit; wall clock only.
+
 Rows (bench/peers.py, as in bench_pretraining): --precisions runs each implementation in
 float32 and/or bfloat16 (ours: mixed_bfloat16; the peer: CPU autocast), --peers the peer
 eager and/or under torch.compile; a bare command runs the rows it ran before these
@@ -59,11 +73,15 @@ batch lengths: step_flops). The last line is every row's figures as JSON.
 """
 
 import argparse
+import glob
 import itertools
 import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
+import time
 
 from bench import SHARED_DATA, child, peers
 from bench.steps import CLOCKS, finetuning_config, finetuning_step, time_first_and_steps
@@ -104,28 +122,36 @@ def read_train_file(task, path: str) -> list:
   return read_split_file(task, task.train_split, path)
 
 
-def task_batches(task: str, path: str, batches: int, out: str, model_size: str) -> dict:
+def task_batches(task: str, path: str, batches: int, out: str, model_size: str,
+                 skip: int = 0, multiple: int = 0, grouping: int = 0) -> dict:
   """`batches` x BATCH training features of `task`, made from its file `path` as
   run_finetuning.py makes them (the task runner's examples and features, max_seq_length
   SEQ, BERT's vocabulary), in the order a run's first trial draws them
-  (Finetuner.example_order with the config's seed: a fresh permutation each time
-  through the file), saved to `out` (.npz) in that order: the batches both sides train
-  on. Its own child (TensorFlow's), so that the peer's stays free of TensorFlow.
-  Returns the file's examples and the peer's number of labels."""
+  (Finetuner.train_order with the config's seed: a fresh permutation each time through
+  the file, grouped by length in runs of `grouping` batches when not 0), after its
+  first `skip` batches (the command row's warm-up),
+  saved to `out` (.npz) in that order: the batches every row trains on. Its own child
+  (TensorFlow's), so that the peer's stays free of TensorFlow. Returns the file's
+  examples, the peer's number of labels and the lengths of the run's first skip +
+  batches batches, cut at `multiple` (finetune/padding.py)."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+  from finetune import padding  # pylint: disable=import-outside-toplevel
   from finetune.trainer import Finetuner  # pylint: disable=import-outside-toplevel
-  finetuner = Finetuner(finetuning_config(TASKS[task][0], hparams_of(model_size)),
-                        log=lambda _: None)
+  finetuner = Finetuner(finetuning_config(TASKS[task][0], hparams_of(
+      model_size, length_grouping_batches=grouping)), log=lambda _: None)
   runner = finetuner.runners[0]
   examples = runner.prepare_examples(read_train_file(runner.task, path), "train")
-  order = finetuner.example_order(len(examples), batches * BATCH,
-                                  finetuner.config.seed)
-  np.savez(out, **runner.features([examples[i] for i in order], "train"))
+  features = runner.features(examples, "train")
+  order = finetuner.train_order(features, skip + batches, finetuner.config.seed)
+  features = {k: v[order] for k, v in features.items()}
+  np.savez(out, **{k: v[skip * BATCH:] for k, v in features.items()})
   if task == "chunk":
     num_labels = len(runner.labels)
   else:
     num_labels = 1 if runner.task.is_regression else len(runner.task.labels)
-  return {"examples": len(examples), "num_labels": num_labels}
+  counts = padding.token_counts(features).reshape(-1, BATCH)
+  return {"examples": len(examples), "num_labels": num_labels,
+          "lengths": padding.batch_lengths(counts, multiple, SEQ).tolist()}
 
 
 def warmup_steps(steps: int, warmup: int, task: str) -> int:
@@ -181,6 +207,65 @@ def run_ours(impl: str, model_size: str, precision: str, steps: int, warmup: int
           **timed_batches(seen, steps, warmup)}
 
 
+def run_command(model_size: str, precision: str, steps: int, warmup: int, clock: str,
+                task: str, batches: str, path: str, examples: int, lengths: list,
+                batch_length_multiple=None, grouping: int = 0) -> dict:
+  """The figures of the whole run_finetuning.py (a process of its own, as a user runs
+  it) on `task`'s training file `path` (of `examples` examples), the bench's sizes in
+  `precision`, from random weights, for `warmup` + `steps` training steps of its first
+  trial (no evaluation, export or curves, which come after them): its steps
+  warmup + 1 to warmup + steps, timed by the run's own log (its TensorBoard events'
+  wall clock at those steps' log lines, log_every_steps being `steps`), train on the
+  batches of file `batches` (task_batches', skip = warmup). `lengths`: every step's
+  batch length (task_batches'), a length first met in the timed steps compiling there
+  ("timed_compilations"). first_step_s counts from the command's start (start-up,
+  featurizing, tracing); whole_s to its exit; peak_rss_mib is the command's."""
+  if clock != "wall":
+    return {"unavailable": "the command's steps are timed by its log's wall clock: "
+                           "--clock wall"}
+  import numpy as np
+  import tensorflow as tf
+  from bench import BERT_VOCAB, ROOT
+  from finetune import tasks
+  task_name = TASKS[task][0]
+  more = ({} if batch_length_multiple is None
+          else {"batch_length_multiple": batch_length_multiple})
+  with tempfile.TemporaryDirectory() as folder:
+    # The task's folder as the command finds it, <data-dir>/finetuning_data/<name>.
+    data = os.path.join(folder, "finetuning_data")
+    os.makedirs(data)
+    os.symlink(os.path.dirname(os.path.abspath(path)),
+               os.path.join(data, tasks.get_task(task_name).folders[0]))
+    total = warmup + steps  # int(examples // BATCH * epochs) of the command
+    hparams = hparams_of(
+        model_size, mixed_precision=peers.POLICIES[precision], vocab_file=BERT_VOCAB,
+        num_train_epochs=(total + 0.5) / (examples // BATCH), log_every_steps=steps,
+        do_eval=False, export_serving=False, write_curves=False,
+        length_grouping_batches=grouping,
+        model_dir=os.path.join(folder, "model"),
+        results_dir=os.path.join(folder, "results"), **more)
+    start = time.time()
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", task_name,
+         "--data-dir", folder, "--model-name", "bench", "--hparams", json.dumps(hparams)],
+        cwd=folder, capture_output=True, text=True, check=False)
+    whole = time.time() - start
+    if run.returncode:
+      raise child.failed("run_finetuning.py", run.returncode, run.stderr)
+    logged = {}  # step -> the wall clock of its loss in the log
+    for name in glob.glob(os.path.join(folder, "model_1", "train", "events.*")):
+      for event in tf.compat.v1.train.summary_iterator(name):
+        if any(value.tag == "loss" for value in event.summary.value):
+          logged[event.step] = event.wall_time
+  return {"first_step_s": round(logged[1] - start, 2),
+          "seconds": logged[total] - logged[warmup], "whole_s": round(whole, 1),
+          "lengths": lengths[warmup:],
+          "real_tokens": int(np.load(batches)["input_mask"].sum()),
+          "timed_compilations": len(set(lengths[warmup:]) - set(lengths[:warmup])),
+          "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                                / 1024)}
+
+
 def peer_batches(features: dict, tagging: bool, regression: bool) -> list:
   """The peer's batches of `features` (BATCH rows each, in order), each padded to its
   longest example as transformers' DataCollatorWithPadding pads them: torch tensors of
@@ -207,10 +292,13 @@ def peer_batches(features: dict, tagging: bool, regression: bool) -> list:
 
 
 def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
-           clock: str, task: str = "", batches: str = "", num_labels: int = 2) -> dict:
+           clock: str, task: str = "", batches: str = "", num_labels: int = 2,
+           grouping: int = 0) -> dict:
   """The peer's figures as run_ours' (bench/peers.py's time_peer: or why it did not
   run): transformers' classifier (or, for chunk, token classifier) of the same sizes,
-  `peer` in `precision`, on the same batches, each padded to its longest example."""
+  `peer` in `precision`, on the same batches, each padded to its longest example;
+  with `grouping`, on the same examples in the order of its Trainer's group_by_length
+  (its LengthGroupedSampler, seeded)."""
   import numpy as np
   import torch
   from transformers import (ElectraConfig, ElectraForSequenceClassification,
@@ -218,7 +306,14 @@ def run_hf(model_size: str, peer: str, precision: str, steps: int, warmup: int,
   from model.weights.huggingface import config_json
 
   if task:
-    inputs = peer_batches(dict(np.load(batches)), task == "chunk", num_labels == 1)
+    features = dict(np.load(batches))
+    if grouping:
+      from transformers.trainer_pt_utils import LengthGroupedSampler
+      order = list(LengthGroupedSampler(
+          BATCH, lengths=features["input_mask"].sum(-1).tolist(),
+          generator=torch.Generator().manual_seed(0)))
+      features = {k: v[order] for k, v in features.items()}
+    inputs = peer_batches(features, task == "chunk", num_labels == 1)
   else:
     inputs = peer_batches(random_batch(np), False, False)
   architecture = ElectraForSequenceClassification
@@ -349,8 +444,10 @@ def time_layer(framework: str, clock: str) -> dict:
 def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str,
              model_size: str = "small", peer: str = "eager",
              precision: str = "float32", task: str = "", batches: str = "",
-             batch_length_multiple=None, num_labels: int = 2) -> dict:
-  """One implementation's figures, in the process bench/child.py starts for it."""
+             batch_length_multiple=None, num_labels: int = 2, command=None,
+             grouping: int = 0) -> dict:
+  """One implementation's figures, in the process bench/child.py starts for it
+  (`command`: run_command's path, examples and lengths)."""
   from util import cpu
   if impl in ("hf", "torch_layer"):
     import torch
@@ -360,7 +457,10 @@ def run_impl(impl: str, steps: int, warmup: int, threads: int, clock: str,
   data = {"task": task, "batches": batches}
   if impl == "hf":
     timed = run_hf(model_size, peer, precision, steps, warmup, clock, **data,
-                   num_labels=num_labels)
+                   num_labels=num_labels, grouping=grouping)
+  elif impl == "ours_command":
+    timed = run_command(model_size, precision, steps, warmup, clock, **data, **command,
+                        batch_length_multiple=batch_length_multiple, grouping=grouping)
   else:
     timed = run_ours(impl, model_size, precision, steps, warmup, clock, **data,
                      batch_length_multiple=batch_length_multiple)
@@ -404,7 +504,9 @@ def main() -> int:
                       "times electra_small's layer whatever it is)")
   parser.add_argument("--impls", default="ours,ours_xla,hf",
                       help="of ours, ours_unfused (the transformer layer's elementwise "
-                      "work unfused, model/fused.py off), ours_xla, hf")
+                      "work unfused, model/fused.py off), ours_xla, ours_command (the "
+                      "whole run_finetuning.py, its training steps timed by its log; "
+                      "with --task), hf")
   parser.add_argument("--task", choices=sorted(TASKS),
                       help="train on this task's real training examples, the same "
                       "batches in the same order on both sides (default: random ids, "
@@ -419,6 +521,11 @@ def main() -> int:
                       help="ours' batches cut to their longest example rounded up to a "
                       "multiple of this; 0: padded to max_seq_length (default: the "
                       "config's, as run_finetuning.py)")
+  parser.add_argument("--length-grouping", type=int, default=0, metavar="N",
+                      help="with --task, batches of like lengths: ours' order is a run's "
+                      "with length_grouping_batches N, the peer's that of its Trainer's "
+                      "group_by_length on the same examples (default 0: the original's "
+                      "random batches on both sides)")
   peers.add_arguments(parser)
   parser.add_argument("--layers", action="store_true",
                       help="also time one transformer layer and its matrix products, "
@@ -434,7 +541,9 @@ def main() -> int:
   args = parser.parse_args()
   cli.check_flags(parser, args, steps={"at_least": 1}, warmup={"at_least": 0},
                   rounds={"at_least": 1}, threads={"at_least": 1},
-                  batch_length_multiple={"at_least": 0})
+                  batch_length_multiple={"at_least": 0}, length_grouping={"at_least": 0})
+  if args.length_grouping and not args.task:
+    parser.error("--length-grouping: batches of like lengths are a task's: give --task")
   path = data_file(parser, args) if args.task else None
   return cli.run_command(lambda: compare(args, path))
 
@@ -452,6 +561,9 @@ def compare(args, path) -> int:
   warmup = warmup_steps(args.steps, args.warmup, args.task)
   shared = {"steps": args.steps, "warmup": warmup, "threads": args.threads,
             "clock": args.clock, "model_size": args.model_size}
+  # The command row's warm-up is its run's first steps: every row trains on the batches
+  # after them, those of its timed steps.
+  skip = warmup if "ours_command" in args.impls.split(",") else 0
   made = {}
   results = {label: [] for label in list(rows) + layer_children}
   with tempfile.TemporaryDirectory() as folder:
@@ -459,18 +571,25 @@ def compare(args, path) -> int:
       batches = os.path.join(folder, "batches.npz")
       made = one_line(child.measure, f"{args.task}'s batches")(task_batches, {
           "task": args.task, "path": path, "batches": args.steps, "out": batches,
-          "model_size": args.model_size}, args.threads)
-      shared.update(task=args.task, batches=batches)
+          "model_size": args.model_size, "skip": skip, "multiple": multiple,
+          "grouping": args.length_grouping},
+                                                             args.threads)
+      shared.update(task=args.task, batches=batches, grouping=args.length_grouping)
     for round_ in range(args.rounds):
       for label, (impl, peer, precision) in rows.items():
         row = {"impl": impl, "peer": peer, "precision": precision}
         ours = impl.startswith("ours")
         more = ({"batch_length_multiple": args.batch_length_multiple} if ours else
                 {"num_labels": made["num_labels"]} if args.task else {})
+        if impl == "ours_command" and args.task:
+          more["command"] = {"path": path, "examples": made["examples"],
+                             "lengths": made["lengths"]}
         try:
-          result = peers.measure(
-              run_impl, {**shared, **row, **more}, row, ours and gpu, args.threads,
-              args.isa, args.onednn if ours else "auto")
+          result = ({**row, "unavailable": "the command trains on a task's examples: "
+                                           "give --task"}
+                    if impl == "ours_command" and not args.task else peers.measure(
+                        run_impl, {**shared, **row, **more}, row, ours and gpu,
+                        args.threads, args.isa, args.onednn if ours else "auto"))
         except child.ChildFailed as e:  # one line, and the table goes on
           result = {**row, "unavailable": f"failed: {e.line}", "failed": True}
         result = peers.with_peak_fraction(
@@ -491,10 +610,13 @@ def compare(args, path) -> int:
   data = f"random ids, batch {BATCH} x seq {SEQ}"
   if args.task:
     data = (f"{args.task}'s training examples ({made['examples']} in {path}; "
-            f"{args.steps} batches of {BATCH} in a run's order, run "
+            f"{args.steps} batches of {BATCH} in a run's order"
+            + (f" after its first {skip}" if skip else "") + ", run "
             f"{warmup // args.steps} time(s) untimed, then timed), max_seq_length {SEQ}, "
             f"ours' batches cut to a multiple of {multiple} (0: none), the peer's to "
-            "their longest")
+            "their longest" + (f"; grouped by length (ours: length_grouping_batches "
+                               f"{args.length_grouping}; the peer: its group_by_length)"
+                               if args.length_grouping else ""))
   print(f"\nelectra_{args.model_size} fine-tuning on {data}, {args.threads} threads, "
         f"{args.clock} clock, CPU {args.isa}" +
         (" (emulated)" if args.isa != "native" else "") + f", oneDNN {args.onednn}, "
@@ -517,7 +639,8 @@ def compare(args, path) -> int:
                                     if "peak_rss_mib" in r)),
           "gflop_per_s": round(rate * flops / BATCH / 1e9, 1),
           "first_step_s": best["first_step_s"],
-          **{k: best[k] for k in ("peak_fraction", "timed_compilations") if k in best}}
+          **{k: best[k] for k in ("peak_fraction", "timed_compilations", "whole_s")
+             if k in best}}
     late = figures[label].get("timed_compilations")
     print(peers.row_line(label, {**best, **figures[label]}, (
         f"{figures[label].get('examples_per_s', 0):.1f} examples/s | "
@@ -527,6 +650,14 @@ def compare(args, path) -> int:
         f"{figures[label].get('step_ms')} ms/step | "
         f"{figures[label].get('gflop_per_s')} GFLOP/s") +
                          (f" | {late} compilations in the timed steps" if late else "")))
+  for label in rows:  # the command's training against its own step's, same batches
+    step_label = label.replace("ours_command", "ours")
+    if label != step_label and "examples_per_s" in figures[label] and "examples_per_s" in \
+        figures.get(step_label, {}):
+      ratio = figures[label]["examples_per_s"] / figures[step_label]["examples_per_s"]
+      figures[label]["of_step"] = round(ratio, 3)
+      print(f"{label}: {ratio:.3f}x the examples/s of {step_label}'s step on the same "
+            f"batches (the whole command: {figures[label]['whole_s']} s)")
   for impl in layer_children:
     mine = [r["ms"] for r in results[impl]]
     figures[impl] = {name: round(min(ms[name] for ms in mine), 1) for name in mine[0]}

@@ -32,16 +32,33 @@ def batch_lengths(token_counts: np.ndarray, multiple: int, max_length: int) -> n
 
 def grouped_by_length(order: np.ndarray, counts: np.ndarray, batch_size: int,
                       window: int, seed: int) -> np.ndarray:
-  """`order` (whole batches of indices) regrouped: each run of `window` batches sorted
-  by the examples' token counts, cut into batches again, and those batches shuffled,
-  so that a batch holds examples of like lengths and the stream stays random."""
+  """`order` (whole batches of indices, epochs of len(counts) examples each) regrouped:
+  each run of `window` batches sorted by the examples' token counts, cut into batches
+  again, and those batches shuffled, so that a batch holds examples of like lengths and
+  the stream stays random. A run never crosses an epoch's end (a batch across it stays
+  as it is), so each epoch's positions still hold every example once."""
   rng = np.random.default_rng(seed)
   batches = order.reshape(-1, batch_size)
-  grouped = []
-  for start in range(0, len(batches), window):
-    part = batches[start:start + window].reshape(-1)
-    part = part[np.argsort(counts[part], kind="stable")].reshape(-1, batch_size)
-    grouped.append(part[rng.permutation(len(part))])
+  starts = np.arange(len(batches)) * batch_size
+  across = starts // len(counts) != (starts + batch_size - 1) // len(counts)
+  grouped, run = [], []
+
+  def flush():
+    if run:
+      part = np.concatenate(run)
+      part = part[np.argsort(counts[part], kind="stable")].reshape(-1, batch_size)
+      grouped.append(part[rng.permutation(len(part))])
+      run.clear()
+
+  for batch, is_across in zip(batches, across):
+    if is_across:
+      flush()
+      grouped.append(batch[None])
+      continue
+    run.append(batch)
+    if len(run) == window:
+      flush()
+  flush()
   return np.concatenate(grouped).reshape(-1)
 
 

@@ -7,7 +7,9 @@ CPU that costs about as much as the layer's matrix products. Compiling the whole
 with XLA fuses them but loses more in XLA's CPU matrix products than it gains. Here the
 matrix products stay TensorFlow's (oneDNN) ops and only the chains between them are
 compiled, each a `tf.function(jit_compile=True)` with its own gradient, also compiled,
-that keeps what the unfused gradient keeps (or less):
+that keeps what the unfused gradient keeps (or less); the biases' and LayerNorms'
+parameter gradients, sums over the batch's rows, are TensorFlow's BiasAddGrad on the
+islands' outputs (_bias_gradient):
 
   q, k, v bias adds, the query's 1/sqrt(size) and the heads' transpose   (one island)
   mask + softmax + attention dropout                                     (one island)
@@ -66,15 +68,17 @@ def _compiled(fn):
   return tf.function(fn, jit_compile=True, autograph=False)
 
 
-def _sum_rows(x, trailing: int = 1):
-  """Sum over every axis but the `trailing` last ones: a bias's gradient. Written as a
-  product with a row of ones: XLA's CPU reductions over leading axes read memory
-  column by column, slower than the whole island (bench/RESULTS.md, "Figures moved
-  from code comments")."""
+def _bias_gradient(x, trailing: int = 1):
+  """Sum over every axis but the `trailing` last ones: a bias's gradient, as TensorFlow's
+  BiasAddGrad kernel, outside the islands. Inside them XLA's CPU code was slower at
+  every length a fine-tuning batch is cut to: its reductions over leading axes read
+  memory column by column, and its product with a row of ones (the form before) cost up
+  to 3x the GELU's whole gradient at 40-56 tokens (bench/RESULTS.md, "The step's
+  per-step costs, cut"). Summed in float32 (as XLA's product summed bfloat16), in
+  x's dtype after."""
   kept = x.shape[-trailing:]
-  rows = tf.reshape(x, [-1, kept.num_elements()])
-  ones = tf.ones([1, tf.shape(rows)[0]], x.dtype)
-  return tf.reshape(tf.matmul(ones, rows), kept)
+  rows = tf.cast(tf.reshape(x, [-1, kept.num_elements()]), tf.float32)
+  return tf.cast(tf.reshape(tf.raw_ops.BiasAddGrad(out_backprop=rows), kept), x.dtype)
 
 
 # ---- the islands: forward and backward, each compiled -----------------------------
@@ -90,10 +94,7 @@ def _qkv_forward(query, key, value, query_bias, key_bias, value_bias, query_scal
 @_compiled
 def _qkv_backward(d_query, d_key, d_value, query_scale):
   seq_first = lambda x: tf.transpose(x, [0, 2, 1, 3])
-  d_query, d_key, d_value = (seq_first(d_query) * query_scale, seq_first(d_key),
-                             seq_first(d_value))
-  return (d_query, d_key, d_value, _sum_rows(d_query, 2), _sum_rows(d_key, 2),
-          _sum_rows(d_value, 2))
+  return seq_first(d_query) * query_scale, seq_first(d_key), seq_first(d_value)
 
 
 def _kept(x, key, rate, layout):
@@ -136,7 +137,7 @@ def _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate, x_dtype: 
                         - normed * tf.reduce_mean(d_normed * normed, -1, keepdims=True))
   d_residual = tf.cast(d_summed, residual_dtype)
   d_x = apply_dropout(tf.cast(d_residual, x_dtype), keep, rate)
-  return (d_x, _sum_rows(d_x), d_residual, _sum_rows(d_out * normed), _sum_rows(d_out))
+  return d_x, d_residual, d_out * normed
 
 
 @_compiled
@@ -150,8 +151,7 @@ def _bias_gelu_forward(x, bias, gelu_dtype: str):
 @_compiled
 def _bias_gelu_backward(d_out, x, bias, gelu_dtype: str):
   d_inner = tf.cast(d_out, gelu_dtype) * gelu_derivative(tf.cast(x + bias, gelu_dtype))
-  d_x = tf.cast(d_inner, x.dtype)
-  return d_x, _sum_rows(d_x)
+  return tf.cast(d_inner, x.dtype)
 
 
 # ---- the islands as differentiable functions --------------------------------------
@@ -166,7 +166,8 @@ def qkv_heads(query, key, value, query_bias, key_bias, value_bias, query_scale: 
   @tf.custom_gradient
   def island(query, key, value, query_bias, key_bias, value_bias):
     def grad(d_query, d_key, d_value):
-      return _qkv_backward(d_query, d_key, d_value, query_scale)
+      d_inputs = _qkv_backward(d_query, d_key, d_value, query_scale)
+      return (*d_inputs, *[_bias_gradient(d, 2) for d in d_inputs])
     return _qkv_forward(query, key, value, query_bias, key_bias, value_bias,
                         query_scale), grad
   return island(*_tensors(query, key, value, query_bias, key_bias, value_bias))
@@ -201,8 +202,10 @@ def residual_norm(x, bias, key, residual, gamma, beta, rate: float, epsilon: flo
         x, bias, key, layout, residual, gamma, beta, rate, epsilon)
 
     def grad(d_out):
-      return _residual_norm_backward(d_out, normed, inv_std, keep, gamma, rate,
-                                     x.dtype.name, residual.dtype.name)
+      d_x, d_residual, d_scaled = _residual_norm_backward(
+          d_out, normed, inv_std, keep, gamma, rate, x.dtype.name, residual.dtype.name)
+      return (d_x, _bias_gradient(d_x), d_residual, _bias_gradient(d_scaled),
+              _bias_gradient(d_out))
     return out, grad
   return island(*_tensors(x, bias, residual, gamma, beta))
 
@@ -210,8 +213,10 @@ def residual_norm(x, bias, key, residual, gamma, beta, rate: float, epsilon: flo
 def bias_gelu(x, bias, gelu_dtype: str):
   @tf.custom_gradient
   def island(x, bias):
-    return (_bias_gelu_forward(x, bias, gelu_dtype),
-            lambda d: _bias_gelu_backward(d, x, bias, gelu_dtype))
+    def grad(d_out):
+      d_x = _bias_gelu_backward(d_out, x, bias, gelu_dtype)
+      return d_x, _bias_gradient(d_x)
+    return _bias_gelu_forward(x, bias, gelu_dtype), grad
   return island(*_tensors(x, bias))
 
 

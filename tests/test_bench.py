@@ -103,37 +103,54 @@ def test_the_rows_flags_take_lists_of_their_choices_and_refuse_others_in_one_lin
       "float32, bfloat16")
 
 
-# Sentences of several lengths (SST-2's layout: a header, then sentence and label).
+# Sentences of several lengths (SST-2's layout: a header, then sentence and label): a
+# batch's worth and more, as the command needs for a step.
 SST2 = ["sentence\tlabel"] + [
     f"{' '.join(['a fine film'] * (1 + i % 7))} , {'not ' * (i % 3)}bad\t{i % 2}"
-    for i in range(12)]
+    for i in range(80)]
 CONLL = ["He PRP B-NP", "reckons VBZ B-VP", "the DT B-NP", "current JJ I-NP",
          "account NN I-NP", "deficit NN I-NP", ". . O", "",
          "Confidence NN B-NP", "in IN B-PP", "the DT B-NP", "pound NN I-NP", ". . O", ""]
 
 
-@pytest.mark.parametrize("task, flags", [("sst2", []),
+@pytest.mark.parametrize("task, flags", [("sst2", []), ("sst2", ["--length-grouping", "2"]),
                                          ("chunk", ["--batch-length-multiple", "0"])])
 def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, task,
                                                                     flags):
+  """On SST-2 the whole run_finetuning.py too (its row timed by its own log), on the
+  batches of its timed step; grouped by length, the command's grouped batch is the one
+  the step times, and the peer's sampler orders the same examples."""
   shared_path("vocab", "bert_uncased_vocab.txt")
+  impls = ["ours", "hf"]
   if task == "sst2":
     (tmp_path / "SST-2").mkdir()
     (tmp_path / "SST-2" / "train.tsv").write_text("\n".join(SST2) + "\n")
     folder = ["--glue-dir", str(tmp_path)]
+    impls.append("ours_command")
   else:
     (tmp_path / "train.txt").write_text("\n".join(CONLL) + "\n")
     folder = ["--conll-dir", str(tmp_path)]
   run = bench("bench_finetuning", "--task", task, *folder, *flags, "--model-size",
               "debug", "--steps", "1", "--warmup", "1", "--rounds", "1", "--impls",
-              "ours,hf", "--threads", "1")
+              ",".join(impls), "--threads", "1")
   assert run.returncode == 0, run.stderr[-3000:]
   lines = run.stdout.strip().splitlines()
   assert any(line.startswith("| ours | ") for line in lines)
   assert any(line.startswith("| hf | ") for line in lines)
   rows = json.loads(lines[-1])
-  assert list(rows) == ["ours", "hf"]
+  assert list(rows) == impls
   ours, hf = rows["ours"], rows["hf"]
+  if task == "sst2":
+    # The command's second step, timed by its log, on the batch ours and the peer
+    # timed: as many real tokens, the same length; its start-up apart.
+    command = rows["ours_command"]
+    assert command["examples_per_s"] > 0 and command["real_tokens"] == ours["real_tokens"]
+    assert command["mean_batch_length"] == ours["mean_batch_length"]
+    assert 0 < command["first_step_s"] < command["whole_s"]
+    assert command["of_step"] == pytest.approx(
+        command["examples_per_s"] / ours["examples_per_s"], rel=0.01)
+    assert f"ours_command: {command['of_step']:.3f}x the examples/s of ours's step" in \
+        run.stdout
   for row in (ours, hf):
     assert {"examples_per_s", "real_tokens_per_s", "padded_tokens_per_s",
             "mean_batch_length", "real_tokens", "first_step_s"} <= set(row)
@@ -143,7 +160,13 @@ def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, t
   assert ours["real_tokens"] == hf["real_tokens"] > 0
   longest = hf["mean_batch_length"]
   assert ours["real_tokens"] <= 32 * longest < 32 * 128
-  multiple = 0 if flags else FinetuningConfig().batch_length_multiple
+  if "--length-grouping" in flags:
+    assert "grouped by length (ours: length_grouping_batches 2" in run.stdout
+    # The warm-up's batch and the timed one, sorted together: the timed one is the
+    # longer half of the run's first 64 examples.
+    assert ours["mean_batch_length"] > 16
+  multiple = (0 if "--batch-length-multiple" in flags
+              else FinetuningConfig().batch_length_multiple)
   assert ours["mean_batch_length"] == (
       -(-longest // multiple) * multiple if multiple else 128)
 
@@ -178,11 +201,13 @@ def test_bench_finetunings_bad_flags_and_a_failed_child_are_one_line_each(
     return {**row, "unavailable": "not run here"}
   monkeypatch.setattr(peers, "measure", crashed)
   monkeypatch.setattr(sys, "argv", ["bench_finetuning", "--model-size", "debug",
-                                    "--impls", "ours,hf", "--rounds", "1"])
+                                    "--impls", "ours,hf,ours_command", "--rounds", "1"])
   assert bench_finetuning.main() == 1
   lines = capsys.readouterr().out.strip().splitlines()
   assert f"| hf | failed: {failure} |" in lines
   assert json.loads(lines[-1])["hf"] == {"unavailable": f"failed: {failure}"}
+  # The whole command trains on a task's examples: without --task, its row says so.
+  assert "| ours_command | the command trains on a task's examples: give --task |" in lines
 
 
 def test_a_bfloat16_row_on_a_cpu_without_its_arithmetic_is_one_line_and_no_process(
@@ -279,3 +304,16 @@ def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line():
   bad = bench("bench_islands", "--hidden-size", "30", "--heads", "4")
   assert bad.returncode == 2 and "--hidden-size 30 is not a multiple of --heads 4" in (
       bad.stderr.strip().splitlines()[-1])
+
+
+def test_bench_update_times_both_updates_on_the_commands_variables():
+  """Ours' update on run_finetuning.py's variables, the peer's fused AdamW (with and
+  without its clipping) on as many of the same shapes: one row each."""
+  run = bench("bench_update", "--model-size", "debug", "--calls", "1", "--rounds", "1")
+  assert run.returncode == 0, run.stderr[-3000:]
+  lines = run.stdout.strip().splitlines()
+  assert [line.split(" |")[0] for line in lines[-4:-1]] == [
+      "| ours", "| torch_fused", "| torch_fused_clipped"]
+  milliseconds = json.loads(lines[-1])
+  assert set(milliseconds) == {"ours", "torch_fused", "torch_fused_clipped"}
+  assert all(ms > 0 for ms in milliseconds.values())

@@ -258,6 +258,21 @@ def test_mirrored_strategy_sums_then_clips_then_updates():
   assert "MIRRORED_OK" in result.stdout, result.stderr[-3000:]
 
 
+def rule_in_float32(params, m, v, grads, rate, multipliers, variables):
+  """One step of the rule on the arrays in place, its float32 operations in the order of
+  the formula as written before it was compiled: `grads` clipped and dense, `rate` the
+  schedule's, `multipliers` by name (1 for the others), the decay 0.01 where
+  `variables` (by name) take it."""
+  f32 = np.float32
+  for name, g in grads.items():
+    m[name] = f32(0.9) * m[name] + f32(1.0 - 0.9) * g
+    v[name] = f32(0.999) * v[name] + f32(1.0 - 0.999) * np.square(g)
+    update = m[name] / (np.sqrt(v[name]) + f32(1e-6))
+    if optimization.uses_weight_decay(variables[name]):
+      update = update + f32(0.01) * params[name]
+    params[name] = params[name] - f32(rate) * f32(multipliers.get(name, 1.0)) * update
+
+
 def test_steps_equal_the_formula_in_float32():
   """The compiled update computes the rule's float32 operations, in the order of a NumPy
   float32 transcription of it (the formula as written before it was compiled): equal
@@ -282,19 +297,12 @@ def test_steps_equal_the_formula_in_float32():
     optimizer.apply_gradients([(tf.convert_to_tensor(step_grads[k]), var)
                                for k, var in variables.items()])
 
-  f32 = np.float32
   m = {k: np.zeros_like(v) for k, v in params.items()}
   v = {k: np.zeros_like(p) for k, p in params.items()}
   for index, step_grads in enumerate(grads):
-    rate = f32(optimizer.learning_rate_at(index).numpy())
     step(step_grads)
-    for name, g in step_grads.items():
-      m[name] = f32(0.9) * m[name] + f32(1.0 - 0.9) * g
-      v[name] = f32(0.999) * v[name] + f32(1.0 - 0.999) * np.square(g)
-      update = m[name] / (np.sqrt(v[name]) + f32(1e-6))
-      if optimization.uses_weight_decay(variables[name]):
-        update = update + f32(0.01) * params[name]
-      params[name] = params[name] - rate * f32(multipliers.get(name, 1.0)) * update
+    rule_in_float32(params, m, v, step_grads, optimizer.learning_rate_at(index),
+                    multipliers, variables)
   for name, var in variables.items():
     for got, want in ((var, params[name]), (optimizer.get_slot(var, "adam_m"), m[name]),
                       (optimizer.get_slot(var, "adam_v"), v[name])):
@@ -303,3 +311,58 @@ def test_steps_equal_the_formula_in_float32():
       # is many units of the small result, never more than of its operands.
       np.testing.assert_allclose(got.numpy(), want, rtol=0,
                                  atol=4 * np.spacing(np.max(np.abs(want))))
+
+
+def test_a_hundred_steps_equal_the_rule_in_float32():
+  """100 steps with clipping (some steps' norms above 1, most below), layer-wise and
+  own-warmup multipliers, decayed and excluded variables and a sparse (embedding)
+  gradient with a repeated row: the variables and both moments equal a NumPy float32
+  transcription of the rule as Keras' loop applied it before the clipping was folded
+  into the update (tf.clip_by_global_norm's factor, then each variable's update) within
+  1e-6 of each array's largest value."""
+  rng = np.random.default_rng(2)
+  shapes = {"layer_2/attention/query/kernel": (16, 2, 8), "layer_2/attention/query/bias":
+            (2, 8), "layer_2/output/kernel": (16, 24), "layer_2/output_layer_norm/gamma":
+            (24,), "embeddings/word_embeddings": (12, 16)}
+  params = {k: rng.normal(size=s).astype(np.float32) for k, s in shapes.items()}
+  floats = {"layer_2/attention/query/kernel": 0.8 ** 2, "layer_2/attention/query/bias":
+            0.8 ** 2, "layer_2/output/kernel": 0.8 ** 2}
+  own = optimization.own_warmup(2.0, 20, 10)  # the embeddings' rate: a schedule
+  variables = {k: tf.Variable(v, name=k) for k, v in params.items()}
+  optimizer = optimization.create_optimizer(
+      3e-3, num_train_steps=100, num_warmup_steps=10, weight_decay_rate=0.01,
+      lr_multiplier=lambda var: own if var.name.startswith("embeddings") else
+      floats.get(var.name[:-2], 1.0))
+  rows = np.array([0, 3, 3, 7, 11])  # the embedding's gradient: row 3 twice
+  grads = [{k: ((3.0 if step % 10 == 0 else 0.01) * rng.normal(
+      size=(len(rows), 16) if k.startswith("embeddings") else s)).astype(np.float32)
+            for k, s in shapes.items()} for step in range(100)]
+
+  @tf.function(autograph=False)
+  def step(step_grads):
+    optimizer.apply_gradients([
+        (tf.IndexedSlices(step_grads[k], rows, shapes[k]) if k.startswith("embeddings")
+         else step_grads[k], var) for k, var in variables.items()])
+
+  m = {k: np.zeros_like(v) for k, v in params.items()}
+  v = {k: np.zeros_like(p) for k, p in params.items()}
+  clipped = 0
+  for index, step_grads in enumerate(grads):
+    step(step_grads)
+    norm = np.float32(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64))
+                                  for g in step_grads.values())))
+    scale = min(np.float32(1.0) / norm, np.float32(1.0))  # tf.clip_by_global_norm's
+    clipped += scale < 1
+    dense = {k: g * scale for k, g in step_grads.items()}
+    dense["embeddings/word_embeddings"] = np.zeros(shapes["embeddings/word_embeddings"],
+                                                   np.float32)
+    np.add.at(dense["embeddings/word_embeddings"], rows,
+              step_grads["embeddings/word_embeddings"] * scale)
+    rule_in_float32(params, m, v, dense, optimizer.learning_rate_at(index),
+                    {**floats, "embeddings/word_embeddings": own(index)}, variables)
+  assert clipped == 10 and int(optimizer.iterations) == 100
+  for name, var in variables.items():
+    for got, want in ((var, params[name]), (optimizer.get_slot(var, "adam_m"), m[name]),
+                      (optimizer.get_slot(var, "adam_v"), v[name])):
+      np.testing.assert_allclose(got.numpy(), want, rtol=0,
+                                 atol=1e-6 * np.max(np.abs(want)), err_msg=name)

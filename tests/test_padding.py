@@ -201,3 +201,23 @@ def test_length_grouping_keeps_each_window_s_examples_and_shortens_the_batches()
   assert not np.array_equal(np.argsort(counts[batches].max(-1)), np.arange(len(batches)))
   assert (padding.batch_lengths(counts[batches], 8, 128).mean() <
           padding.batch_lengths(counts[order].reshape(-1, 8), 8, 128).mean() * 0.8)
+
+
+def test_length_grouping_keeps_every_example_once_per_epoch_reproducibly():
+  """Epochs that end inside a batch (397 examples, batches of 8): each epoch's
+  positions still hold every example once, the batch across an epoch's end is kept as
+  it was, and the order is the seed's alone."""
+  rng = np.random.default_rng(1)
+  counts = rng.integers(3, 129, 397)
+  order = trainer.Finetuner.example_order(397, 1184, seed=4)  # 148 whole batches
+  grouped = padding.grouped_by_length(order, counts, 8, 10, seed=5)
+  for start in range(0, 2 * 397, 397):
+    assert sorted(grouped[start:start + 397]) == list(range(397))
+  assert sorted(grouped[794:]) == sorted(order[794:])
+  across = [b for b in range(148) if (8 * b) // 397 != (8 * b + 7) // 397]
+  assert across == [49, 99]
+  for b in across:
+    assert list(grouped[8 * b:8 * b + 8]) == list(order[8 * b:8 * b + 8])
+  again = padding.grouped_by_length(order, counts, 8, 10, seed=5)
+  assert np.array_equal(grouped, again)
+  assert not np.array_equal(grouped, padding.grouped_by_length(order, counts, 8, 10, 6))

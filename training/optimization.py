@@ -113,19 +113,26 @@ def uses_weight_decay(variable) -> bool:
   return not (leaf.endswith("bias") or leaf in ("gamma", "beta"))
 
 
-# Compiled (XLA, once per variable shape, shared by every optimizer): the rule's dozen
-# elementwise operations become one pass over each variable and its moments (as separate
-# kernels, each operation read and wrote every value). The same operations in the same
-# order, so the numbers are the formula's to float rounding. (TensorFlow's fused Adam
-# kernel would not do: it computes 1 - beta_2 in float32, 1.3e-5 off the original's
-# 0.001.) A decay of 0 adds 0 * param, exactly nothing.
+# Compiled (XLA, once per variable shape and decay, shared by every optimizer): the
+# rule's dozen elementwise operations, the clipping's scale and the rate's multiplier
+# folded in, become one pass over each variable and its moments. (Clipped apart, as
+# Keras clips, every gradient took a pass of its own and the step two ops more per
+# variable. One call for every variable instead saved no more and compiled 8-10 s
+# longer for electra_small: bench/RESULTS.md, "The step's per-step costs, cut".) The
+# same operations in the same order, so the numbers are the formula's to float
+# rounding. (TensorFlow's fused Adam kernel would not do: it computes 1 - beta_2 in
+# float32, 1.3e-5 off the original's 0.001.) A decay of 0 adds 0 * param, exactly
+# nothing.
 @tf.function(jit_compile=True, autograph=False)
-def _adam_weight_decay_update(grad, param, m, v, rate, decay, beta_1, beta_2, epsilon):
-  """(param, m, v) after one step of the rule in AdamWeightDecay's doc."""
+def _adam_weight_decay_update(grad, param, m, v, scale, lr, multiplier, decay, beta_1,
+                              beta_2, epsilon):
+  """(param, m, v) after one step of the rule in AdamWeightDecay's doc, the gradient
+  first multiplied by `scale`, the rate lr times `multiplier`."""
+  grad = grad * scale
   next_m = beta_1 * m + (1.0 - beta_1) * grad
   next_v = beta_2 * v + (1.0 - beta_2) * tf.square(grad)
   update = next_m / (tf.sqrt(next_v) + epsilon) + decay * param
-  return param - rate * update, next_m, next_v
+  return param - lr * multiplier * update, next_m, next_v
 
 
 class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
@@ -144,7 +151,8 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
                clip_norm: Optional[float] = GRADIENT_CLIP_NORM,
                lr_multiplier: Optional[Callable[[tf.Variable], float]] = None,
                name: str = "AdamWeightDecay"):
-    super().__init__(name, global_clipnorm=clip_norm)
+    super().__init__(name)  # its clipping is ours, folded into the update
+    self.clip_norm = clip_norm
     self._set_hyper("learning_rate", learning_rate)
     self.weight_decay_rate = weight_decay_rate
     self.beta_1 = beta_1
@@ -180,35 +188,50 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
     """(learning-rate multiplier, weight-decay rate) used for `var`."""
     return self._variable_settings[variable_key(var)]
 
-  def _resource_apply_dense(self, grad, var, apply_state=None):
-    dtype = var.dtype.base_dtype
-    multiplier, decay = self.variable_settings(var)
-    coefficients = ((apply_state or {}).get((var.device, dtype))
-                    or self._fallback_apply_state(var.device, dtype))
-    if callable(multiplier):
-      multiplier = multiplier(self.iterations)
-    rate = coefficients["lr_t"] * multiplier
-    m = self.get_slot(var, "adam_m")
-    v = self.get_slot(var, "adam_v")
-    # Values, not the variables: the compiled function is then one per shape, shared.
-    values = _adam_weight_decay_update(
-        grad, var.value(), m.value(), v.value(), tf.cast(rate, dtype),
-        tf.constant(decay, dtype), self.beta_1, self.beta_2, self.epsilon)
-    return tf.group([variable.assign(value)
-                     for variable, value in zip((var, m, v), values)])
+  def _distributed_apply(self, distribution, grads_and_vars, apply_state, name):
+    """Keras' apply after its aggregation, without its clipping: the clipping's scale
+    computed once per device and folded into each variable's update."""
+    del apply_state, name  # the rate is made below, on each device
+    grads, variables = zip(*grads_and_vars)
+    local = distribution.experimental_local_results
+    updates = []
+    for device, copies in enumerate(zip(*map(local, variables))):
+      with tf.device(copies[0].device):
+        grads_here = [local(grad)[device] for grad in grads]
+        scale, lr = self._clip_scale(grads_here), self._decayed_lr(tf.float32)
+        for grad, copy, var in zip(grads_here, copies, variables):
+          multiplier, decay = self.variable_settings(var)
+          if callable(multiplier):
+            multiplier = multiplier(self.iterations)
+          # The original densifies embedding gradients: rows without a gradient still
+          # see their moments decay and their weights decayed: the dense rule applies.
+          if isinstance(grad, tf.IndexedSlices):
+            grad = tf.math.unsorted_segment_sum(grad.values, grad.indices,
+                                                tf.shape(copy)[0])
+          moments = [local(self.get_slot(var, slot))[device] for slot in SLOT_NAMES]
+          values = _adam_weight_decay_update(
+              grad, copy.value(), *[moment.value() for moment in moments], scale, lr,
+              tf.cast(multiplier, tf.float32), decay, self.beta_1, self.beta_2,
+              self.epsilon)
+          updates += [variable.assign(value)
+                      for variable, value in zip((copy, *moments), values)]
+    with tf.control_dependencies(updates):
+      return self.iterations.assign_add(1, read_value=False)
 
-  def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
-    # The original densifies embedding gradients: rows without a gradient still see
-    # their moments decay and their weights decayed, so apply the dense rule.
-    dense = tf.math.unsorted_segment_sum(grad, indices, tf.shape(var)[0])
-    return self._resource_apply_dense(dense, var, apply_state)
+  def _clip_scale(self, grads):
+    """tf.clip_by_global_norm's factor of the gradients (summed over replicas): NaN when
+    their norm is not finite, as there; 1 without clipping."""
+    if self.clip_norm is None:
+      return tf.constant(1.0)
+    norm = tf.linalg.global_norm(grads)
+    return self.clip_norm * tf.minimum(1.0 / norm, 1.0 / self.clip_norm) + (norm - norm)
 
   def get_config(self):
     config = super().get_config()
     config.update({
         "learning_rate": self._serialize_hyperparameter("learning_rate"),
         "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
-        "beta_2": self.beta_2, "epsilon": self.epsilon,
+        "beta_2": self.beta_2, "epsilon": self.epsilon, "clip_norm": self.clip_norm,
     })  # lr_multiplier is a Python callable: not serializable, pass it again
     return config
 
