@@ -21,6 +21,7 @@ from data_prep import normalization as normalization_lib
 from data_prep.vocab import load_vocab
 from export.source import Finetuned, load_finetuned
 from model.config import ModelConfig
+from model.internals import block_layers
 from model.weights import huggingface as hf
 from runs.pretrained import open_weights
 from model.weights.original import encoder_variables, original_variables
@@ -98,7 +99,7 @@ def _finetuned_weights(loaded: Finetuned):
                                    head.end_dense.bias.numpy()))
     config = hf.config_json(sizes, hf.QUESTION_ANSWERING)
   else:
-    last_norm = model.encoder.transformer_layers[-1]._output_layer_norm  # pylint: disable=protected-access
+    last_norm = block_layers(model.encoder.transformer_layers[-1]).output_norm
     weights.update(hf.classifier_weights(head.dense.kernel.numpy(), head.dense.bias.numpy(),
                                          last_norm.gamma.numpy(), last_norm.beta.numpy()))
     config = hf.config_json(sizes, hf.CLASSIFIER,
