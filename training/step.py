@@ -41,6 +41,9 @@ class TrainStep:
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.worker, self.workers = worker_position(strategy)
+    # Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
+    # can be checkpointed; for several local replicas next_batch cuts the worker's batch.
+    self.distributed_input = isinstance(strategy, tf.distribute.TPUStrategy)
     # The run's stop requests (training/stopping.py), which ride in the all-reduce.
     self.stops = StopRequests(strategy, self.worker, self.workers)
     self.compiled = None  # the step's tf.function, made at the first call
@@ -48,13 +51,6 @@ class TrainStep:
     # each replica's step (_replica_step).
     self._gradients = tf.function(self._compute_gradients, autograph=False,
                                   jit_compile=settings.use_xla or None)
-
-  @property
-  def distributed_input(self) -> bool:
-    """Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
-    can be checkpointed; for several local replicas the step splits the worker's batch
-    itself (below)."""
-    return isinstance(self.strategy, tf.distribute.TPUStrategy)
 
   def iterator(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
     """This worker's iterator over `dataset_fn(input_context)`'s batches, as the step
