@@ -97,7 +97,7 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   if finetuner.start:
     model.load_pretrained(finetuner.start.weights, finetuner.config.init_adjustment)
   start(model)
-  loss = FinetuningLoss(finetuner.runners, config.train_batch_size)
+  objective = FinetuningLoss(finetuner.runners, config.train_batch_size)
   variables = model.trainable_variables
   parts = sorted({part_of(v.name) for v in variables})
   index = tf.constant([parts.index(part_of(v.name)) for v in variables])
@@ -105,7 +105,7 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   @tf.function
   def step(batch):
     with tf.GradientTape() as tape:
-      loss, scalars = loss.compute(model, batch, 0, training=True, step=0)
+      loss, scalars = objective.compute(model, batch, 0, training=True, step=0)
     grads = tape.gradient(loss, variables)
     squares = tf.stack([tf.reduce_sum(tf.convert_to_tensor(g) ** 2) for g in grads])
     optimizer.apply_gradients(zip(grads, variables))
