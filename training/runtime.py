@@ -77,8 +77,8 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
   or a ClusterError naming the workers not heard from within `wait_seconds`.
 
   Left to itself, the strategy waits an hour, silent, for a worker that never starts.
-  Its coordination service is configured here as the strategy configures it, but with
-  the workers registering through a barrier that times out. What TensorFlow writes
+  Its coordination service is configured first as the strategy configures it, but with
+  the workers registering through a barrier that times out (model/internals.py). What TensorFlow writes
   meanwhile is left out: its gRPC server's address, and the raw lines of a failed wait.
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
