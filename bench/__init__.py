@@ -3,8 +3,8 @@
 experiments/, the tools the docs send users to in tools/.
 
 The library's packages never import this one: benches use the seams the commands use
-(Pretrainer and Finetuner.train_loop, TrainLoop.train_step and iterator, the phases'
-dataset_fn), so what they time is what the commands run.
+(Pretrainer and Finetuner.train_loop, TrainLoop.train_step (the step) and its iterator,
+the phases' dataset_fn), so what they time is what the commands run.
 
 Their flags are checked as they are parsed, as the tools' are: numbers by
 util/cli.py's check_flags, files by its check_files, lists by choice_list here; a

@@ -201,7 +201,7 @@ def run_ours(impl: str, model_size: str, precision: str, steps: int, warmup: int
                          mixed_precision=peers.POLICIES[precision], **more)
     loop, step = finetuning_step(TASKS[task][0] if task else TASK, features, calls,
                                  hparams, folder, in_order=bool(task), batches=seen)
-    use_fused(loop.model, impl != "ours_unfused")
+    use_fused(loop.train_step.model, impl != "ours_unfused")
     first, seconds = time_first_and_steps(step, steps, warmup, clock)
   return {"first_step_s": round(first, 2), "seconds": seconds,
           **timed_batches(seen, steps, warmup)}

@@ -14,16 +14,57 @@ Prints windowed mean losses of both, the wall times, and one JSON line of the fi
 import argparse
 import json
 import os
+import random
+import socket
 import subprocess
 import sys
 import time
+from typing import Dict, List
 
 from bench import ROOT, SHARED_DATA, child
 from training.curves import LOG_NAME, read_log
-from training.runtime import loopback_cluster
 from util import cli
 
 CORPUS = os.path.join(SHARED_DATA, "corpus", "english_corpus.txt")
+EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def loopback_cluster(workers: int) -> Dict[str, List[str]]:
+  """A TF_CONFIG "cluster" of `workers` workers on 127.0.0.1, each at its own free port
+  (this bench's, and the multi-worker tests').
+
+  The ports lie outside the kernel's ephemeral range, from which every outgoing
+  connection (another run's gRPC clients, say) takes its local port: a port there could
+  be taken before the worker binds it. Each probe socket stays bound until all ports are
+  chosen, so no two workers get the same one; the random start keeps processes that
+  choose at the same time apart.
+  """
+  try:
+    with open(EPHEMERAL_PORTS, encoding="ascii") as f:
+      low, high = (int(n) for n in f.read().split())
+  except (OSError, ValueError):  # not Linux: the IANA dynamic range
+    low, high = 49152, 65535
+  candidates = [p for p in range(1024, 65536) if not low <= p <= high]
+  start = random.Random().randrange(len(candidates))
+  held = []
+  try:
+    for port in candidates[start:] + candidates[:start]:
+      if len(held) == workers:
+        break
+      probe = socket.socket()
+      try:
+        probe.bind(("127.0.0.1", port))
+      except OSError:  # in use
+        probe.close()
+        continue
+      held.append(probe)
+    if len(held) < workers:
+      raise OSError(f"fewer than {workers} free ports outside the ephemeral range "
+                    f"{low}-{high} on 127.0.0.1")
+    return {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in held]}
+  finally:
+    for probe in held:
+      probe.close()
 
 
 def build_data(work_dir: str, corpus_mb: float) -> str:

@@ -109,8 +109,8 @@ def run_ours(impl: str = "ours", model_size: str = "small", batch_size: int = 12
     pretrainer = trainer.Pretrainer(config)
     if impl == "ours_unfused" or autodiff_gelu:
       use_fused(pretrainer.model, False)
-    step = pretrainer.loop.train_step()
-    iterator = pretrainer.loop.iterator(pretrainer.dataset_fn(training=True))
+    step = pretrainer.loop.train_step
+    iterator = step.iterator(pretrainer.dataset_fn(training=True))
     first, seconds = time_first_and_steps(lambda: step(iterator)["loss"], steps,
                                           clock=clock)
   steps_per_s = steps / seconds

@@ -62,8 +62,8 @@ def finetuning_step(task: str, features: dict, num_steps: int, hparams: dict,
   reads them; length_grouping_batches, which orders by length, left at 0). `batches`,
   a list, gets each batch the step will read as {"length": its token axis, "tokens":
   its input_mask's sum}, from a pass of the same pipeline before the first step.
-  Returns the loop (loop.model is the model) and a call that runs one step and returns
-  its loss."""
+  Returns the loop (loop.train_step.model is the model) and a call that runs one step
+  and returns its loss."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from finetune.trainer import Finetuner  # pylint: disable=import-outside-toplevel
@@ -84,11 +84,11 @@ def finetuning_step(task: str, features: dict, num_steps: int, hparams: dict,
       placed[k][order] = v
     features = placed
   loop = finetuner.train_loop(features, num_steps, os.path.join(folder, "model"))
-  step = loop.train_step()
+  step = loop.train_step
   dataset_fn = finetuner.dataset_fn(features, num_steps, config.seed)
   if batches is not None:
     batches.extend({"length": int(batch["input_ids"].shape[1]),
                     "tokens": int(tf.reduce_sum(batch["input_mask"]))}
                    for batch in dataset_fn(tf.distribute.InputContext()))
-  iterator = loop.iterator(dataset_fn)
+  iterator = step.iterator(dataset_fn)
   return loop, lambda: step(iterator)["loss"]

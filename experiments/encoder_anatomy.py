@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from finetune.config import load_config
+from finetune.modeling import FinetuningLoss
 from finetune.trainer import Finetuner
 from model.initialization import apply_init_scheme
 from util import cli, hparams
@@ -92,11 +93,11 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   train = finetuner.train_features()
   with tempfile.TemporaryDirectory() as model_dir:
     loop = finetuner.train_loop(train, steps, model_dir)
-  model, optimizer = loop.model, loop.optimizer
+  model, optimizer = loop.train_step.model, loop.train_step.optimizer
   if finetuner.start:
     model.load_pretrained(finetuner.start.weights, finetuner.config.init_adjustment)
   start(model)
-  loss_fn = finetuner.loss_fn(model, config.train_batch_size)
+  objective = FinetuningLoss(finetuner.runners, config.train_batch_size)
   variables = model.trainable_variables
   parts = sorted({part_of(v.name) for v in variables})
   index = tf.constant([parts.index(part_of(v.name)) for v in variables])
@@ -104,7 +105,7 @@ def first_steps(finetuner: Finetuner, steps: int, seed: int, start) -> dict:
   @tf.function
   def step(batch):
     with tf.GradientTape() as tape:
-      loss, scalars = loss_fn(batch, 0, 0)
+      loss, scalars = objective.compute(model, batch, 0, training=True, step=0)
     grads = tape.gradient(loss, variables)
     squares = tf.stack([tf.reduce_sum(tf.convert_to_tensor(g) ** 2) for g in grads])
     optimizer.apply_gradients(zip(grads, variables))

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from export import folder as export_folder, outlier_groups, smoothing
+from model.internals import litert_flatbuffer
 from util import stderr
 
 NAME = "litert"
@@ -187,9 +188,7 @@ def int8_outlier_dense_weights(model: bytes) -> bytes:
   has no option for this on denylisted nodes, so the flatbuffer is edited: a smaller
   file at almost the same accuracy (bench/RESULTS.md, "A real pre-trained encoder: int8
   on MiniLM" and the section after it)."""
-  # pylint: disable=import-outside-toplevel  # TensorFlow's flatbuffer schema, export only
-  from tensorflow.lite.python import schema_py_generated as schema
-  from tensorflow.lite.tools import flatbuffer_utils
+  schema, flatbuffer_utils = litert_flatbuffer()
   parsed = flatbuffer_utils.read_model_from_bytearray(model)
   graph = parsed.subgraphs[0]
   for op in graph.operators:

@@ -1,4 +1,5 @@
-"""The fine-tuning model: the discriminator's encoder with one head per task.
+"""The fine-tuning model: the discriminator's encoder with one head per task, and its
+loss (FinetuningLoss, the objective training/step.py's TrainStep calls).
 
 Heads (model.py of each family: finetune/sentence, finetune/qa, finetune/tagging) are
 layers called as head(sequence_output, batch, training=...). Layer-wise learning rates
@@ -71,3 +72,29 @@ class FinetuningModel(tf_keras.Model):
     if layerwise_lr_decay <= 0:
       return lambda variable: 1.0
     return lambda variable: layerwise_lr_decay ** (top - depths[id(variable)])
+
+
+class FinetuningLoss:
+  """The tasks' loss, the objective training/step.py's TrainStep calls: each feature's
+  by its task's runner (`runners[task_id]`), their mean scaled by the global batch
+  `batch_size`."""
+
+  def __init__(self, runners, batch_size: int):
+    self.runners, self.batch_size = runners, batch_size
+
+  def compute(self, model, batch, seed, training: bool, step):
+    del seed, step
+    outputs = model(batch, training=training)
+    losses = tf.zeros(tf.shape(batch["task_id"]), tf.float32)
+    for index, runner in enumerate(self.runners):
+      if runner.task.train_split:
+        mine = tf.equal(batch["task_id"], index)
+        losses += tf.where(mine, runner.loss(outputs[runner.head_name], batch), 0.0)
+    mean = tf.reduce_mean(losses)
+    # The step averages replica losses; scaling the mean by the global batch makes its
+    # gradient that of the original's batch sum.
+    return mean * self.batch_size, {"mean_loss": mean}
+
+  @staticmethod
+  def logged(outputs):
+    return outputs

@@ -15,6 +15,7 @@ import json
 import os
 import statistics
 import sys
+import weakref
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -25,7 +26,7 @@ from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from finetune import padding, serving, tasks as task_registry
 from finetune.config import FinetuningConfig
-from finetune.modeling import FinetuningModel
+from finetune.modeling import FinetuningLoss, FinetuningModel
 from finetune import prior_watch
 from finetune.prior_watch import PriorWatch
 from finetune.tasks import runner_for
@@ -122,7 +123,8 @@ class Finetuner:
                          f" head: run them together, e.g. --task {runner.head_name},"
                          f"{runner.task.name}")
     self.data = {}  # (task name, split) -> SplitData
-    self._predict_fns = {}
+    # A model's compiled call (predict), gone with the model: a trial's dies with it.
+    self._predict_fns = weakref.WeakKeyDictionary()
 
   # ---- data -------------------------------------------------------------------
 
@@ -225,23 +227,6 @@ class Finetuner:
             "model": self.model_config.to_dict(),
             **self.config.signed_fields()}
 
-  def loss_fn(self, model, global_batch: int):
-    runners = self.runners
-
-    def compute(batch, seed, step):
-      del seed, step
-      outputs = model(batch, training=True)
-      losses = tf.zeros(tf.shape(batch["task_id"]), tf.float32)
-      for index, runner in enumerate(runners):
-        if runner.task.train_split:
-          mine = tf.equal(batch["task_id"], index)
-          losses += tf.where(mine, runner.loss(outputs[runner.head_name], batch), 0.0)
-      mean = tf.reduce_mean(losses)
-      # The loop averages replica losses; scaling the mean by the global batch makes
-      # its gradient that of the original's batch sum.
-      return mean * global_batch, {"mean_loss": mean}
-    return compute
-
   # ---- evaluation -------------------------------------------------------------
 
   def predict(self, model, features, batch_size: Optional[int] = None
@@ -249,14 +234,15 @@ class Finetuner:
     """Every head's outputs (arrays, or dicts of arrays) on the features, in order, in
     batches of `batch_size` (default: eval_batch_size), each cut to its longest
     example (finetune/padding.py) and its token-axis outputs padded back."""
-    if id(model) not in self._predict_fns:
+    if model not in self._predict_fns:
       # No autograph (nothing here branches on tensors): converting the Keras layers'
       # code slowed every run's first evaluation (bench/RESULTS.md,
-      # "Figures moved from code comments").
-      self._predict_fns[id(model)] = tf.function(
-          lambda batch: model(batch, training=False), reduce_retracing=True,
+      # "Figures moved from code comments"). A proxy: the function keeps no model alive.
+      proxy = weakref.proxy(model)
+      self._predict_fns[model] = tf.function(
+          lambda batch: proxy(batch, training=False), reduce_retracing=True,
           autograph=False)
-    call = self._predict_fns[id(model)]
+    call = self._predict_fns[model]
     size, n = batch_size or self.config.eval_batch_size, len(features["input_ids"])
     keys, max_length = self.token_features(), self.config.max_seq_length
     counts = padding.token_counts(features)
@@ -364,7 +350,7 @@ class Finetuner:
       lengths = self.train_lengths(train, self.train_order(train, num_steps, seed))
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
                              on_step=self.prior_watch(num_steps), lengths=lengths)
-      model, start = loop.model, self.start
+      model, start = loop.train_step.model, self.start
       if not start and not config.debug:  # debug runs are random by design
         print("warning: no pre-trained checkpoint found; fine-tuning from random "
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
@@ -463,7 +449,7 @@ class Finetuner:
                  lengths: Optional[np.ndarray] = None) -> TrainLoop:
     """The model (built on `features`), its optimizer and the loop that trains it for
     num_steps steps of train_batch_size features into model_dir: a trial's training,
-    and the step the benches time (TrainLoop.train_step). `lengths`: the batches'
+    and the step the benches time (its train_step). `lengths`: the batches'
     lengths (train_lengths), whose mean the logged tokens and FLOPs per step count;
     max_seq_length when not given."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
@@ -495,7 +481,8 @@ class Finetuner:
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
         record_name=RUN_CONFIG, plot_curves=config.write_curves)
-    return TrainLoop(strategy, model, optimizer, self.loss_fn(model, batch), settings)
+    return TrainLoop(strategy, model, optimizer, FinetuningLoss(self.runners, batch),
+                     settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):
     """The input pipeline of training: num_steps batches of train_batch_size

@@ -1,15 +1,18 @@
-"""The private attributes of tf-models-official, tf_keras and TensorFlow that the project
-reads, in one place: an upgrade (each pinned in requirements.txt) that renames them is
-fixed here. Everything else reaches them through these functions: tf-models'
-TransformerEncoderBlock's sublayers and settings, Keras' MultiHeadAttention's
-projections, its Dropout's random generator, its legacy optimizer's slots, TensorFlow's
-smart_cond.
+"""The private modules and attributes of TensorFlow, tf-models-official and tf_keras
+that the project reads, in one place: an upgrade of any (all pinned in
+requirements.txt) that renames them is fixed here. Everything else reaches them through
+these functions: tf-models' TransformerEncoderBlock's sublayers and settings, Keras'
+MultiHeadAttention's projections, its Dropout's random generator, its legacy optimizer's
+slots, TensorFlow's smart_cond, its coordination service and its LiteRT flatbuffer
+schema.
 """
 
 import dataclasses
 from typing import Optional
 
 import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
 import tf_keras
 from tf_keras.src.optimizers.legacy import optimizer_v2
 
@@ -155,3 +158,28 @@ def create_slots(optimizer, variables):
 def variable_key(variable) -> str:
   """The key a Keras legacy optimizer files `variable`'s slots under."""
   return optimizer_v2._var_key(variable)  # pylint: disable=protected-access
+
+
+def configure_coordination_service(cluster: tf.train.ClusterSpec, wait_seconds: int):
+  """The runtime's coordination service for `cluster`, configured as
+  MultiWorkerMirroredStrategy configures it, but with the workers registering through a
+  barrier that times out after `wait_seconds`."""
+  runtime = context.context()
+  runtime.configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(cluster),
+      cluster_register_timeout_in_ms=wait_seconds * 1000)
+  config = runtime.coordination_service
+  config.cluster_register_with_barrier = True
+  for job in ("chief", "worker"):
+    if job in cluster.jobs:
+      config.coordinated_job_list.add(name=job, num_tasks=cluster.num_tasks(job))
+
+
+def litert_flatbuffer():
+  """TensorFlow's LiteRT flatbuffer schema and flatbuffer_utils, its models' reader and
+  writer (imported when asked: the export's)."""
+  # pylint: disable=import-outside-toplevel
+  from tensorflow.lite.python import schema_py_generated as schema
+  from tensorflow.lite.tools import flatbuffer_utils
+  return schema, flatbuffer_utils

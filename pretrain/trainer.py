@@ -3,7 +3,7 @@
 The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
 training/'s, the config's fitting to its inputs config_fitting.py's and the model dir's
 record run_record.py's; this module adds what is specific to pre-training: the
-objective's step as the loop's loss, the eval metrics written to
+objective, which the loop's step calls, the eval metrics written to
 <model_dir>/results/unsup_results.{txt,json}, and the export of the trained generator
 and discriminator in the original release's format (<model_dir>/export:
 model.ckpt-<step>, config.json in BertConfig form, vocab.txt and its normalisation's
@@ -82,11 +82,8 @@ class Pretrainer:
         flops_per_step=self.objective.flops().train_flops_per_step,
         peak_flops=runtime.peak_flops(self.strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(self.optimizer), record_name=RUN_CONFIG,
-        seed=config.seed, logged=self.objective.logged)
-    # The step's losses: the objective's compute, over this run's networks.
-    self.loop = TrainLoop(self.strategy, self.model, self.optimizer,
-                          lambda batch, seed, step: self.objective.compute(
-                              self.model, batch, seed, training=True, step=step),
+        seed=config.seed)
+    self.loop = TrainLoop(self.strategy, self.model, self.optimizer, self.objective,
                           settings)
 
   def _lr_multiplier(self):
@@ -193,7 +190,7 @@ class Pretrainer:
         self.dataset_fn(training=False), replica_fn, self.config.num_eval_steps)):
       fixed.update(outputs)
     results = {**metrics.result(), **fixed.result(),
-               "global_step": int(self.loop.step.numpy())}
+               "global_step": int(self.loop.train_step.global_step.numpy())}
     if self.loop.chief:
       record_eval(self.config, results)
       if write:
@@ -208,7 +205,7 @@ class Pretrainer:
       return None
     folder = os.path.join(self.config.model_dir, EXPORT_DIR)
     if step is None:
-      step = int(self.loop.step.numpy())
+      step = int(self.loop.train_step.global_step.numpy())
     else:
       path = os.path.join(self.config.model_dir, f"{CHECKPOINT_NAME}-{step}")
       if not tf.io.gfile.exists(path + ".index"):

@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bench.bench_multi_worker import loopback_cluster
 from data_prep import normalization, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
@@ -29,7 +30,7 @@ from pretrain.config import load_config
 from pretrain.model import SpecialTokens
 from tests import numpy_electra
 from training.loop import LoopSettings, TrainLoop
-from training.runtime import loopback_cluster, use_checkpointed_dropout
+from training.runtime import use_checkpointed_dropout
 
 
 # The checkout (as conftest.py puts it on sys.path) and the shared data beside it.
@@ -123,6 +124,22 @@ def toy_dataset(batch_size=8):
       64, seed=1).repeat().batch(batch_size, drop_remainder=True)
 
 
+class Objective:
+  """`loss_fn(model, batch, seed, step) -> (loss, outputs)` as the objective
+  training/step.py's TrainStep calls, every output logged."""
+
+  def __init__(self, loss_fn):
+    self.loss_fn = loss_fn
+
+  def compute(self, model, batch, seed, training, step):
+    del training
+    return self.loss_fn(model, batch, seed, step)
+
+  @staticmethod
+  def logged(outputs):
+    return outputs
+
+
 def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
   """MSE plus (optionally) noise drawn from the stateless per-step seed."""
   def loss_fn(model, batch, seed, step):
@@ -139,7 +156,7 @@ def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
         return s
       tf.py_function(send, [step], tf.int64)
     return loss, {"mse": loss}
-  return loss_fn
+  return Objective(loss_fn)
 
 
 def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
@@ -154,14 +171,12 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
                                  tf_keras.layers.Dense(1)])
     model.build([None, 5])
     optimizer = tf_keras.optimizers.legacy.Adam(0.05)
-  loss_fn = toy_loss(**loss_options)
   loop_settings = LoopSettings(model_dir=model_dir, num_train_steps=num_steps,
                                save_checkpoints_steps=2, keep_checkpoint_max=3,
                                log_every_steps=1,
                                gradient_accumulation_steps=accumulation, seed=7,
                                **(settings or {}))
-  loop = TrainLoop(strategy, model, optimizer,
-                            lambda *args: loss_fn(model, *args), loop_settings)
+  loop = TrainLoop(strategy, model, optimizer, toy_loss(**loss_options), loop_settings)
   def dataset_fn(context):
     # Each worker takes its consecutive share of the global batch, as tf.distribute
     # splits one worker's batch over its local replicas.

@@ -73,10 +73,10 @@ def test_the_benches_finetuning_step_is_the_commands(tmp_path):
               "label": rng.integers(0, 2, 4).astype(np.float32)}
   loop, step = finetuning_step("glue/sst2", features, 2, {
       "model_size": "debug", "train_batch_size": 4, "max_seq_length": 16}, str(tmp_path))
-  assert isinstance(loop.model, FinetuningModel) and list(loop.model.heads) == [
-      "glue/sst2"]
+  model = loop.train_step.model
+  assert isinstance(model, FinetuningModel) and list(model.heads) == ["glue/sst2"]
   assert all(math.isfinite(float(step())) for _ in range(2))
-  assert int(loop.step.numpy()) == 2
+  assert int(loop.train_step.global_step.numpy()) == 2
 
 
 def test_the_rows_flags_take_lists_of_their_choices_and_refuse_others_in_one_line(

@@ -1,8 +1,10 @@
 """End-to-end fine-tuning: every GLUE task from a tiny pre-trained checkpoint, eval-only
 reload, a user's own task through the script, and sentence-pair featurization."""
 
+import gc
 import json
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -385,3 +387,29 @@ def test_trial_seeds_wrap_round_to_0_past_the_largest_seed(tmp_path):
   assert losses[0] and losses[0] == losses[1]
   assert losses[0] != {step: row["loss"] for step, row in read_log(
       os.path.join(f"{last}_1", LOG_NAME)).items()}
+
+
+def test_a_finished_trials_model_is_released(tmp_path, monkeypatch):
+  """The compiled predict call the trainer keeps per model once kept every trial's
+  model alive (keyed by id), and with it its weights, to the run's end."""
+  data = tmp_path / "data"
+  data.mkdir()
+  write_tiny_pretrained_model(data)
+  task = write_reviews_task(tmp_path, 16)
+  # The resume test's batch and length: one compilation of the fused layers.
+  config = finetune_config.load_config(
+      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
+                                  "num_train_epochs": 1.0, "export_serving": False,
+                                  "write_curves": False})
+  finetuner = trainer.Finetuner(config, log=lambda _: None)
+  finetuner.read_splits()
+  models, train_loop = [], finetuner.train_loop
+
+  def train_loop_seen(*args, **kwargs):
+    loop = train_loop(*args, **kwargs)
+    models.append(weakref.ref(loop.train_step.model))
+    return loop
+  monkeypatch.setattr(finetuner, "train_loop", train_loop_seen)
+  scores = finetuner.run_trial(1)["scores"]  # scored: predict compiled its call
+  gc.collect()
+  assert "reviews dev" in scores and len(models) == 1 and models[0]() is None

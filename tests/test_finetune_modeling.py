@@ -8,7 +8,7 @@ from finetune.sentence.model import SentenceHead
 from model.config import ModelConfig
 from runs.pretrained import open_weights
 from tests import numpy_electra
-from tests.helpers import TINY, make_checkpoint, padded_batch
+from tests.helpers import TINY, Objective, make_checkpoint, padded_batch
 
 
 def test_encoder_loads_and_heads_read_cls(tmp_path):
@@ -71,15 +71,15 @@ def test_gradient_accumulation_with_embedding_gradients_matches_the_full_batch(t
     model = FinetuningModel(config, {"t": SentenceHead(2, 0.0)}).build_variables()
     optimizer = create_optimizer(1e-2, 10, 0, 0.01, lr_multiplier=model.lr_multiplier(0.8))
 
-    def loss_fn(b, *_):
+    def loss_fn(model, b, *_):
       logits = model(b, training=True)["t"]
       return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
           b["label"], logits)), {}
     settings = LoopSettings(model_dir=str(tmp_path / str(accumulation)),
                                      num_train_steps=2, log_every_steps=1,
                                      gradient_accumulation_steps=accumulation)
-    TrainLoop(tf.distribute.get_strategy(), model, optimizer, loss_fn,
-                       settings).run(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
+    TrainLoop(tf.distribute.get_strategy(), model, optimizer, Objective(loss_fn),
+              settings).run(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
     weights.append([w.numpy() for w in model.weights])
   for a, b in zip(*weights):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -27,6 +27,7 @@ from model.config import ModelConfig
 from pretrain.config import load_config
 from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel, SpecialTokens
+from tests.helpers import Objective
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer
 from training.runtime import set_precision
@@ -176,8 +177,8 @@ def test_bf16_training_step_keeps_float32_variables_and_slots(tmp_path):
     batch = finetuning_batch(np.random.default_rng(1))
     loss_fn = finetuning_loss(model)
     TrainLoop(tf.distribute.get_strategy(), model, optimizer,
-                       lambda b, *_: (loss_fn(b)[0], {}), settings).run(
-                           lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
+              Objective(lambda _, b, *__: (loss_fn(b)[0], {})), settings).run(
+                  lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   finally:
     set_precision("float32")
   assert all(v.dtype == tf.float32 for v in model.variables)

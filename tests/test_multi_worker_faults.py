@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
+from bench.bench_multi_worker import loopback_cluster
 from tests.helpers import (ROOT, TINY_MODEL, make_data_dir, start_workers, wait_for_exit,
                            wait_for_workers)
 from training.curves import LOG_NAME, read_log
-from training.runtime import loopback_cluster
 
 SEQ = 64  # test_pretrain_run.py's: the fused layers' compiled islands serve both
 # One thread each: the two workers share the machine's cores. TensorFlow's log level

@@ -179,13 +179,13 @@ def test_the_training_step_is_traced_once_for_every_length(tmp_path):
   finetuner, _, _ = run(data, "glue/sst2", 8, tmp_path, num_train_epochs=1.0)
   train = finetuner.train_features()
   loop = finetuner.train_loop(train, 8, str(tmp_path / "loop"))
-  step = loop.train_step()
-  iterator = loop.iterator(finetuner.dataset_fn(train, 8, seed=3))
+  step = loop.train_step
+  iterator = step.iterator(finetuner.dataset_fn(train, 8, seed=3))
   for _ in range(8):
     step(iterator)
   order = finetuner.example_order(len(train["input_ids"]), 64, seed=3)
   assert len(set(finetuner.train_lengths(train, order).tolist())) > 1
-  assert step.experimental_get_tracing_count() == 1
+  assert step.compiled.experimental_get_tracing_count() == 1
 
 
 def test_length_grouping_keeps_each_window_s_examples_and_shortens_the_batches():

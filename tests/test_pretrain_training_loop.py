@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.bench_multi_worker import EPHEMERAL_PORTS, loopback_cluster
 from runs.checkpoints import RunCheckpoints
 from tests.helpers import start_workers, train_toy, wait_for_workers
 from training.curves import CURVES_NAME, LOG_NAME, read_log
 from training.loop import NonFiniteLossError
 from training.stopping import TrainingInterrupted
-from training.runtime import EPHEMERAL_PORTS, loopback_cluster, make_strategy
+from training.runtime import make_strategy
 
 
 def log_losses(model_dir):
@@ -31,7 +32,7 @@ def test_resume_continues_the_same_run_exactly(tmp_path):
   whole, _ = train_toy(str(tmp_path / "a"), 6)
   train_toy(str(tmp_path / "b"), 3)  # stops at 3 (checkpoint at 2 and at the end)
   resumed, loop = train_toy(str(tmp_path / "b"), 6)
-  assert int(loop.step.numpy()) == 6
+  assert int(loop.train_step.global_step.numpy()) == 6
   for a, b in zip(whole, resumed):
     np.testing.assert_array_equal(a, b)  # same data, dropout masks and noise seeds
   assert log_losses(tmp_path / "a") == log_losses(tmp_path / "b")

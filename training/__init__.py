@@ -5,7 +5,7 @@ stopping.py, and its log, step_log.py), the run set-up shared by pre-training an
 fine-tuning (runtime.py: strategy, precision, dropout seeds, the chief; settings.py:
 the run's and the hardware's fields, free of TensorFlow), the optimizer and its schedule
 (optimization.py) and the logs' curves (curves.py). It knows no task: it keeps its
-checkpoints through runs/checkpoints.py, and of model/ uses only internals.py (the
-private parts of Keras and TensorFlow); it must not import data_prep/, pretrain/ or
-finetune/.
+checkpoints through runs/checkpoints.py, and of model/ uses only model/internals.py
+(Keras' private optimizer calls, TensorFlow's coordination service); it must not
+import data_prep/, pretrain/ or finetune/.
 """

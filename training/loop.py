@@ -1,5 +1,6 @@
-"""The training loop that pre-training and fine-tuning share, around the step
-(training/step.py: replicas, XLA, gradient accumulation, loss scaling).
+"""The training loop that pre-training and fine-tuning share, around the step it holds
+(training/step.py: the objective's gradients, replicas, XLA, gradient accumulation, loss
+scaling).
 
 From the run's latest checkpoint (runs/checkpoints.py: step, model, optimizer slots,
 the data iterator and the dropout generators, restored exactly) to num_train_steps: a
@@ -20,7 +21,7 @@ import tf_keras
 from runs.checkpoints import CHECKPOINT_FILES, RunCheckpoints
 from training import stopping
 from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
-from training.runtime import lost_peer, precision_note
+from training.runtime import is_chief, lost_peer, precision_note
 from training.step import TrainStep
 from training.step_log import StepLog, first_step_note
 from util import stderr
@@ -61,8 +62,6 @@ class LoopSettings:
   learning_rate: Optional[Callable[[int], float]] = None  # step -> lr, for logs
   label: str = "step"
   seed: int = 0  # of the step's stateless seeds (training/step.py)
-  # The scalars of loss_fn's outputs the log shows (None: all of them).
-  logged: Optional[Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]] = None
   # Called on the chief after every step with the step's scalars (a phase's watch on
   # its loss: finetune/prior_watch.py); reading a scalar waits for the step.
   on_step: Optional[Callable[[int, Dict[str, tf.Tensor]], None]] = None
@@ -73,18 +72,20 @@ class LoopSettings:
   plot_curves: bool = True
 
 
-class TrainLoop(TrainStep):
-  """Runs the step of `loss_fn` (training/step.py) under `strategy` from the last
-  checkpoint to num_train_steps. Build the model and optimizer (and variables) under
-  `strategy.scope()` first."""
+class TrainLoop:
+  """Runs its step of `objective` over `model` (`train_step`, training/step.py's
+  TrainStep) under `strategy` from the last checkpoint to num_train_steps. Build the
+  model and optimizer (and variables) under `strategy.scope()` first."""
 
-  def __init__(self, strategy, model: tf_keras.Model, optimizer, loss_fn,
+  def __init__(self, strategy, model: tf_keras.Model, optimizer, objective,
                settings: LoopSettings):
-    super().__init__(strategy, model, optimizer, loss_fn, settings)
+    self.train_step = step = TrainStep(strategy, model, optimizer, objective, settings)
+    self.strategy, self.settings, self.stops = strategy, settings, step.stops
+    self.chief = is_chief(strategy)
     self.checkpoints = RunCheckpoints(
-        strategy, {"model": model, "optimizer": optimizer, "step": self.step},
+        strategy, {"model": model, "optimizer": optimizer, "step": step.global_step},
         settings.model_dir, settings.keep_checkpoint_max, settings.record_name,
-        self.worker, self.chief)
+        step.worker, self.chief)
     # The step the last run() started from (its restored checkpoint's, else 0): a phase
     # running the loop in stages tells from it which stages a checkpoint had passed.
     self.start_step = 0
@@ -101,9 +102,9 @@ class TrainLoop(TrainStep):
     """
     settings = self.settings
     restored, iterator = self.checkpoints.resume(
-        lambda: self.iterator(dataset_fn), init_fn,
-        input_position=not self._distributed_input)
-    start = self.start_step = int(self.step.numpy())
+        lambda: self.train_step.iterator(dataset_fn), init_fn,
+        input_position=not self.train_step.distributed_input)
+    start = self.start_step = int(self.train_step.global_step.numpy())
     if restored:
       self.stops.saved(start, restored)
     if self.chief:
@@ -113,11 +114,10 @@ class TrainLoop(TrainStep):
             flush=True)
     if start >= settings.num_train_steps:
       return {}
-    train_step = self.train_step()
     log = StepLog(settings, start, self.chief)
     with stopping.held(), self.stops:  # the run's handler, else held for this call
       try:
-        return self._train_steps(train_step, iterator, start, restored, log)
+        return self._train_steps(iterator, start, restored, log)
       finally:
         log.writer.flush()
         self.checkpoints.close()
@@ -125,8 +125,8 @@ class TrainLoop(TrainStep):
           plot_curves(os.path.join(settings.model_dir, LOG_NAME),
                       os.path.join(settings.model_dir, CURVES_NAME))
 
-  def _train_steps(self, train_step, iterator, start: int, restored: Optional[str],
-                   log: StepLog) -> Dict[str, float]:
+  def _train_steps(self, iterator, start: int, restored: Optional[str], log: StepLog
+                   ) -> Dict[str, float]:
     """The steps from `start` to num_train_steps: each logged, saved and checked for a
     non-finite loss as the settings say, and stopped (saved) at a signal; a lost peer
     worker ends them in one line (WorkerLost)."""
@@ -144,7 +144,7 @@ class TrainLoop(TrainStep):
         # The first call compiles model/fused.py's islands, and TensorFlow tells so.
         with (stderr.without_lines(stderr.FIRST_COMPILE_LINE, stderr.ABSL_FIRST_LINE)
               if step == start else contextlib.nullcontext()):
-          scalars = train_step(iterator)
+          scalars = self.train_step(iterator)
         step += 1
         if settings.on_step is not None and self.chief:
           settings.on_step(step, scalars)
@@ -177,7 +177,7 @@ class TrainLoop(TrainStep):
 
   def _check_finite(self, last_saved: Optional[str]):
     """NonFiniteLossError when a step so far had a NaN/inf loss or gradients."""
-    bad = int(self.bad_step.numpy())
+    bad = int(self.train_step.bad_step.numpy())
     if bad >= 0:
       raise NonFiniteLossError(
           f"the loss or its gradients became NaN/inf at step {bad}; training "
@@ -191,14 +191,10 @@ class TrainLoop(TrainStep):
     what it returns, if anything, comes back as a list with one NumPy nest per batch and
     local replica (for figures that need every value on the host).
     """
-    iterator = self.iterator(dataset_fn)
-
-    @tf.function(autograph=False)  # as train_step: nothing here branches on tensors
-    def eval_step(iterator, index):
-      batch = next(iterator)
-      if not self._distributed_input:
-        batch = self._split_over_replicas(batch)
-      return self.strategy.run(replica_fn, args=(batch, index))
+    iterator = self.train_step.iterator(dataset_fn)
+    # No autograph, as the step's: nothing here branches on tensors.
+    eval_step = tf.function(lambda iterator, index: self.strategy.run(
+        replica_fn, args=(self.train_step.next_batch(iterator), index)), autograph=False)
 
     progress = Progress("eval", num_steps, "batches", interval=5)
     returned = []

@@ -6,22 +6,17 @@ Both phases start the same way (`start_run`), so a setting means the same in eac
 import hashlib
 import json
 import os
-import random
 import re
 import resource
 import signal
-import socket
 import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
-# TensorFlow's private modules that MultiWorkerMirroredStrategy configures its
-# coordination service with (multi_worker_strategy, below).
-from tensorflow.python.distribute import multi_worker_util
-from tensorflow.python.eager import context
 
+from model.internals import configure_coordination_service
 from runs.lock import is_chief_task
 from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
 from util import cli, cpu, hparams, stderr
@@ -82,8 +77,8 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
   or a ClusterError naming the workers not heard from within `wait_seconds`.
 
   Left to itself, the strategy waits an hour, silent, for a worker that never starts.
-  Its coordination service is configured here as the strategy configures it, but with
-  the workers registering through a barrier that times out. What TensorFlow writes
+  Its coordination service is configured first as the strategy configures it, but with
+  the workers registering through a barrier that times out (model/internals.py). What TensorFlow writes
   meanwhile is left out: its gRPC server's address, and the raw lines of a failed wait.
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -98,15 +93,7 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
         f"{json.dumps(resolver.task_type)}) is not in its cluster of {sizes}"
         + (f" (indices 0 to {tasks - 1})" if tasks else "")
         + "; give each worker its own index in the cluster")
-  context.context().configure_coordination_service(
-      service_type="standalone",
-      service_leader=multi_worker_util.coordination_leader(cluster),
-      cluster_register_timeout_in_ms=wait_seconds * 1000)
-  config = context.context().coordination_service
-  config.cluster_register_with_barrier = True
-  for job in ("chief", "worker"):
-    if job in cluster.jobs:
-      config.coordinated_job_list.add(name=job, num_tasks=cluster.num_tasks(job))
+  configure_coordination_service(cluster, wait_seconds)
   with stderr.without_lines(stderr.ABSL_FIRST_LINE, stderr.GRPC_SERVER_LINE,
                             all_if_raised=True):
     try:
@@ -234,46 +221,6 @@ def lost_peer(error: tf.errors.OpError, strategy: tf.distribute.Strategy
   lost = _named_workers(error.message, resolver) or (others if len(others) == 1 else [])
   reason = _PEER_ERROR_PREFIX.sub("", cli.op_error_text(error)).rstrip(":")
   return " and ".join(lost) or "a peer worker", reason
-
-
-EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
-
-
-def loopback_cluster(workers: int) -> Dict[str, List[str]]:
-  """A TF_CONFIG "cluster" of `workers` workers on 127.0.0.1, each at its own free port.
-
-  The ports lie outside the kernel's ephemeral range, from which every outgoing
-  connection (another run's gRPC clients, say) takes its local port: a port there could
-  be taken before the worker binds it. Each probe socket stays bound until all ports are
-  chosen, so no two workers get the same one; the random start keeps processes that
-  choose at the same time apart.
-  """
-  try:
-    with open(EPHEMERAL_PORTS, encoding="ascii") as f:
-      low, high = (int(n) for n in f.read().split())
-  except (OSError, ValueError):  # not Linux: the IANA dynamic range
-    low, high = 49152, 65535
-  candidates = [p for p in range(1024, 65536) if not low <= p <= high]
-  start = random.Random().randrange(len(candidates))
-  held = []
-  try:
-    for port in candidates[start:] + candidates[:start]:
-      if len(held) == workers:
-        break
-      probe = socket.socket()
-      try:
-        probe.bind(("127.0.0.1", port))
-      except OSError:  # in use
-        probe.close()
-        continue
-      held.append(probe)
-    if len(held) < workers:
-      raise OSError(f"fewer than {workers} free ports outside the ephemeral range "
-                    f"{low}-{high} on 127.0.0.1")
-    return {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in held]}
-  finally:
-    for probe in held:
-      probe.close()
 
 
 def precision_note() -> Optional[str]:

@@ -1,11 +1,12 @@
-"""One training step: the replicas' micro-batches' gradients (the phase's `loss_fn`
-under the tape), summed, all-reduced, checked and applied.
+"""One training step: the replicas' micro-batches' gradients of the phase's objective,
+summed, all-reduced, checked and applied.
 
-A phase supplies `loss_fn(batch, seed, step) -> (loss, outputs)`, the scalars the log
-shows picked from its outputs by `settings.logged` (default: all). `seed` is stateless
-(runtime.stateless_seed of settings.seed, the step, the replica and the micro-step), so
-a resumed run draws exactly what an uninterrupted one would. training/loop.py runs the
-steps.
+The objective is an object the step calls under the gradient tape: `compute(model,
+batch, seed, training, step) -> (loss, outputs)`, and `logged(outputs)`, the scalars
+the log shows (pre-training's: pretrain/objectives/; fine-tuning's: finetune/trainer.py's
+FinetuningLoss). `seed` is stateless (runtime.stateless_seed of settings.seed, the
+step, the replica and the micro-step), so a resumed run draws exactly what an
+uninterrupted one would. training/loop.py's TrainLoop holds a step and runs it.
 """
 
 from typing import Callable, Dict
@@ -14,66 +15,60 @@ import tensorflow as tf
 import tf_keras
 
 from model.internals import create_slots
-from training.runtime import is_chief, stateless_seed, worker_position
+from training.runtime import stateless_seed, worker_position
 from training.stopping import StopRequests
 
-# The key under which _replica_step hands train_step the all-reduced stop requests.
+# The key under which _replica_step hands the step the all-reduced stop requests.
 _STOP_REQUESTS = "stop_requests"
 
 
 class TrainStep:
-  """The compiled step of `loss_fn` under `strategy` (training/loop.py's TrainLoop runs
-  it). Each worker's batch is split over its replicas and, inside a replica, into
+  """The compiled step of `objective` over `model` under `strategy`: `step(iterator)
+  -> scalars`, one optimizer step on the next batch of `iterator` (self.iterator). Each
+  worker's batch is split over its replicas and, inside a replica, into
   `settings.gradient_accumulation_steps` micro-batches whose gradients are summed
   before one optimizer step."""
 
-  def __init__(self, strategy, model: tf_keras.Model, optimizer, loss_fn, settings):
+  def __init__(self, strategy, model: tf_keras.Model, optimizer, objective, settings):
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
-    self.loss_fn, self.settings = loss_fn, settings
-    self.chief = is_chief(strategy)
+    self.objective, self.settings = objective, settings
     self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     with strategy.scope():
-      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+      self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                     name="global_step")
       # First step whose loss or gradients were not finite, or -1; kept on the device
       # so the guard does not stall every step on a host read.
       self.bad_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.worker, self.workers = worker_position(strategy)
+    # Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
+    # can be checkpointed; for several local replicas next_batch cuts the worker's batch.
+    self.distributed_input = isinstance(strategy, tf.distribute.TPUStrategy)
+    # The run's stop requests (training/stopping.py), which ride in the all-reduce.
     self.stops = StopRequests(strategy, self.worker, self.workers)
-    self._compiled_step = None
+    self.compiled = None  # the step's tf.function, made at the first call
     # One micro-batch's gradients, compiled on its own (XLA when asked) and called by
     # each replica's step (_replica_step).
     self._gradients = tf.function(self._compute_gradients, autograph=False,
                                   jit_compile=settings.use_xla or None)
 
-  @property
-  def trainable_variables(self):
-    return self.model.trainable_variables
-
-  def input_context(self) -> tf.distribute.InputContext:
-    return tf.distribute.InputContext(num_input_pipelines=self.workers,
-                                      input_pipeline_id=self.worker,
-                                      num_replicas_in_sync=self.strategy.num_replicas_in_sync)
-
-  @property
-  def _distributed_input(self) -> bool:
-    """Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
-    can be checkpointed; for several local replicas the step splits the worker's batch
-    itself (below)."""
-    return isinstance(self.strategy, tf.distribute.TPUStrategy)
-
   def iterator(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
-    """This worker's iterator over `dataset_fn(input_context)`'s batches, as train_step
-    and evaluate read them."""
-    dataset = dataset_fn(self.input_context())
-    if self._distributed_input:
+    """This worker's iterator over `dataset_fn(input_context)`'s batches, as the step
+    and the loop's evaluate read them."""
+    dataset = dataset_fn(tf.distribute.InputContext(
+        num_input_pipelines=self.workers, input_pipeline_id=self.worker,
+        num_replicas_in_sync=self.strategy.num_replicas_in_sync))
+    if self.distributed_input:
       return iter(self.strategy.experimental_distribute_dataset(dataset))
     return iter(dataset)
 
-  def _split_over_replicas(self, batch):
-    """The worker's batch, cut into equal consecutive slices, one per local replica."""
+  def next_batch(self, iterator):
+    """The next batch of `iterator`, as strategy.run hands it to the replicas: on
+    several local replicas (not a TPU's distributed input), cut into equal consecutive
+    slices, one each."""
+    batch = next(iterator)
     local = self.strategy.num_replicas_in_sync // self.workers
-    if local == 1:
+    if self.distributed_input or local == 1:
       return batch
     first = self.worker * local
 
@@ -82,13 +77,45 @@ class TrainStep:
       return {k: tf.split(v, local)[index] for k, v in batch.items()}
     return self.strategy.experimental_distribute_values_from_function(slice_for)
 
+  def __call__(self, iterator) -> Dict[str, tf.Tensor]:
+    """One optimizer step on the next batch of `iterator`: the loop runs it between its
+    checkpoints and logs, the benches time it alone. Compiled at the first call, once
+    (`compiled`): fine-tuning runs its loop once per epoch, and a new step would be
+    traced and compiled again each time."""
+    if self.compiled is not None:
+      return self.compiled(iterator)
+    with self.strategy.scope():
+      # Slots made now, not inside the first call, spare tf.function a second trace.
+      create_slots(getattr(self.optimizer, "inner_optimizer", self.optimizer),
+                   self.model.trainable_variables)
+
+    # No autograph: the step has no data-dependent Python control flow, and converting
+    # the whole model's code makes the first step much slower to trace.
+    @tf.function(autograph=False)
+    def step(iterator):
+      scalars = self.strategy.run(self._replica_step, args=(self.next_batch(iterator),))
+      if _STOP_REQUESTS in scalars:
+        self.stops.received(scalars.pop(_STOP_REQUESTS))
+      scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                 for k, v in scalars.items()}
+      finite = tf.math.is_finite(scalars["loss"])
+      if not self.loss_scaling:  # with loss scaling, inf gradients are skipped steps
+        finite &= tf.math.is_finite(scalars["grad_norm"])
+      self.bad_step.assign(tf.where(finite | (self.bad_step >= 0), self.bad_step,
+                                    self.global_step + 1))
+      self.global_step.assign_add(1)
+      return scalars
+
+    self.compiled = step
+    return step(iterator)
+
   def _replica_step(self, batch):
     settings = self.settings
     context = tf.distribute.get_replica_context()
     replica_id = context.replica_id_in_sync_group
     accumulation = settings.gradient_accumulation_steps
     divisor = float(accumulation * self.strategy.num_replicas_in_sync)
-    variables = self.trainable_variables
+    variables = self.model.trainable_variables
     micro_batches = [{k: v[i::accumulation] for k, v in batch.items()}
                      for i in range(accumulation)] if accumulation > 1 else [batch]
     total_grads, losses, scalars = None, [], {}
@@ -127,16 +154,17 @@ class TrainStep:
     return scalars
 
   def _compute_gradients(self, batch, replica_id, micro_step, divisor):
-    seed = stateless_seed(self.settings.seed, self.step, replica_id, micro_step)
+    seed = stateless_seed(self.settings.seed, self.global_step, replica_id, micro_step)
     with tf.GradientTape() as tape:
-      loss, outputs = self.loss_fn(batch, seed, self.step)
-      scalars = self.settings.logged(outputs) if self.settings.logged else outputs
+      loss, outputs = self.objective.compute(self.model, batch, seed, training=True,
+                                             step=self.global_step)
+      scalars = self.objective.logged(outputs)
       loss = tf.cast(loss, tf.float32)
       # Replica gradients are summed, so each replica contributes its share of the mean.
       scaled = loss / divisor
       if self.loss_scaling:
         scaled = self.optimizer.get_scaled_loss(scaled)
-    grads = tape.gradient(scaled, self.trainable_variables,
+    grads = tape.gradient(scaled, self.model.trainable_variables,
                           unconnected_gradients=tf.UnconnectedGradients.NONE)
     if self.loss_scaling:
       grads = self.optimizer.get_unscaled_gradients(grads)
@@ -148,38 +176,3 @@ class TrainStep:
                                    tf_keras.mixed_precision.LossScaleOptimizer)):
       kwargs["experimental_aggregate_gradients"] = False  # summed above, once
     self.optimizer.apply_gradients(grads_and_vars, **kwargs)
-
-  def train_step(self) -> Callable[..., Dict[str, tf.Tensor]]:
-    """The compiled step, `train_step(iterator) -> scalars`: one optimizer step on the
-    next batch of `iterator` (self.iterator). run() calls it between its checkpoints and
-    logs; the benches time it alone. Made once per loop: fine-tuning runs the loop once
-    per epoch, and a new step would be traced and compiled again each time."""
-    if self._compiled_step is not None:
-      return self._compiled_step
-    with self.strategy.scope():
-      # Slots made now, not inside the first call, spare tf.function a second trace.
-      optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-      create_slots(optimizer, self.trainable_variables)
-
-    # No autograph: the step has no data-dependent Python control flow, and converting
-    # the whole model's code makes the first step much slower to trace.
-    @tf.function(autograph=False)
-    def train_step(iterator):
-      batch = next(iterator)
-      if not self._distributed_input:
-        batch = self._split_over_replicas(batch)
-      scalars = self.strategy.run(self._replica_step, args=(batch,))
-      if _STOP_REQUESTS in scalars:
-        self.stops.received(scalars.pop(_STOP_REQUESTS))
-      scalars = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                 for k, v in scalars.items()}
-      finite = tf.math.is_finite(scalars["loss"])
-      if not self.loss_scaling:  # with loss scaling, inf gradients are skipped steps
-        finite &= tf.math.is_finite(scalars["grad_norm"])
-      self.bad_step.assign(tf.where(finite | (self.bad_step >= 0), self.bad_step,
-                                    self.step + 1))
-      self.step.assign_add(1)
-      return scalars
-
-    self._compiled_step = train_step
-    return train_step
