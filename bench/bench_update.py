@@ -35,13 +35,13 @@ def ours_update(model_size: str):
   features = random_batch(np)
   with tempfile.TemporaryDirectory() as folder:
     loop, _ = finetuning_step(TASK, features, 1, hparams_of(model_size), folder)
-  variables = loop.model.trainable_variables
+  variables = loop.train_step.model.trainable_variables
   grads = [tf.random.stateless_normal(v.shape, [i, 0]) * 1e-3
            for i, v in enumerate(variables)]
 
   @tf.function(autograph=False)
   def update():
-    loop.optimizer.apply_gradients(zip(grads, variables))
+    loop.train_step.optimizer.apply_gradients(zip(grads, variables))
     return variables[0][(0,) * variables[0].shape.rank]
   return variables, update
 
