@@ -396,7 +396,7 @@ class Finetuner:
             scores = before["scores"]
             self.log(f"trial {trial} epoch {epoch}: {format_scores(scores)} (kept, as "
                      "scored before)")
-          else:  # trained without do_eval, or before runs kept their scores
+          else:  # trained without do_eval
             scores = None
             self.log(f"trial {trial} epoch {epoch}: not scored (the run resumed past "
                      f"it, at step {loop.start_step}, with no scores kept of it)")
@@ -625,7 +625,8 @@ def _run(config: FinetuningConfig, log) -> Dict[str, object]:
   model_files.write(*os.path.split(config.results_file("json")), report)
   model_files.write(*os.path.split(config.results_file("txt")), "".join(
       f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
-      f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n" for key, value in summary.items()))
+      f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
+      for key, value in summary.items()))
   report["plot"] = plot_history(trials, config.results_file("png")) \
       if config.write_curves else None
   return report

@@ -68,7 +68,8 @@ def write_run_config(config: PretrainingConfig, step: int = 0,
                           **{TRAINED_PART: objective_for(config).exported_part})
   # Its text's normalisation beside its checkpoints, as beside every vocabulary, for
   # the steps that start from them.
-  model_files.write(config.model_dir, normalization.FILE, run_normalization(config).fields())
+  model_files.write(config.model_dir, normalization.FILE,
+                    run_normalization(config).fields())
 
 
 def run_normalization(config: PretrainingConfig) -> normalization.Normalization:

@@ -41,7 +41,8 @@ def keep_vocab(model_dir: str, vocab_file: str) -> Dict[str, str]:
 def recorded_vocab(model_dir: str, record: Dict) -> str:
   """The vocab.txt a fine-tuning run read: the copy in its model dir that its record
   names."""
-  return os.path.join(model_dir, record[RUN_VOCAB_KEY]) if record.get(RUN_VOCAB_KEY) else ""
+  kept = record.get(RUN_VOCAB_KEY)
+  return os.path.join(model_dir, kept) if kept else ""
 
 
 def read_record(model_dir: str, name: str,
@@ -151,7 +152,8 @@ def check_run_folder(model_dir: str, data_dir: str, deletes: str = ""):
 
 
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
-                 evaluating: bool = False, written: Sequence[str] = (), beside: Sequence[str] = ()):
+                 evaluating: bool = False, written: Sequence[str] = (),
+                 beside: Sequence[str] = ()):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
   than this one, unless `overwrite`: then deletes that run (delete_run) so this one

@@ -129,7 +129,8 @@ def model_dir_writes(source: str, names) -> list:
           n.value for n in ast.walk(node) if isinstance(n, ast.Constant)}
   found = set()
   tree = ast.parse(source)
-  for scope in [tree] + [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]:
+  functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+  for scope in [tree] + functions:
     tainted, size = {"model_dir"} | set(names), 0
     while size != len(tainted):
       size = len(tainted)
@@ -179,4 +180,5 @@ def test_only_runs_writes_into_a_model_dir():
              "  pass\nopen(os.path.join(folder, LOG_NAME), 'a')\n"
              "normalization.write(trial_dir, n)\nopen(config.model_dir)\n"
              "path = os.path.join(config.model_dir, 'results')\nshutil.copy(x, path)\n")
-  assert [line.split(":")[0] for line in model_dir_writes(planted, names)] == ["1", "3", "7"]
+  found = model_dir_writes(planted, names)
+  assert [line.split(":")[0] for line in found] == ["1", "3", "7"], found
