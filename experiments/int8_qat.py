@@ -51,7 +51,7 @@ from export.registry import Job, export
 from export.source import Finetuned, load_finetuned
 from finetune import tasks as task_registry
 from model.internals import attention_scale, block_layers
-from runs.checkpoints import CHECKPOINT_NAME
+from runs.model_files import CHECKPOINT_NAME
 from util import cli
 
 # What tf_keras' masked softmax adds to masked-off float32 scores.

@@ -25,7 +25,7 @@ from model.internals import block_layers
 from model.weights import huggingface as hf
 from runs.pretrained import open_weights
 from model.weights.original import encoder_variables, original_variables
-from model.weights import FINETUNING_RECORD
+from runs.model_files import FINETUNING_RECORD
 from util.cli import listed
 from util.files import atomic_write, check_output, make_folder
 

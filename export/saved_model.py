@@ -2,6 +2,7 @@
 graph, --predict's outputs), written again from the checkpoint as `saved_model/`; every
 fine-tuning run writes one beside its checkpoints already."""
 
+import os
 from typing import List
 
 from finetune import serving
@@ -22,6 +23,7 @@ def refusal(job) -> str:
 def write(job, folder: str, log) -> List[str]:
   finetuned = job.finetuned
   serving.export(finetuned.model, [finetuned.runner], finetuned.tokenizer().vocab,
-                 finetuned.normalization, finetuned.max_seq_length, folder)
+                 finetuned.normalization, finetuned.max_seq_length,
+                 os.path.join(folder, serving.SAVED_MODEL))
   log(f"wrote {serving.SAVED_MODEL}/")
   return [serving.SAVED_MODEL]

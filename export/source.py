@@ -17,8 +17,8 @@ from finetune.modeling import FinetuningModel
 from finetune.runner import TaskRunner
 from model.config import ModelConfig
 from model.weights import CheckpointError, huggingface, original
-from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD
-from runs.checkpoints import newest_readable
+from runs.checkpoints import newest_readable, restore_weights
+from runs.model_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from runs.record import read_record, recorded_vocab
 
 # The variable every TensorFlow 2 object-graph checkpoint holds (a training run's).
@@ -96,9 +96,7 @@ def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -
   ones = tf.ones([1, settings["max_seq_length"]], tf.int32)
   model.build_variables({"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones,
                          "word_positions": 0 * ones})
-  # Every weight of the model must come from the checkpoint (its optimizer slots do not).
-  tf.train.Checkpoint(model=model).restore(latest).assert_existing_objects_matched() \
-      .expect_partial()
+  restore_weights(model, latest)
   return Finetuned(folder, model, task, task_registry.family_of(task), runner, sizes,
                    settings, vocab_file)
 

@@ -164,27 +164,14 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
 
   @classmethod
   def from_record(cls, values: Dict[str, Any]) -> "FinetuningConfig":
-    """The config a run record holds ("finetuning" of its record), written with sections
-    or, before them, with every family's fields flat."""
+    """The config a run record holds ("finetuning" of its record)."""
     values = dict(values)
-    given = values.pop("sections", None)
-    if given is None:
-      values, given = _flat_sections(values)
+    given = values.pop("sections", None) or {}
     sections = {family.name: family.settings(**given[family.name])
                 for family in task_registry.FAMILIES
                 if family.settings and given.get(family.name)}
     known = {f.name for f in dataclasses.fields(cls)} - {"sections"}
     return cls(**{k: v for k, v in values.items() if k in known}, sections=sections)
-
-  def in_sections(self, values: Dict[str, Any]) -> Dict[str, Any]:
-    """A record's signature or config as written before sections (every family's
-    fields flat) in today's form: this run's families' fields under "sections", the
-    other families' left out."""
-    if "sections" in values:
-      return values
-    values, sections = _flat_sections(values)
-    return {**values, "sections": {name: fields for name, fields in sections.items()
-                                   if name in self.sections}}
 
   @property
   def pretrained_model_dir(self) -> str:
@@ -276,14 +263,3 @@ def load_config(model_name: str, task_names: List[str], data_dir: str = "data",
   return dataclasses.replace(config, sections={
       name: dataclasses.replace(settings, **sections.get(name, {}))
       for name, settings in config.sections.items()})
-
-
-def _flat_sections(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Dict]]:
-  """A record written before sections, split: (its other fields, {family name: the
-  fields of that family's settings})."""
-  values, sections = dict(values), {}
-  for family in task_registry.FAMILIES:
-    if family.settings:
-      names = [f.name for f in dataclasses.fields(family.settings) if f.name in values]
-      sections[family.name] = {name: values.pop(name) for name in names}
-  return values, sections

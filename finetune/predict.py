@@ -17,9 +17,9 @@ from finetune.errors import DataError
 from finetune.runner import PREDICT_SPLIT
 from finetune.trainer import Finetuner
 from model.config import ModelConfig
-from model.weights import FINETUNING_RECORD
+from runs.model_files import FINETUNING_RECORD
 from runs.record import read_record
-from runs.start import in_todays_name, record_name
+from runs.start import record_name
 from util.progress import Progress
 
 TRIAL = 1
@@ -32,8 +32,7 @@ def check_start(config: FinetuningConfig, finetuner: Finetuner, saved: dict):
   if not config.init_checkpoint:
     return
   given = record_name(finetuner.start)
-  recorded = in_todays_name(finetuner.start)(saved.get("signature", {})).get(
-      "init_checkpoint", given)
+  recorded = saved.get("signature", {}).get("init_checkpoint", given)
   if recorded != given:
     raise ValueError(
         f"--init-checkpoint {given}: {finetuner.trial_dir(TRIAL)} was fine-tuned from "

@@ -34,7 +34,6 @@ qa/serving.py), its runner's `serving`; the tokenizer is finetune/graph_tokenize
 """
 
 import dataclasses
-import os
 from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
@@ -42,9 +41,7 @@ import tensorflow as tf
 from finetune import padding
 from finetune.graph_tokenizer import GraphTokenizer
 from finetune.runner import scope_name
-from util.files import atomic_directory
-
-SAVED_MODEL = "saved_model"
+from runs.model_files import SAVED_MODEL  # pylint: disable=unused-import
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,12 +148,9 @@ class ServingModule(tf.Module):
     self.functions = functions
 
 
-def export(model, runners, vocab, normalization, max_seq_length: int,
-           model_dir: str) -> str:
-  """Writes <model_dir>/saved_model (temp dir, then renamed); returns its path.
-  `normalization`: the text's (data_prep/normalization.py), which the graph applies."""
+def export(model, runners, vocab, normalization, max_seq_length: int, folder: str):
+  """Writes the SavedModel into `folder`, a new one its writer puts in place whole
+  (runs/model_files.py's, export/folder.py's). `normalization`: the text's
+  (data_prep/normalization.py), which the graph applies."""
   module = ServingModule(model, runners, vocab, normalization, max_seq_length)
-  path = os.path.join(model_dir, SAVED_MODEL)
-  with atomic_directory(path) as tmp:
-    tf.saved_model.save(module, tmp, signatures=module.functions)
-  return path
+  tf.saved_model.save(module, folder, signatures=module.functions)

@@ -11,7 +11,6 @@ Trials repeat the run with other seeds and the median is reported.
 """
 
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -35,23 +34,16 @@ from model.config import check_vocab_size
 from model.dropout import use_padded_length
 from model.encoder import use_recompute
 from model.memory import encoder_step_memory
-from model.weights import FINETUNING_RECORD, CheckpointError, read_json
-from runs import lock, record
-from runs.checkpoints import newest_readable
-from runs.record import RUN_VOCAB, keep_vocab
-from runs.start import PretrainedStart, in_todays_name, open_start, record_name
+from model.weights import CheckpointError, read_json
+from runs import lock, model_files, record
+from runs.checkpoints import newest_readable, restore_weights
+from runs.model_files import EPOCH_SCORES, RUN_VOCAB, SAVED_MODEL, TRIAL_FILES
+from runs.model_files import FINETUNING_RECORD as RUN_CONFIG
+from runs.record import keep_vocab
+from runs.start import PretrainedStart, open_start, record_name
 from training import curves, runtime, stopping
-from training.loop import LOOP_FILES, LoopSettings, TrainLoop
+from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate
-from util.files import atomic_write
-
-RUN_CONFIG = FINETUNING_RECORD
-# Beside it in each trial's model dir: [{"epoch", "step", "scores"}], each epoch's dev
-# scores as first taken, with that epoch's weights.
-EPOCH_SCORES = "epoch_scores.json"
-# What a trial writes in its model dir beside its record: with it, all that
-# overwrite_model_dir and keep_all_models false delete.
-TRIAL_FILES = (*LOOP_FILES, RUN_VOCAB, normalization.FILE, serving.SAVED_MODEL, EPOCH_SCORES)
 # What PriorWatch's line recommends.
 PRIOR_REMEDY = ("an encoder pre-trained briefly from the mimetic start leaves it sooner with "
                 "\"init_adjustment\": \"attention_and_positions\" (docs/cpu_recipe.md, "
@@ -313,7 +305,7 @@ class Finetuner:
   def restore(self, model, trial: int) -> str:
     """Loads the trial's fine-tuned weights into a built model; the checkpoint's path."""
     latest = self.finetuned_checkpoint(trial)
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+    restore_weights(model, latest)
     self.log(f"loaded {latest}")
     return latest
 
@@ -330,10 +322,7 @@ class Finetuner:
           "overwrite_model_dir" if config.overwrite_model_dir else
           "" if kept else "keep_all_models false"))
       record.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
-                          config.overwrite_model_dir,
-                          renamed=lambda values: config.in_sections(
-                              in_todays_name(self.start)(values)),
-                          written=TRIAL_FILES)
+                          config.overwrite_model_dir, written=TRIAL_FILES)
     runtime.use_checkpointed_dropout(seed)
     train = self.train_features() if config.do_train else None
     n = len(train["input_ids"]) if train is not None else 0
@@ -357,7 +346,7 @@ class Finetuner:
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
       vocab_fields = keep_vocab(model_dir, self.vocab_path)
-      normalization.write(model_dir, self.normalization)
+      model_files.write(model_dir, normalization.FILE, self.normalization.fields())
       # Each epoch's scores, kept beside the record as they are taken: a checkpoint past
       # an epoch no longer holds its weights, so a resumed or re-run trial keeps them.
       scores_path = os.path.join(model_dir, EPOCH_SCORES)
@@ -387,14 +376,13 @@ class Finetuner:
             scores = self.evaluate(model)
             scored = [e for e in scored if e["epoch"] < epoch] + [
                 {"epoch": epoch, "step": end, "scores": scores}]
-            with atomic_write(scores_path) as f:
-              json.dump(scored, f, indent=2)
+            model_files.write(model_dir, EPOCH_SCORES, scored)
             self.log(f"trial {trial} epoch {epoch}: " + format_scores(scores))
           elif before:
             scores = before["scores"]
             self.log(f"trial {trial} epoch {epoch}: {format_scores(scores)} (kept, as "
                      "scored before)")
-          else:  # trained without do_eval, or before runs kept their scores
+          else:  # trained without do_eval
             scores = None
             self.log(f"trial {trial} epoch {epoch}: not scored (the run resumed past "
                      f"it, at step {loop.start_step}, with no scores kept of it)")
@@ -409,9 +397,10 @@ class Finetuner:
                      "serving: finetune/serving.py Serving)")
         served = [runner for runner in self.runners if runner.serving]
         if served:
-          exported = serving.export(model, served, self.tokenizer.vocab,
-                                    self.normalization, config.max_seq_length, model_dir)
-          self.log(f"wrote the serving SavedModel {exported}")
+          with model_files.folder(model_dir, SAVED_MODEL) as folder:
+            serving.export(model, served, self.tokenizer.vocab, self.normalization,
+                           config.max_seq_length, folder)
+          self.log(f"wrote the serving SavedModel {os.path.join(model_dir, SAVED_MODEL)}")
     else:
       with self.strategy.scope():
         model = self.build_model()
@@ -620,12 +609,11 @@ def _run(config: FinetuningConfig, log) -> Dict[str, object]:
       log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
   summary = summarize(trials)
   report = {"tasks": config.task_names, "summary": summary, "trials": trials}
-  with atomic_write(config.results_file("json")) as f:
-    json.dump(report, f, indent=2)
-  with atomic_write(config.results_file("txt")) as f:
-    for key, value in summary.items():
-      f.write(f"{key}: median {value['median']:.2f} over {len(value['trials'])} "
-              f"trial(s): {', '.join(f'{v:.2f}' for v in value['trials'])}\n")
+  model_files.write(*os.path.split(config.results_file("json")), report)
+  model_files.write(*os.path.split(config.results_file("txt")), "".join(
+      f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
+      f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
+      for key, value in summary.items()))
   report["plot"] = plot_history(trials, config.results_file("png")) \
       if config.write_curves else None
   return report

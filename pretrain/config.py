@@ -15,12 +15,11 @@ from model.config import (INIT_SCHEMES, ModelChoice, ModelConfig, check_model_na
                           check_vocab_size)
 from data_prep import records
 from data_prep.vocab import load_vocab
+from runs.model_files import RESULTS_TXT
 from util import hparams
 from training.settings import RunFields, ScaleSettings
 
 
-# The eval results' file in the model dir (a JSON beside it).
-RESULTS_TXT = os.path.join("results", "unsup_results.txt")
 # The objectives by name: one class each in pretrain/objectives/ (OBJECTIVES there).
 OBJECTIVES = ("masked_lm", "electra", "electric")
 
@@ -32,17 +31,6 @@ def objective_of_switches(electra_objective: Optional[bool],
   if electric_objective:
     return "electric"
   return "masked_lm" if electra_objective is False else "electra"
-
-
-def with_objective_named(values: Dict[str, Any]) -> Dict[str, Any]:
-  """A run record's signature or config as today's fields name it: one written before
-  `objective` holds the original's switches instead."""
-  if "objective" in values or "electra_objective" not in values:
-    return values
-  values = dict(values)
-  values["objective"] = objective_of_switches(values.pop("electra_objective"),
-                                              values.pop("electric_objective", None))
-  return values
 
 
 def check_objective_names(objective: str, electra_objective: Optional[bool],

@@ -4,30 +4,17 @@ write that keeps every setting a step was trained with. runs/record.py does the
 reading, comparing and atomic writing; this module says what pre-training records.
 """
 
-import os
 from typing import Dict, Optional
 
 from data_prep import normalization
-from model.weights import PRETRAINING_RECORD
-from pretrain.config import RESULTS_TXT, PretrainingConfig, with_objective_named
+from pretrain.config import PretrainingConfig
 from pretrain.objectives import objective_for
-from runs import record
+from runs import model_files, record
+from runs.model_files import FINETUNING_OUTPUTS, PRETRAINING_FILES
+from runs.model_files import PRETRAINING_RECORD as RUN_CONFIG
 from runs.pretrained import TRAINED_PART
-from runs.start import PretrainedStart, in_todays_name, record_name
-from training.curves import EVAL_CURVE_NAME
-from training.loop import LOOP_FILES
+from runs.start import PretrainedStart, record_name
 from util import hparams
-
-RUN_CONFIG = PRETRAINING_RECORD
-EXPORT_DIR = "export"
-EVAL_DIR = "eval"  # TensorBoard's eval scalars
-# What a run writes in its model dir beside its record, as glob patterns: with it, all
-# that overwrite_model_dir deletes.
-RUN_FILES = (*LOOP_FILES, EXPORT_DIR, EVAL_DIR, EVAL_CURVE_NAME,
-             os.path.splitext(RESULTS_TXT)[0] + ".*", normalization.FILE)
-# What fine-tuning writes in the pre-trained model's folder (finetune/config.py's
-# model_dir and results_dir), which stays.
-FINETUNING_OUTPUTS = ("finetuning_models", "results")
 
 
 def run_signature(config: PretrainingConfig,
@@ -42,20 +29,14 @@ def run_signature(config: PretrainingConfig,
   return {"model": config.model_config().to_dict(), **values}
 
 
-def older_record_read(start: Optional[PretrainedStart]):
-  """An older record's signature or config in today's names (record.check_resume's
-  `renamed`): the objective's, then the start's."""
-  return lambda values: in_todays_name(start)(with_objective_named(values))
-
-
 def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] = None):
   """Refuses a model dir that holds another model's run, unless overwrite_model_dir;
   a run that only evaluates compares only what gives the weights their meaning (the
   model's sizes and vocabulary, and the fields declared so: hparams.field's meaning).
   The optimizer, schedule, seed and start do not: they made the weights, and
   evaluating them needs none of it."""
-  signature, renamed = run_signature(config, start), older_record_read(start)
-  layout = {"renamed": renamed, "written": RUN_FILES, "beside": FINETUNING_OUTPUTS}
+  signature = run_signature(config, start)
+  layout = {"written": PRETRAINING_FILES, "beside": FINETUNING_OUTPUTS}
   if config.do_train:
     record.check_resume(config.model_dir, RUN_CONFIG, signature,
                         config.overwrite_model_dir, **layout)
@@ -87,7 +68,8 @@ def write_run_config(config: PretrainingConfig, step: int = 0,
                           **{TRAINED_PART: objective_for(config).exported_part})
   # Its text's normalisation beside its checkpoints, as beside every vocabulary, for
   # the steps that start from them.
-  normalization.write(config.model_dir, run_normalization(config))
+  model_files.write(config.model_dir, normalization.FILE,
+                    run_normalization(config).fields())
 
 
 def run_normalization(config: PretrainingConfig) -> normalization.Normalization:

@@ -28,13 +28,14 @@ from pretrain.eval_metrics import FixedCorruptionMetrics, PretrainingMetrics
 from pretrain.input_pipeline import InputError
 from pretrain.model import PretrainingModel
 from pretrain.objectives import objective_for
-from pretrain.run_record import (EVAL_DIR, EXPORT_DIR, RUN_CONFIG, check_model_dir,
-                                 run_normalization, run_signature, write_run_config)
-from runs import lock, record
-from runs.checkpoints import CHECKPOINT_NAME, kept_checkpoints
+from pretrain.run_record import (RUN_CONFIG, check_model_dir, run_normalization,
+                                 run_signature, write_run_config)
+from runs import lock, model_files, record
+from runs.checkpoints import kept_checkpoints, restore_weights
+from runs.model_files import (CHECKPOINT_NAME, CURVES_NAME, EVAL_BOARD, EVAL_CURVE_NAME,
+                              EXPORT_DIR, LOG_NAME, RESULTS_TXT)
 from training import runtime, stopping
-from training.curves import (CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, plot_curves,
-                             read_eval_curve)
+from training.curves import plot_curves, read_eval_curve
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer, logged_learning_rate, own_warmup
 from util import files
@@ -203,23 +204,24 @@ class Pretrainer:
     (to fine-tune from part of a run)."""
     if not self.loop.chief:
       return None
-    folder = os.path.join(self.config.model_dir, EXPORT_DIR)
+    model_dir, kept_step = self.config.model_dir, step
     if step is None:
       step = int(self.loop.train_step.global_step.numpy())
     else:
-      path = os.path.join(self.config.model_dir, f"{CHECKPOINT_NAME}-{step}")
+      path = os.path.join(model_dir, f"{CHECKPOINT_NAME}-{step}")
       if not tf.io.gfile.exists(path + ".index"):
-        kept = kept_checkpoints(self.config.model_dir, lambda _: None)
+        kept = kept_checkpoints(model_dir, lambda _: None)
         raise InputError(f"{path}: no such training checkpoint (kept: "
                          f"{', '.join(os.path.basename(p) for p in kept) or 'none'}); "
                          "save_checkpoints_steps and keep_checkpoint_max decide")
-      tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
-      folder = os.path.join(folder, f"step_{step}")
-    prefix = save_folder(
-        original_variables(self.model.electra, self.objective.exported_part), folder,
-        f"model.ckpt-{step}", self.model.model_config, self.config.vocab_file, step)
-    normalization.write(folder, run_normalization(self.config))
-    return prefix
+      restore_weights(self.model, path)
+    with model_files.export_folder(model_dir, kept_step) as folder:
+      save_folder(original_variables(self.model.electra, self.objective.exported_part),
+                  folder, f"model.ckpt-{step}", self.model.model_config,
+                  self.config.vocab_file, step)
+      normalization.write(folder, run_normalization(self.config))
+    return os.path.join(model_dir, EXPORT_DIR, "" if kept_step is None
+                        else f"step_{step}", f"model.ckpt-{step}")
 
 
 def explain_results(results: Dict[str, float]) -> str:
@@ -236,30 +238,25 @@ def explain_results(results: Dict[str, float]) -> str:
 def record_eval(config: PretrainingConfig, results: Dict[str, float]):
   """One evaluated checkpoint into <model_dir>/eval_curve.jsonl (a step evaluated again
   replaces its row), TensorBoard (<model_dir>/eval) and the curves' PNG."""
-  path = os.path.join(config.model_dir, EVAL_CURVE_NAME)
-  rows = read_eval_curve(path)
+  rows = read_eval_curve(os.path.join(config.model_dir, EVAL_CURVE_NAME))
   rows[results["global_step"]] = {k: v for k, v in results.items() if k != "global_step"}
-  with files.atomic_write(path) as f:
-    for step in sorted(rows):
-      f.write(json.dumps({"global_step": step, **rows[step]}) + "\n")
-  writer = tf.summary.create_file_writer(os.path.join(config.model_dir, EVAL_DIR))
+  model_files.write(config.model_dir, EVAL_CURVE_NAME, "".join(
+      json.dumps({"global_step": step, **rows[step]}) + "\n" for step in sorted(rows)))
+  writer = model_files.summary_writer(config.model_dir, EVAL_BOARD)
   with writer.as_default(step=results["global_step"]):
     for name, value in results.items():
       if name != "global_step":
         tf.summary.scalar(name, value)
   writer.close()
-  log = os.path.join(config.model_dir, LOG_NAME)
-  if os.path.exists(log):  # the eval markers join the training curves
-    plot_curves(log, os.path.join(config.model_dir, CURVES_NAME))
+  if os.path.exists(os.path.join(config.model_dir, LOG_NAME)):
+    plot_curves(config.model_dir)  # the eval markers join the training curves
 
 
 def write_results(config: PretrainingConfig, results: Dict[str, float]):
   """unsup_results.txt ("name = value" lines, as the original) and a JSON beside it."""
-  with files.atomic_write(config.results_txt) as f:
-    for name in sorted(results):
-      f.write(f"{name} = {results[name]}\n")
-  with files.atomic_write(os.path.splitext(config.results_txt)[0] + ".json") as f:
-    json.dump(results, f, indent=2, sort_keys=True)
+  model_files.write(config.model_dir, RESULTS_TXT,
+                    "".join(f"{name} = {results[name]}\n" for name in sorted(results)))
+  model_files.write(config.model_dir, os.path.splitext(RESULTS_TXT)[0] + ".json", results)
 
 
 def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str, float]:

@@ -9,6 +9,7 @@ reads, found on disk when the list is gone. Every checkpoint carries a copy of t
 record (RECORD_KEY), so a record lost or emptied is rebuilt from it (record.read_record).
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -21,11 +22,10 @@ import tensorflow as tf
 from model.dropout import dropout_generators
 from model.weights import CheckpointError
 from model.weights.original import unreadable_checkpoint
-from util import cli, files
+from runs import model_files
+from runs.model_files import CHECKPOINT_NAME, CHECKPOINT_STATE, DATA_STATE, WORKER_SCRATCH
+from util import cli
 
-CHECKPOINT_NAME = "ckpt"
-# What the checkpoints take in a model dir, as glob patterns relative to it.
-CHECKPOINT_FILES = ("checkpoint", f"{CHECKPOINT_NAME}-*", "data_state", ".worker_tmp")
 # The checkpoint's attribute holding {"file": the record's name, "record": its contents}.
 RECORD_KEY = "run_record"
 _RECORD_TENSOR = f"{RECORD_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -88,19 +88,18 @@ def kept_checkpoints(model_dir: str, note: Callable[[str], None],
   names = [os.path.basename(p) for p in found]
   shown = ", ".join(names) if len(names) <= 4 else (
       f"{names[0]}, {names[1]}, ..., {names[-1]} ({len(names)})")
-  note(f"note: {os.path.join(model_dir, 'checkpoint')}, the list of the run's "
+  note(f"note: {os.path.join(model_dir, CHECKPOINT_STATE)}, the list of the run's "
        f"checkpoints, is missing; found {shown} on disk")
   whole = [p for p in found if tf.io.gfile.exists(p + ".index")]
   if repair and whole:
     # With their times, as CheckpointManager writes them: without, it would treat them
     # as preserved for good and never delete them past keep_checkpoint_max.
     times = [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in whole]
-    with files.atomic_write(os.path.join(model_dir, "checkpoint")) as f:
-      f.write(f'model_checkpoint_path: "{os.path.basename(whole[-1])}"\n')
-      f.writelines(f'all_model_checkpoint_paths: "{os.path.basename(p)}"\n'
-                   for p in whole)
-      f.writelines(f"all_model_checkpoint_timestamps: {t!r}\n" for t in times)
-      f.write(f"last_preserved_timestamp: {min(times) - 1!r}\n")
+    model_files.write(model_dir, CHECKPOINT_STATE, "".join(
+        [f'model_checkpoint_path: "{os.path.basename(whole[-1])}"\n',
+         *(f'all_model_checkpoint_paths: "{os.path.basename(p)}"\n' for p in whole),
+         *(f"all_model_checkpoint_timestamps: {t!r}\n" for t in times),
+         f"last_preserved_timestamp: {min(times) - 1!r}\n"]))
   return found
 
 
@@ -132,13 +131,13 @@ class RunCheckpoints:
     checkpoint = tf.train.Checkpoint(dropout_generators=generators, **self.objects,
                                      **carried)
     directory = self.model_dir if self.chief else os.path.join(
-        self.model_dir, ".worker_tmp", str(self.worker))
+        self.model_dir, WORKER_SCRATCH, str(self.worker))
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=self.keep,
                                       checkpoint_name=CHECKPOINT_NAME)
 
   def _new_data_manager(self, iterator) -> tf.train.CheckpointManager:
     """Each worker's input position, saved beside the model at the same steps."""
-    directory = os.path.join(self.model_dir, "data_state", f"worker_{self.worker}")
+    directory = os.path.join(self.model_dir, DATA_STATE, f"worker_{self.worker}")
     return tf.train.CheckpointManager(tf.train.Checkpoint(iterator=iterator), directory,
                                       max_to_keep=self.keep,
                                       checkpoint_name=CHECKPOINT_NAME)
@@ -161,12 +160,8 @@ class RunCheckpoints:
     returns its path."""
     path = path or self.latest()
     if path:
-      try:
+      with _of_this_model(path):
         self._new_manager().checkpoint.restore(path).expect_partial()
-      except ValueError as e:  # TensorFlow's "incompatible tensor with shape ..."
-        raise CheckpointError(
-            f"{path}: not a checkpoint of this config's model ({cli.first_line(e)}); "
-            "give the run's own settings, or use another model_dir") from None
     return path
 
   def resume(self, new_iterator: Callable, init_fn: Optional[Callable[[], None]],
@@ -231,6 +226,26 @@ class RunCheckpoints:
     """A worker's scratch copies go: they were only needed for the collectives."""
     if not self.chief and self._manager is not None:
       shutil.rmtree(self._manager.directory, ignore_errors=True)
+
+
+def restore_weights(model, path: str):
+  """Every weight of a built `model` read from the training checkpoint `path` (the
+  optimizer's slots and the loop's state left unread): the one restore of trained
+  weights, for evaluating, exporting and serving them."""
+  with _of_this_model(path):
+    tf.train.Checkpoint(model=model).restore(path).assert_existing_objects_matched() \
+        .expect_partial()
+
+
+@contextlib.contextmanager
+def _of_this_model(path: str):
+  """A restore from `path` whose checkpoint is another model's: a CheckpointError."""
+  try:
+    yield
+  except (ValueError, AssertionError) as e:  # "incompatible tensor with shape ...",
+    raise CheckpointError(  # an object of the model the checkpoint lacks
+        f"{path}: not a checkpoint of this config's model ({cli.first_line(e)}); "
+        "give the run's own settings, or use another model_dir") from None
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:

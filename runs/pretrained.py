@@ -18,26 +18,17 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, formats
+from model.weights import CheckpointError, formats
 from model.weights.formats import open_weights  # pylint: disable=unused-import
 from model.weights.original import Mapping, assign, check_whole, original_variables
 from runs.checkpoints import newest_readable
+from runs.model_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from runs.record import read_record
 from util import cli
 
 # The run records every size: none is inferred.
 INFERRED = ()
 TRAINED_PART = "trained_part"  # the record's field: what the run's objective trains
-
-
-def _heads_saved(prefix: str) -> str:
-  """What a run recorded before its record said what it trained: the heads its
-  checkpoint holds (a head its objective never ran is never built, so never saved)."""
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  saved = lambda head: any(f"/electra/{head}/" in name for name in names)
-  discriminator, generator = saved("discriminator_head"), saved("generator_head")
-  return ("pair" if discriminator and generator else
-          "discriminator" if discriminator else "generator")
 
 
 def locate(path: str) -> Optional[str]:
@@ -74,7 +65,7 @@ def _record(prefix: str) -> Dict:
 def part_held(prefix: str) -> str:
   """What the run trained, as its objective recorded it (pretrain/objectives/:
   exported_part): "pair", or "discriminator" / "generator" alone."""
-  return _record(prefix).get(TRAINED_PART) or _heads_saved(prefix)
+  return _record(prefix)[TRAINED_PART]
 
 
 def saved_model_config(prefix: str) -> ModelConfig:
@@ -121,5 +112,5 @@ def load(mapping: Mapping, prefix: str, what: str):
 
 
 # model/ may not import this room: it learns of the format from here (before original.py,
-# which leaves run dirs alone).
+# which would take a run's checkpoint for a bare TensorFlow 2 one).
 formats.register(sys.modules[__name__])

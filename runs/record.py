@@ -3,8 +3,7 @@
 A run writes its record beside its checkpoints: what fixes its trained weights (its
 signature), its whole config, and the history of the settings that may change when it
 is resumed (from which step each value held). A later run on the same dir resumes only
-when its signature is the same; an older record's fields are read in today's names by
-the `renamed` its phase gives. A record lost or emptied is rebuilt from the copy its
+when its signature is the same. A record lost or emptied is rebuilt from the copy its
 newest readable checkpoint carries; a run whose checkpoints carry none is refused,
 never resumed under settings nobody knows.
 """
@@ -17,34 +16,33 @@ import os
 import shutil
 from typing import Callable, Dict, List, Optional, Sequence
 
-from model.weights import FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError, read_json
-from util import cli, files, hparams
+from model.weights import CheckpointError, read_json
+from runs import model_files
+from runs.model_files import FINETUNING_RECORD, PRETRAINING_RECORD, RUN_VOCAB
+from util import cli, hparams
 
 # runs/checkpoints.py (TensorFlow) is imported where a record meets its checkpoints
 # only: the run tools read a record without TensorFlow (read_run_record).
 
-# A fine-tuning run's copy of the vocabulary it read, in its model dir, named by its
-# record's RUN_VOCAB_KEY: the configured vocab_file may never have existed (the start's
-# own vocab.txt was read) and a start may move; the copy keeps a finished run whole.
-RUN_VOCAB = "vocab.txt"
+# The record's field naming a fine-tuning run's copy of the vocabulary it read
+# (RUN_VOCAB): the configured vocab_file may never have existed (the start's own
+# vocab.txt was read) and a start may move; the copy keeps a finished run whole.
 RUN_VOCAB_KEY = "vocab"
 
 
 def keep_vocab(model_dir: str, vocab_file: str) -> Dict[str, str]:
   """Copies the vocabulary a run read into its model dir (atomically); the record's
   field naming the copy."""
-  with open(vocab_file, "rb") as source, \
-      files.atomic_write(os.path.join(model_dir, RUN_VOCAB), "wb") as copy:
-    copy.write(source.read())
+  with open(vocab_file, "rb") as source:
+    model_files.write(model_dir, RUN_VOCAB, source.read())
   return {RUN_VOCAB_KEY: RUN_VOCAB}
 
 
 def recorded_vocab(model_dir: str, record: Dict) -> str:
   """The vocab.txt a fine-tuning run read: the copy in its model dir that its record
-  names, else (a record written before runs kept one) its settings' vocab_file."""
-  if record.get(RUN_VOCAB_KEY):
-    return os.path.join(model_dir, record[RUN_VOCAB_KEY])
-  return (record.get("finetuning") or {}).get("vocab_file", "")
+  names."""
+  kept = record.get(RUN_VOCAB_KEY)
+  return os.path.join(model_dir, kept) if kept else ""
 
 
 def read_record(model_dir: str, name: str,
@@ -81,8 +79,7 @@ def read_record(model_dir: str, name: str,
         "checkpoints did), so the settings they were trained with are unknown: put the "
         "file back, or use another model_dir, or set \"overwrite_model_dir\": true to "
         "delete the run and start over")
-  with files.atomic_write(path) as f:
-    json.dump(carried, f, indent=2, sort_keys=True)
+  model_files.write(model_dir, name, carried)
   note(f"note: {path}, the run's record, {problem}; rebuilt it from the copy "
        f"{os.path.basename(newest)} carries")
   return carried
@@ -155,14 +152,12 @@ def check_run_folder(model_dir: str, data_dir: str, deletes: str = ""):
 
 
 def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: bool,
-                 evaluating: bool = False,
-                 renamed: Callable[[Dict], Dict] = lambda values: values,
-                 written: Sequence[str] = (), beside: Sequence[str] = ()):
+                 evaluating: bool = False, written: Sequence[str] = (),
+                 beside: Sequence[str] = ()):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
   trained weights; a nested dict such as the model's sizes compares field by field)
   than this one, unless `overwrite`: then deletes that run (delete_run) so this one
-  starts over. A field an older record did not sign is compared with its whole config
-  ("config"), when it holds the field.
+  starts over.
 
   `written`: what the run writes in a model dir beside its record (the loop's files,
   training/loop.py's LOOP_FILES, and the phase's own), as glob patterns relative to it;
@@ -173,9 +168,7 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   `evaluating`: this run only reads the trained weights, so `signature` holds just what
   gives them their meaning (sizes, vocabulary, objective); only those fields are
   compared, and a difference is refused whatever `overwrite` says (deleting the run
-  would leave nothing to evaluate).
-
-  `renamed`: an older record's signature or config in today's field names."""
+  would leave nothing to evaluate)."""
   unknown = False
   try:
     previous = read_record(model_dir, config_name)
@@ -195,12 +188,7 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     return
   if previous is None or "signature" not in previous:  # unsigned: nothing to compare
     return
-  new = json.loads(json.dumps(signature))
-  old = renamed(dict(previous["signature"]))
-  recorded = renamed(previous.get("config") or {})
-  for name, value in new.items():
-    if name not in old:
-      old[name] = recorded.get(name, value)
+  new, old = json.loads(json.dumps(signature)), previous["signature"]
   if evaluating:
     old = {name: value for name, value in old.items() if name in new}
   changed = _changes(old, new)
@@ -277,14 +265,9 @@ def settings_history(model_dir: str, config_name: str, settings: Dict,
                      step: int) -> List[Dict]:
   """The record's history of the settings a resumed run may change, with `settings`
   holding from `step` on: [{"from_step": 0, every setting}, {"from_step": s, the ones
-  that changed at s}, ...]. A record without a history starts it from its config."""
+  that changed at s}, ...]."""
   settings = json.loads(json.dumps(settings))
-  previous = read_record(model_dir, config_name) or {}
-  history = previous.get("history")
-  if history is None:
-    recorded = previous.get("config")
-    history = [{"from_step": 0, **{k: recorded[k] for k in settings if k in recorded}}
-               ] if recorded else []
+  history = (read_record(model_dir, config_name) or {}).get("history")
   if not history:
     return [{"from_step": step, **settings}]
   held = {}
@@ -318,5 +301,4 @@ def kept_once_trained(model_dir: str, config_name: str):
 
 def write_record(model_dir: str, config_name: str, signature: Dict, **contents):
   """<model_dir>/<config_name>: the run's signature (for check_resume) and `contents`."""
-  with files.atomic_write(os.path.join(model_dir, config_name)) as f:
-    json.dump({"signature": signature, **contents}, f, indent=2, sort_keys=True)
+  model_files.write(model_dir, config_name, {"signature": signature, **contents})

@@ -8,7 +8,7 @@ newest checkpoint, a checkpoint prefix, a Hugging Face directory).
 
 import dataclasses
 import os
-from typing import Dict, Optional
+from typing import Optional
 
 from model.weights import by_name
 from model.weights.formats import Weights
@@ -26,15 +26,6 @@ class PretrainedStart:
       return self.given
     return os.path.abspath(self.weights.location)
 
-  def in_todays_name(self, values: Dict) -> Dict:
-    """A record's signature or config whose init_checkpoint names this start as older
-    records did (pre-training the given path, fine-tuning the location, each made
-    absolute) with today's record_name instead."""
-    older = (by_name.stable(self.given), os.path.abspath(self.weights.location))
-    if values.get("init_checkpoint") in older:
-      return dict(values, init_checkpoint=self.record_name)
-    return values
-
 
 def open_start(path: str) -> Optional[PretrainedStart]:
   """The weights at `path` opened (a CheckpointError when they cannot be), or None for
@@ -45,8 +36,3 @@ def open_start(path: str) -> Optional[PretrainedStart]:
 def record_name(start: Optional[PretrainedStart]) -> str:
   """How a run record names its start: record_name, or "" from random weights."""
   return start.record_name if start else ""
-
-
-def in_todays_name(start: Optional[PretrainedStart]):
-  """record.check_resume's `renamed` for a run with this start."""
-  return start.in_todays_name if start else lambda values: values

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 
+from runs.model_files import drop_log_rows_after
 from training import curves
 
 
@@ -53,7 +54,7 @@ def test_noisy_batches_get_a_moving_average_and_eval_metrics_their_markers(tmp_p
 
   # The PNG is written (whole) where training writes it.
   png = tmp_path / curves.CURVES_NAME
-  assert curves.plot_curves(str(tmp_path / curves.LOG_NAME), str(png)) == str(png)
+  assert curves.plot_curves(str(tmp_path)) == str(png)
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -70,7 +71,7 @@ def test_a_short_log_without_eval_is_drawn_as_before(tmp_path):
 def test_a_resumed_run_keeps_one_log_row_per_step(tmp_path):
   log = tmp_path / curves.LOG_NAME
   write_jsonl(log, [{"step": s, "loss": float(s)} for s in (1, 2, 3, 4)])
-  curves.drop_rows_after(str(log), 2)  # resumed from ckpt-2: steps 3 and 4 are redone
+  drop_log_rows_after(str(tmp_path), 2)  # resumed from ckpt-2: steps 3 and 4 are redone
   assert [json.loads(l)["step"] for l in log.read_text().splitlines()] == [1, 2]
 
 

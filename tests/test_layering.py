@@ -111,3 +111,74 @@ def test_commands_set_tensorflows_environment_before_anything_loads_it():
                        text=True, env=env, check=True)
   assert run.stdout.split() == ["False", "True"], run.stdout
   assert "cuInit" not in run.stderr and "oneDNN" not in run.stderr, run.stderr
+
+
+# The calls that open a file or folder for writing (open's in a writing mode).
+WRITERS = {"atomic_write", "atomic_directory", "create_file_writer", "copyfile", "copy",
+           "copy2", "copytree", "move", "save_folder", "save_original", "save_variables",
+           "SaveV2", "write_text", "write_bytes"}
+
+
+def model_dir_writes(source: str, names) -> list:
+  """"line: call" of each call in `source` that writes (WRITERS, open in a writing
+  mode, normalization.write) a path that names a model dir (a `model_dir`), one of its
+  files (`names`: runs/model_files.py's constants and their values) or a variable of
+  the same function joined from either (os.path.join)."""
+  named = lambda node: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+      n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)} | {
+          n.value for n in ast.walk(node) if isinstance(n, ast.Constant)}
+  found = set()
+  tree = ast.parse(source)
+  functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+  for scope in [tree] + functions:
+    tainted, size = {"model_dir"} | set(names), 0
+    while size != len(tainted):
+      size = len(tainted)
+      tainted |= {target.id for node in ast.walk(scope) if isinstance(node, ast.Assign)
+                  and isinstance(node.value, ast.Call)
+                  and getattr(node.value.func, "attr", "") == "join"
+                  and named(node.value) & tainted
+                  for target in node.targets if isinstance(target, ast.Name)}
+    for node in ast.walk(scope):
+      if not isinstance(node, ast.Call):
+        continue
+      func = node.func
+      name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+      mode = (node.args[1:2] or [kw.value for kw in node.keywords if kw.arg == "mode"])
+      writing = (name in WRITERS or name == "open" and mode and isinstance(
+          mode[0], ast.Constant) and set(str(mode[0].value)) & set("wax+")
+          or name == "write" and getattr(func.value, "id", "") == "normalization")
+      if writing and named(node) & tainted:
+        found.add(f"{node.lineno}: {ast.unparse(node)[:80]}")
+  return sorted(found, key=lambda line: int(line.split(":")[0]))
+
+
+def test_only_runs_writes_into_a_model_dir():
+  """Every write into a model dir goes through runs/ (runs/model_files.py): no module
+  of another room of the product, nor a script, writes a path naming a model dir or one
+  of its files; and the scan does find such a write."""
+  from runs import model_files  # pylint: disable=import-outside-toplevel
+  names = {name for name, value in vars(model_files).items()
+           if name.isupper() and isinstance(value, str)}
+  # The files' own names too, but for vocab.txt: every vocabulary's (data dirs', exports')
+  names |= {getattr(model_files, name) for name in names
+            if "." in getattr(model_files, name) and name != "RUN_VOCAB"}
+  writes = []
+  for package in PACKAGES:
+    for folder, _, files in os.walk(os.path.join(ROOT, package)):
+      for file in files:
+        path = os.path.join(folder, file)
+        if file.endswith(".py") and package != "runs":
+          with open(path, encoding="utf-8") as f:
+            writes += [f"{os.path.relpath(path, ROOT)}:{line}"
+                       for line in model_dir_writes(f.read(), names)]
+  for script in COMMANDS[:3]:
+    with open(os.path.join(ROOT, script), encoding="utf-8") as f:
+      writes += [f"{script}:{line}" for line in model_dir_writes(f.read(), names)]
+  assert not writes, writes
+  planted = ("with files.atomic_write(os.path.join(config.model_dir, 'x.json')) as f:\n"
+             "  pass\nopen(os.path.join(folder, LOG_NAME), 'a')\n"
+             "normalization.write(trial_dir, n)\nopen(config.model_dir)\n"
+             "path = os.path.join(config.model_dir, 'results')\nshutil.copy(x, path)\n")
+  found = model_dir_writes(planted, names)
+  assert [line.split(":")[0] for line in found] == ["1", "3", "7"], found

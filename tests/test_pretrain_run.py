@@ -267,19 +267,10 @@ def test_bad_inputs_fail_with_one_line(data, tmp_path):
   message = error(other)
   assert "holds a run with a different config (num_hidden_layers: 3 -> 2)" in message
   assert "overwrite_model_dir" in message
-  # A record written before `objective` (the original's switches signed instead) reads
-  # in today's names: the same run resumes, another objective is refused.
+  # The same run resumes, another objective is refused.
   masked_lm = dataclasses.replace(config, objective="masked_lm",
                                   model_dir=str(tmp_path / "masked_lm_run"))
   run_record.write_run_config(masked_lm)
-  record_path = os.path.join(masked_lm.model_dir, run_record.RUN_CONFIG)
-  with open(record_path, encoding="utf-8") as f:
-    record = json.load(f)
-  for part in ("signature", "config"):
-    del record[part]["objective"]
-    record[part].update(electra_objective=False, electric_objective=False)
-  with open(record_path, "w", encoding="utf-8") as f:
-    json.dump(record, f)
   run_record.check_model_dir(masked_lm)
   run_record.check_model_dir(dataclasses.replace(masked_lm, do_train=False))
   with pytest.raises(HParamsError, match=r"objective: 'masked_lm' -> 'electra'"):

@@ -1,8 +1,7 @@
 """A fine-tuning run's record names the vocabulary the run read, and keeps a copy of it
 beside its checkpoints: a run started from a Hugging Face directory, whose data dir has
 no vocab.txt, predicts and exports (ONNX, Hugging Face) with the directory's own, also
-once that directory has moved; an older record (naming its data dir's vocab.txt, no
-copy) still reads, and one naming a vocabulary that is gone is one line."""
+once that directory has moved; a trial whose copy is gone is one line."""
 
 import json
 import os
@@ -13,7 +12,7 @@ import torch
 import transformers
 
 import run_finetuning
-from model.weights import FINETUNING_RECORD
+from runs.model_files import FINETUNING_RECORD
 from export import huggingface as hf_export, source
 from tests.helpers import head_of, shared_path
 from tools import export_lite
@@ -81,38 +80,16 @@ def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     (tmp_path / "hf_moved").rename(hf_dir)
 
 
-def older_record(trial, folder, vocab_file):
-  """A copy of the trial dir whose record is as runs wrote it before they kept their
-  vocabulary: no copy, no "vocab" field, the config's vocab_file."""
-  old = folder / "old_1"
-  shutil.copytree(trial, old)
-  os.remove(old / "vocab.txt")
-  record = json.loads((old / FINETUNING_RECORD).read_text())
-  del record["vocab"]
-  record["finetuning"]["vocab_file"] = str(vocab_file)
-  (old / FINETUNING_RECORD).write_text(json.dumps(record))
-  return old
-
-
-def test_an_older_record_still_reads(from_hf, tmp_path):
-  _, hf_dir, trial, _ = from_hf
-  kept = tmp_path / "data_vocab.txt"
-  shutil.copyfile(hf_dir / "vocab.txt", kept)
-  old = older_record(trial, tmp_path, kept)
-  loaded = source.load_finetuned(str(old), note=print)
-  assert loaded.vocab_file == str(kept) and loaded.tokenizer().vocab.tokens == TOKENS
-
-
-def test_an_older_record_naming_a_missing_vocabulary_is_one_line(from_hf, tmp_path,
-                                                                 capsys):
-  data, _, trial, _ = from_hf
-  missing = data / "vocab.txt"  # what such runs recorded: it never existed
-  old = older_record(trial, tmp_path, missing)
+def test_a_trial_whose_vocabulary_is_gone_is_one_line(from_hf, tmp_path, capsys):
+  _, _, trial, _ = from_hf
+  gone = tmp_path / "gone_1"
+  shutil.copytree(trial, gone)
+  os.remove(gone / "vocab.txt")
   capsys.readouterr()
-  assert export_lite.main(["--model-dir", str(old), "--output", str(tmp_path / "out"),
+  assert export_lite.main(["--model-dir", str(gone), "--output", str(tmp_path / "out"),
                            "--format", "onnx"]) == 2
   err = capsys.readouterr().err
-  assert err == (f"error: {old / FINETUNING_RECORD}: the vocabulary it names, {missing}, "
-                 f"does not exist; put the vocab.txt the model was trained with at "
-                 f"{old / 'vocab.txt'}\n")
+  assert err == (f"error: {gone / FINETUNING_RECORD}: the vocabulary it names, "
+                 f"{gone / 'vocab.txt'}, does not exist; put the vocab.txt the model was "
+                 f"trained with at {gone / 'vocab.txt'}\n")
   assert not (tmp_path / "out").exists()

@@ -1,12 +1,12 @@
 """runs/start.py: a run's start from pre-trained weights, opened once and named
-alike in both phases' run records; the names older records used still read."""
+alike in both phases' run records."""
 
 import os
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights.original import save_original
-from runs.start import in_todays_name, open_start, record_name
+from runs.start import open_start, record_name
 from pretrain import run_record
 from pretrain.config import load_config
 
@@ -24,10 +24,3 @@ def test_a_start_is_named_by_its_weights_location_in_both_records(tmp_path):
   config = load_config("run", str(tmp_path), {"init_checkpoint": str(folder)})
   signature = run_record.run_signature(config, start)
   assert signature["init_checkpoint"] == start.record_name
-  # Older records: pre-training signed the given path, fine-tuning the location.
-  for older in (str(folder), prefix):
-    assert in_todays_name(start)({"init_checkpoint": older, "seed": 1}) == {
-        "init_checkpoint": start.record_name, "seed": 1}
-  other = {"init_checkpoint": str(tmp_path / "elsewhere")}
-  assert in_todays_name(start)(other) == other  # another start stays another
-  assert in_todays_name(None)(other) == other

@@ -25,7 +25,6 @@ from finetune.sentence.model import SentenceHead
 from finetune.sentence.data import SentenceExample
 from tests.helpers import ROOT, shared_path
 from tools import export
-from runs import record
 from util import hparams
 
 WORDS = ("cat", "dog", "bird", "fish")
@@ -224,44 +223,12 @@ def test_a_settings_name_two_places_declare_is_refused(monkeypatch):
     finetune_config.load_config("electra_small", ["first_word"], "data", {})
 
 
-# A record's signature as the flat config wrote it before sections (every family's
-# fields at the top level), from a GLUE run with QA's defaults.
-FLAT_SIGNATURE = {"init_checkpoint": "", "seed": 0, "learning_rate": 3e-4,
-                  "task_names": ["glue/mrpc"], "double_unordered": True,
-                  "max_query_length": 64, "doc_stride": 128,
-                  "answerable_classifier": True, "answerable_uses_start_logits": True,
-                  "answerable_weight": 0.5, "joint_prediction": True}
-
-
-def test_a_record_written_before_sections_still_reads(tmp_path):
-  config = finetune_config.load_config("electra_small", ["glue/mrpc"], "data", {})
-  assert config.in_sections(FLAT_SIGNATURE) == {
-      "init_checkpoint": "", "seed": 0, "learning_rate": 3e-4, "task_names": ["glue/mrpc"],
-      "sections": {"sentence": {"double_unordered": True}}}
-  # A resume on a run dir whose record is flat compares this run's fields only.
-  signature = {"init_checkpoint": "", **{k: v for k, v in config.signed_fields().items()
-                                         if k in FLAT_SIGNATURE or k == "sections"}}
-  record.write_record(str(tmp_path), "record.json", FLAT_SIGNATURE)
-  record.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
-                      renamed=config.in_sections)
-  changed = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
-                                        {"double_unordered": False})
-  signature["sections"] = changed.signed_fields()["sections"]
-  with pytest.raises(hparams.HParamsError, match="double_unordered: True -> False"):
-    record.check_resume(str(tmp_path), "record.json", signature, overwrite=False,
-                        renamed=config.in_sections)
-
-
-def test_a_config_reads_back_from_its_record_with_sections_or_flat():
-  """What an export reads of a trial: the config its record holds, sections included;
-  a record from before sections gives its family's fields to that family's section."""
+def test_a_config_reads_back_from_its_record_with_its_sections():
+  """What an export reads of a trial: the config its record holds, sections included."""
   config = finetune_config.load_config(
       "electra_small", ["squad/v1.1"], "data", {"max_query_length": 40, "doc_stride": 96})
   record = json.loads(json.dumps(config.to_dict()))  # as the run writes it
-  assert finetune_config.FinetuningConfig.from_record(record) == config
-  flat = {k: v for k, v in record.items() if k != "sections"}
-  flat.update(record["sections"]["qa"])
-  again = finetune_config.FinetuningConfig.from_record(flat)
+  again = finetune_config.FinetuningConfig.from_record(record)
   assert again.section("qa").max_query_length == 40
   assert again.section("qa").doc_stride == 96
   assert again == config

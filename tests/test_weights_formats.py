@@ -11,11 +11,11 @@ import tensorflow as tf
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError,
-                           huggingface, original)
+from model.weights import CheckpointError, huggingface, original
 from model.weights.formats import FORMATS
 from model.weights.original import original_variables, save_original
 from runs import pretrained as run_dir
+from runs.model_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from runs.pretrained import open_weights
 from export import huggingface as hf_export
 from tests.helpers import tiny_vocab_text
@@ -45,7 +45,7 @@ def paths(tmp_path_factory):
   run_prefix = manager.save(checkpoint_number=5)
   (run / PRETRAINING_RECORD).write_text(json.dumps({
       "signature": {"model": CONFIG.to_dict(), "electra_objective": True},
-      "config": {"vocab_file": str(vocab)}}))
+      "config": {"vocab_file": str(vocab)}, "trained_part": "pair"}))
   finetuned = root / "finetuned"
   shutil.copytree(run, finetuned)
   (finetuned / PRETRAINING_RECORD).rename(finetuned / FINETUNING_RECORD)
@@ -74,7 +74,8 @@ def test_original_claims_checkpoint_prefixes_and_their_folders(paths):
   prefix = paths["prefix"]
   for path in (paths["original"], prefix, prefix + ".index"):
     assert original.locate(path) == prefix
-  for path in others(paths, "original", "prefix") + [paths["finetuned"]]:
+  # A run dir's training checkpoints are runs/pretrained.py's, asked before it.
+  for path in others(paths, "original", "prefix", "run", "run_prefix"):
     assert original.locate(path) is None, path
   weights = open_weights(paths["original"])
   assert (weights.format, weights.part_held()) == (original, "pair")
@@ -115,27 +116,17 @@ def test_run_dir_claims_pretraining_runs_and_refuses_a_finetuned_one(paths):
   assert_loads_the_pair(weights, paths["pair"])
 
 
-def test_a_runs_part_is_what_its_objective_recorded_else_the_heads_it_saved(paths,
-                                                                          tmp_path):
+def test_a_runs_part_is_what_its_objective_recorded(paths, tmp_path):
   run = tmp_path / "run"
   shutil.copytree(paths["run"], run)
   record = json.loads((run / PRETRAINING_RECORD).read_text())
   prefix = os.path.join(str(run), os.path.basename(paths["run_prefix"]))
-  assert run_dir.part_held(prefix) == "pair"  # no field: both heads are saved
+  assert run_dir.part_held(prefix) == "pair"
   (run / PRETRAINING_RECORD).write_text(json.dumps({**record, "trained_part": "generator"}))
   weights = open_weights(str(run))
   assert weights.part_held() == "generator"
   with pytest.raises(CheckpointError, match="trained the generator only"):
     weights.load_pair()
-  # A run recorded before the field: a checkpoint holding one head is that part's.
-  pair = paths["pair"]
-  alone = tmp_path / "alone"
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=tf.train.Checkpoint(
-      electra=tf.train.Checkpoint(discriminator=pair.discriminator,
-                                  discriminator_head=pair.discriminator_head))),
-      str(alone), 1, checkpoint_name="ckpt").save(checkpoint_number=1)
-  (alone / PRETRAINING_RECORD).write_text(json.dumps(record))
-  assert open_weights(str(alone)).part_held() == "discriminator"
 
 
 def test_a_path_no_format_claims_is_refused_in_one_line(paths):

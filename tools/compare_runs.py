@@ -16,7 +16,7 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from model.weights import PRETRAINING_RECORD
+from runs.model_files import PRETRAINING_RECORD
 from runs.record import read_run_record
 from training.curves import EVAL_CURVE_NAME, LOG_NAME, plot_panels, read_log
 from util import cli

@@ -17,7 +17,7 @@ import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
 
-from model.weights import PRETRAINING_RECORD
+from runs.model_files import PRETRAINING_RECORD
 from runs.record import read_run_record
 from util import cli
 from util.hparams import parse_hparams

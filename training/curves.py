@@ -6,18 +6,16 @@ moving average; held-out eval metrics, when <model_dir>/eval_curve.jsonl holds t
 (tools/eval_checkpoints.py writes it), are drawn as markers in the same panel.
 """
 
+import io
 import json
 import math
 import os
 import warnings
 from typing import Dict, List, Optional
 
+from runs import model_files
+from runs.model_files import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME
 from util import files
-
-LOG_NAME = "train_log.jsonl"
-CURVES_NAME = "training_curves.png"
-# One JSON object per evaluated checkpoint: "global_step" and the eval metrics.
-EVAL_CURVE_NAME = "eval_curve.jsonl"
 
 
 def read_log(path: str) -> Dict[int, Dict[str, float]]:
@@ -53,19 +51,6 @@ def _read_rows(path: str, key: str, tolerant: bool = False
   return dict(sorted(rows.items()))
 
 
-def drop_rows_after(path: str, step: int):
-  """Removes the log's rows of steps after `step` (atomically): a run resumed from an
-  older checkpoint redoes them, and the log keeps one row per step."""
-  if not os.path.exists(path):
-    return
-  with open(path, encoding="utf-8") as f:
-    lines = f.readlines()
-  kept = [line for line in lines if not line.strip() or json.loads(line)["step"] <= step]
-  if len(kept) != len(lines):
-    with files.atomic_write(path) as f:
-      f.writelines(kept)
-
-
 # One panel's cell in inches, and the room around its axes for the tick labels (up to
 # 8 characters at the left), the x label below, the title (and an axis' offset such as
 # 1e9) above.
@@ -98,17 +83,28 @@ def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
 
 
 def save_figure(fig, png_path: str) -> Optional[str]:
-  """Writes `fig` (None: nothing) to png_path atomically and closes it; the path."""
+  """Writes `fig` (None: nothing) to png_path atomically; the path."""
+  png = figure_png(fig)
+  if png is None:
+    return None
+  with files.atomic_write(png_path, "wb") as f:
+    f.write(png)
+  return png_path
+
+
+def figure_png(fig) -> Optional[bytes]:
+  """`fig` (None: nothing) as a PNG's bytes; the figure is closed."""
   if fig is None:
     return None
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  with files.atomic_write(png_path, "wb") as f, warnings.catch_warnings():
+  png = io.BytesIO()
+  with warnings.catch_warnings():
     # A task's name in a script the font lacks (Hangul, kana) is drawn as boxes, once
     # per character, not warned of: the results' files hold it as it is.
     warnings.filterwarnings("ignore", "Glyph .* missing from font")
-    fig.savefig(f, format="png")
+    fig.savefig(png, format="png")
   plt.close(fig)
-  return png_path
+  return png.getvalue()
 
 
 def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 3,
@@ -166,19 +162,19 @@ def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 
   return fig
 
 
-def plot_curves(log_path: str, png_path: str,
-                eval_path: Optional[str] = None) -> Optional[str]:
-  """draw_curves' figure written to png_path; returns the path if written."""
-  return save_figure(draw_curves(log_path, eval_path), png_path)
+def plot_curves(model_dir: str) -> Optional[str]:
+  """draw_curves' figure of a model dir's log, written there (CURVES_NAME); returns
+  its path if written."""
+  png = figure_png(draw_curves(os.path.join(model_dir, LOG_NAME)))
+  return png and model_files.write(model_dir, CURVES_NAME, png)
 
 
-def draw_curves(log_path: str, eval_path: Optional[str] = None):
+def draw_curves(log_path: str):
   """One panel per logged scalar against the step, smoothed, with the eval metrics of
-  `eval_path` (default: eval_curve.jsonl beside the log) as markers, a metric in both
-  in one panel; None when there is nothing to draw."""
+  eval_curve.jsonl beside the log as markers, a metric in both in one panel; None when
+  there is nothing to draw."""
   entries = read_log(log_path)
-  evaluated = read_eval_curve(eval_path or os.path.join(os.path.dirname(log_path),
-                                                        EVAL_CURVE_NAME))
+  evaluated = read_eval_curve(os.path.join(os.path.dirname(log_path), EVAL_CURVE_NAME))
   # train_flops is step x a constant: a straight line that says nothing a panel should.
   names = {k for entry in entries.values() for k in entry} - {"train_flops"}
   eval_names = {k for row in evaluated.values() for k, v in row.items()

@@ -12,26 +12,20 @@ one stops them all after the same step), one line when a peer worker is lost, th
 
 import contextlib
 import dataclasses
-import os
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 import tf_keras
 
-from runs.checkpoints import CHECKPOINT_FILES, RunCheckpoints
+from runs.checkpoints import RunCheckpoints
+from runs.model_files import drop_log_rows_after
 from training import stopping
-from training.curves import CURVES_NAME, LOG_NAME, drop_rows_after, plot_curves
+from training.curves import plot_curves
 from training.runtime import is_chief, lost_peer, precision_note
 from training.step import TrainStep
 from training.step_log import StepLog, first_step_note
 from util import stderr
 from util.progress import Progress
-
-
-# What the loop writes in a model dir, as glob patterns relative to it: with the phase's
-# record and own files, all a run writes there (each phase's `written`, which
-# runs/record.py's delete_run deletes).
-LOOP_FILES = (*CHECKPOINT_FILES, "train", LOG_NAME, CURVES_NAME)
 
 
 # The notes before a run's first step, each printed once per process: fine-tuning runs
@@ -108,7 +102,7 @@ class TrainLoop:
     if restored:
       self.stops.saved(start, restored)
     if self.chief:
-      drop_rows_after(os.path.join(settings.model_dir, LOG_NAME), start)
+      drop_log_rows_after(settings.model_dir, start)
       print(f"{'resuming from ' + restored if restored else 'starting'} at step "
             f"{start}/{settings.num_train_steps}; checkpoints in {settings.model_dir}",
             flush=True)
@@ -122,8 +116,7 @@ class TrainLoop:
         log.writer.flush()
         self.checkpoints.close()
         if self.chief and settings.plot_curves:
-          plot_curves(os.path.join(settings.model_dir, LOG_NAME),
-                      os.path.join(settings.model_dir, CURVES_NAME))
+          plot_curves(settings.model_dir)
 
   def _train_steps(self, iterator, start: int, restored: Optional[str], log: StepLog
                    ) -> Dict[str, float]:

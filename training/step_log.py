@@ -1,14 +1,13 @@
 """What the loop shows and keeps of its steps: the progress line, TensorBoard's scalars
 and the JSON-lines log (training/curves.py draws it), with tokens/s and FLOP/s."""
 
-import json
-import os
 import time
 from typing import Dict, Optional
 
 import tensorflow as tf
 
-from training.curves import LOG_NAME
+from runs import model_files
+from runs.model_files import LOG_NAME, TRAIN_BOARD
 from util import cpu
 from util.progress import Progress, format_duration
 
@@ -38,7 +37,7 @@ class StepLog:
     self.settings, self.chief = settings, chief
     self.progress = Progress(settings.label, settings.num_train_steps, "steps",
                              start=start, interval=0)
-    self.writer = (tf.summary.create_file_writer(os.path.join(settings.model_dir, "train"))
+    self.writer = (model_files.summary_writer(settings.model_dir, TRAIN_BOARD)
                    if chief else tf.summary.create_noop_writer())
 
   def first_step_done(self, step: int):
@@ -73,6 +72,5 @@ class StepLog:
     with self.writer.as_default(step=step):
       for name, value in values.items():
         tf.summary.scalar(name, value)
-    with open(os.path.join(settings.model_dir, LOG_NAME), "a", encoding="utf-8") as f:
-      f.write(json.dumps({"step": step, **values}) + "\n")
+    model_files.append_row(settings.model_dir, LOG_NAME, {"step": step, **values})
     return values

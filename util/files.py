@@ -3,11 +3,12 @@ and the checks of a command's output paths."""
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import tempfile
 from typing import Dict, Optional, Sequence
+
+import filelock
 
 
 def make_folder(folder: str, output: str):
@@ -74,8 +75,9 @@ def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
     raise
 
 
-# A file inside an atomic directory's temporary folder, locked (flock) while its process
-# lives: a temporary folder whose lock can be taken was left by a write that was killed.
+# A file inside an atomic directory's temporary folder, locked (filelock's OS lock, as
+# runs/lock.py's) while its process lives: a temporary folder whose lock can be taken
+# was left by a write that was killed.
 IN_PROGRESS = ".write_in_progress"
 
 
@@ -125,8 +127,7 @@ def atomic_directory(path: str, temp_name: str = "", log=print, what: str = "a w
 @contextlib.contextmanager
 def in_progress(folder: str):
   """Holds `folder`'s IN_PROGRESS lock for the block."""
-  with open(os.path.join(folder, IN_PROGRESS), "w", encoding="utf-8") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+  with filelock.FileLock(os.path.join(folder, IN_PROGRESS), fallback_to_soft=False):
     yield
 
 
@@ -139,10 +140,9 @@ def remove_stale_folders(parent: str, log=print, what: str = "a write"):
     if not os.path.isfile(marker):
       continue
     try:
-      with open(marker, encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      with filelock.FileLock(marker, blocking=False, fallback_to_soft=False):
         shutil.rmtree(folder, ignore_errors=True)
-    except OSError:  # held: a live write's; or gone meanwhile
+    except (filelock.Timeout, OSError):  # held: a live write's; or gone meanwhile
       continue
     log(f"removed {folder}, the temporary folder of {what} that was stopped before it "
         "finished")

@@ -15,12 +15,6 @@ by_name.py turns a release's name or a Hugging Face id into the local path it fe
 import json
 from typing import Dict
 
-# The record each phase writes in its model dir (it tells a pre-training model dir from
-# a fine-tuned one, which original.py leaves alone); runs/record.py reads them.
-PRETRAINING_RECORD = "pretrain_config.json"
-FINETUNING_RECORD = "finetuning_config.json"
-
-
 class CheckpointError(ValueError):
   """Weights that are missing, unreadable, of another model, or do not fit the one
   being loaded (any format)."""

@@ -73,11 +73,6 @@ def remedy(path: str) -> str:
   return "copy or fetch it again"
 
 
-def stable(path: str) -> str:
-  """`path` as a run records it: a name as it is, a local path made absolute."""
-  return path if is_name(path) else os.path.abspath(path)
-
-
 # ---- the original release -----------------------------------------------------------
 
 @contextlib.contextmanager

@@ -23,9 +23,9 @@ from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.weights import CheckpointError, by_name, huggingface, original
 
-# Asked in this order, the first to claim a path reads it; none claims another's path
-# (original.py leaves run dirs to runs/pretrained.py, which registers itself, Hugging
-# Face directories hold no prefix).
+# Asked in this order, the first to claim a path reads it: runs/pretrained.py registers
+# itself before original.py, so run dirs are its (Hugging Face directories hold no
+# prefix).
 FORMATS = [huggingface, original]
 
 

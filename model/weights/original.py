@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -28,8 +27,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
-from model.weights import (FINETUNING_RECORD, PRETRAINING_RECORD, CheckpointError,
-                           by_name, read_json)
+from model.weights import CheckpointError, by_name, read_json
 from util import cli
 from util.files import atomic_write
 
@@ -130,12 +128,8 @@ INFERRED = ("num_attention_heads",)
 
 def locate(path: str) -> Optional[str]:
   """The checkpoint prefix at `path` (a prefix, its .index file, or a directory holding
-  one); None for anything else, a run dir's training checkpoints included (TensorFlow
-  2's object graph, not these names: runs/pretrained.py reads them)."""
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
-  if any(os.path.isfile(os.path.join(folder, record))
-         for record in (PRETRAINING_RECORD, FINETUNING_RECORD)):
-    return None
+  one); None for anything else. A run dir's training checkpoints (TensorFlow 2's object
+  graph, not these names) are runs/pretrained.py's, which formats.py asks first."""
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest and tf.io.gfile.exists(latest + ".index"):
@@ -172,7 +166,7 @@ def _check_names(prefix: str, shapes: Dict[str, tuple]):
     raise CheckpointError(
         f"{prefix}: a TensorFlow 2 training checkpoint, not ELECTRA's original format; "
         "give run_pretraining.py's model dir (the folder holding "
-        f"{PRETRAINING_RECORD}) or its export/")
+        "pretrain_config.json) or its export/")
   bert = any(n.startswith(("bert/", "cls/")) for n in unexpected)
   hint = ("; this looks like a BERT checkpoint (bert/, cls/)" if bert else "")
   raise CheckpointError(f"{prefix}: not an ELECTRA checkpoint: {len(unexpected)} "
@@ -305,7 +299,8 @@ def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
   """The original release's folder: the checkpoint <folder>/<name> under the original
   names, config.json (the sizes, as saved_model_config reads them) and vocab.txt
   beside it, as every weight format here, the original's code and tools.export_hf
-  read it; returns the checkpoint's prefix."""
+  read it; returns the checkpoint's prefix. `folder`: a new one, which its writer puts
+  in place whole (util/files.py's atomic_directory)."""
   prefix = save_variables(mapping, os.path.join(folder, name), global_step)
   with atomic_write(os.path.join(folder, "config.json")) as f:
     json.dump(sizes.to_dict(), f, indent=2, sort_keys=True)
@@ -315,13 +310,14 @@ def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
 
 def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
                   global_step: Optional[int] = None) -> str:
-  """Writes `part` under the original names; files appear whole or not at all."""
+  """Writes `part` under the original names (save_variables)."""
   return save_variables(original_variables(pair, part), prefix, global_step)
 
 
 def save_variables(mapping: Mapping, prefix: str, global_step: Optional[int] = None) -> str:
   """Writes a mapping table's variables under their original names and shapes, with the
-  state file `checkpoint`; files appear whole or not at all."""
+  state file `checkpoint` (a folder written whole is its writer's: util/files.py's
+  atomic_directory)."""
   names = [n for n, _, _ in mapping]
   tensors = [tf.reshape(tf.cast(v, tf.float32), shape) for _, v, shape in mapping]
   if global_step is not None:
@@ -329,12 +325,8 @@ def save_variables(mapping: Mapping, prefix: str, global_step: Optional[int] = N
     tensors.append(tf.constant(global_step, tf.int64))
   folder = os.path.dirname(os.path.abspath(prefix))
   os.makedirs(folder, exist_ok=True)
-  with tempfile.TemporaryDirectory(dir=folder, prefix=".ckpt-tmp-") as tmp:
-    tmp_prefix = os.path.join(tmp, os.path.basename(prefix))
-    tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=tensors)
-    for f in sorted(os.listdir(tmp), key=lambda f: f.endswith(".index")):  # index last
-      os.replace(os.path.join(tmp, f), os.path.join(folder, f))
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=tensors)
   # The state file that tf.train.latest_checkpoint reads (a text proto).
   with atomic_write(os.path.join(folder, "checkpoint")) as f:
     name = os.path.basename(prefix)
