@@ -84,6 +84,7 @@ ALL_GLUE = ["glue/cola", "glue/sst2", "glue/mrpc", "glue/stsb", "glue/qqp", "glu
             "glue/qnli", "glue/rte", "glue/wnli", "glue/ax"]
 
 
+@pytest.mark.slow
 def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
   data = glue_data_dir(tmp_path)
   overrides = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
@@ -300,6 +301,7 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
       f"error: the model dir {tmp_path}/link_1 is the data dir ({data}){own}")
 
 
+@pytest.mark.slow
 def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   # Two steps a trial: float16 arithmetic is emulated on a CPU, many times slower.
   task = write_reviews_task(tmp_path, 16)

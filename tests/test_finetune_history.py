@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from finetune import config as finetune_config
@@ -30,6 +31,7 @@ def f1_history(config):
   return [(h["epoch"], h["step"], h["chunk test f1"]) for h in history]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumed_keeps_each_epochs_first_scores(tmp_path, capsys):
   import run_finetuning  # pylint: disable=g-import-not-at-top
   data = chunk_data(tmp_path, 48, 20)

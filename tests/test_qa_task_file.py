@@ -98,6 +98,7 @@ def lines_task(tmp_path_factory):
   return home / "data", home / "task"
 
 
+@pytest.mark.slow
 def test_a_json_lines_task_trains_scores_predicts_and_exports(lines_task, tmp_path,
                                                              capsys):
   data, task = lines_task

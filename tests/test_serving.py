@@ -84,6 +84,7 @@ def keras_outputs(config, split, count=1):
   return [finetuner.outputs(model, index, split) for index in range(count)]
 
 
+@pytest.mark.slow
 def test_sentence_pair_single_and_regression_export(tmp_path):
   data = tmp_path / "data"
   for folder in ("MRPC", "STS-B", "SST-2"):
@@ -117,6 +118,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
                              tf.nn.softmax(sst2_logits).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tagging_export(tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   [(split, logits)] = keras_outputs(config, "test")
@@ -157,6 +159,7 @@ def assert_same_answers(got, want):
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
   """Tiny models fine-tuned on 12 SQuAD questions (fine_tune_squad's) of SQuAD 1.1 and
   of SQuAD 2.0 (its default head and transformers'): each exported SavedModel, called in
