@@ -65,6 +65,7 @@ def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child(
   assert (result["isa"], result["onednn"]) == ("avx2", "0")
 
 
+@pytest.mark.slow
 def test_the_benches_finetuning_step_is_the_commands(tmp_path):
   shared_path("vocab", "bert_uncased_vocab.txt")
   rng = np.random.default_rng(0)
