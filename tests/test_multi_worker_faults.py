@@ -169,6 +169,7 @@ def test_workers_with_other_settings_or_one_gone_stop_before_the_first_step_in_o
       "see its own error, then run the same commands on every worker again\n", err), err
 
 
+@pytest.mark.slow
 def test_tf_config_out_of_range_or_unused_is_said_in_one_line(data_dir, tmp_path, capsys,
                                                               monkeypatch):
   cluster = loopback_cluster(2)

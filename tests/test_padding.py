@@ -61,6 +61,7 @@ def run(data, task, multiple, tmp_path, **overrides):
   return finetuner, result, log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "chunk"])
 def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_path, task):
   data = (sst2_data(tmp_path) if task == "glue/sst2"
@@ -85,6 +86,7 @@ def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_pa
   assert np.all(lengths >= padding.token_counts(train)[order].reshape(-1, 8).max(-1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "chunk"])
 def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_path, task):
   data = (sst2_data(tmp_path) if task == "glue/sst2"
@@ -103,6 +105,7 @@ def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_pa
   np.testing.assert_allclose(outputs[read], padded[read], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_qa_windows_cut_to_their_longest_answer_as_padded_ones(tmp_path):
   # SQuAD 2.0 windows (joint head, answerability classifier) of one short context each
   # (its first 250 characters, the questions answered there): every batch is cut; the
