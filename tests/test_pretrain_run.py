@@ -773,6 +773,7 @@ def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
   assert not model_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(
     data, run_copy, tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
