@@ -162,6 +162,7 @@ def test_qa_logits_are_padded_back_off_every_span_and_its_beams_kept():
   assert padded["start_top_index"] is top
 
 
+@pytest.mark.slow
 def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
   data = sst2_data(tmp_path, rows=9)
   long_text = " ".join(["wonderful"] * 200)
@@ -177,6 +178,7 @@ def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
       MAX_LENGTH if longest == MAX_LENGTH else -(-longest // 8) * 8]
 
 
+@pytest.mark.slow
 def test_the_training_step_is_traced_once_for_every_length(tmp_path):
   data = sst2_data(tmp_path)
   finetuner, _, _ = run(data, "glue/sst2", 8, tmp_path, num_train_epochs=1.0)

@@ -52,6 +52,7 @@ def from_hf(tmp_path_factory):
   return data, hf_dir, trial, args
 
 
+@pytest.mark.slow
 def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     from_hf, tmp_path, capsys):
   data, hf_dir, trial, args = from_hf
@@ -94,6 +95,7 @@ def older_record(trial, folder, vocab_file):
   return old
 
 
+@pytest.mark.slow
 def test_an_older_record_still_reads(from_hf, tmp_path):
   _, hf_dir, trial, _ = from_hf
   kept = tmp_path / "data_vocab.txt"
@@ -103,6 +105,7 @@ def test_an_older_record_still_reads(from_hf, tmp_path):
   assert loaded.vocab_file == str(kept) and loaded.tokenizer().vocab.tokens == TOKENS
 
 
+@pytest.mark.slow
 def test_an_older_record_naming_a_missing_vocabulary_is_one_line(from_hf, tmp_path,
                                                                  capsys):
   data, _, trial, _ = from_hf

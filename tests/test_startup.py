@@ -96,6 +96,7 @@ def test_a_pools_workers_keep_sigterms_default(tmp_path):
   assert (ran.returncode, ran.stdout) == (0, "True [True, True]\n"), ran.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
     tmp_path, capsys, monkeypatch):
   """The serving export runs after training, past its last save: SIGTERM there ends as
