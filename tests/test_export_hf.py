@@ -61,6 +61,7 @@ def exported(checkpoint, output, *flags):
   return output
 
 
+@pytest.mark.slow
 def test_discriminator_and_generator(tmp_path, inputs, capsys):
   data = tmp_path / "data"
   data.mkdir()

@@ -74,6 +74,7 @@ COMMANDS = ["build_pretraining_dataset.py", "run_pretraining.py", "run_finetunin
     if name.endswith(".py") and name != "__init__.py"]
 
 
+@pytest.mark.slow
 def test_commands_set_tensorflows_environment_before_anything_loads_it():
   """util.startup comes before every third-party or project import of each command
   (only the standard library may precede it), and after it TensorFlow loads without

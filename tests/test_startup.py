@@ -25,6 +25,7 @@ def run_python(code, **env):
                         text=True, timeout=300, env=dict(os.environ, **env))
 
 
+@pytest.mark.slow
 def test_no_gpu_line_on_a_machine_without_one_other_lines_kept(capfd):
   plain = run_python(QUIET_TF)
   ours = run_python("from util import startup\n" + QUIET_TF)
