@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
 
 PACKAGES = ("util", "training", "runs", "model", "data_prep", "pretrain", "finetune", "export",
