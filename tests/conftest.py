@@ -41,8 +41,8 @@ def reads_shared_models(module):
 
 def pytest_collection_modifyitems(items):
   """The modules that read the session's shared models run first, then those holding a
-  slow test (pytest.ini: learns something, or a whole study), each module's tests still
-  together and in order. pytest-xdist's worksteal gives each worker a contiguous half of
+  slow test (pytest.ini: learns, a whole study, the commands end to end), each module's
+  tests still together and in order. pytest-xdist's worksteal gives each worker a contiguous half of
   this order (and an idle one later takes over the end of the other's): the first half
   then begins with every reader of a shared model, so one worker trains each model and
   its readers follow it there, while the other starts on independent tests instead of

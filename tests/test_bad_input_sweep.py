@@ -300,6 +300,7 @@ def test_a_shard_that_is_not_a_tfrecord_is_named_without_tensorflow_internals(
       "even a TFRecord file?)); rebuild it")
 
 
+@pytest.mark.slow
 def test_a_relative_data_dir_resumes_from_anywhere_and_moved_data_starts_over(
     tmp_path, capsys, monkeypatch):
   """The checkpointed input position names its shards absolutely; one naming shards
@@ -371,6 +372,7 @@ def test_a_hugging_face_config_that_contradicts_its_weights_names_both_sizes(tmp
       "weight is [32]); expected the config.json saved with these weights")
 
 
+@pytest.mark.slow
 def test_a_run_reached_through_a_link_or_a_copy_leaves_the_other_run_alone(
     tmp_path, capsys, monkeypatch):
   """overwrite_model_dir through a link to another run's folder is refused before

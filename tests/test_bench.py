@@ -29,6 +29,7 @@ def bench(name: str, *flags: str) -> subprocess.CompletedProcess:
                         capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child(
     monkeypatch, capsys):
   usage = bench("bench_pretraining", "--help")
@@ -64,6 +65,7 @@ def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child(
   assert (result["isa"], result["onednn"]) == ("avx2", "0")
 
 
+@pytest.mark.slow
 def test_the_benches_finetuning_step_is_the_commands(tmp_path):
   shared_path("vocab", "bert_uncased_vocab.txt")
   rng = np.random.default_rng(0)
@@ -115,6 +117,7 @@ CONLL = ["He PRP B-NP", "reckons VBZ B-VP", "the DT B-NP", "current JJ I-NP",
 
 @pytest.mark.parametrize("task, flags", [("sst2", []), ("sst2", ["--length-grouping", "2"]),
                                          ("chunk", ["--batch-length-multiple", "0"])])
+@pytest.mark.slow
 def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, task,
                                                                     flags):
   """On SST-2 the whole run_finetuning.py too (its row timed by its own log), on the
@@ -288,6 +291,7 @@ def test_a_peer_that_cannot_compile_is_one_line_and_the_table_goes_on(monkeypatc
                                                   "peak_rss_mib": 900}
 
 
+@pytest.mark.slow
 def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line():
   run = bench("bench_islands", "--batch-size", "2", "--seq-length", "8", "--hidden-size",
               "16", "--heads", "2", "--intermediate-size", "32", "--calls", "1",

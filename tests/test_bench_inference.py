@@ -57,6 +57,7 @@ def test_bad_flags_are_one_line_at_parse_time(tmp_path, capsys, flags, message):
   assert sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
+@pytest.mark.slow
 def test_a_model_the_bench_cannot_take_is_its_childs_one_line(tmp_path):
   pretraining = tmp_path / "pretraining"
   pretraining.mkdir()
@@ -196,6 +197,7 @@ def check_float_forms(rows, table, run_scores):
   assert all(f"| {form} | " in table for form in rows)
 
 
+@pytest.mark.slow
 def test_a_tagging_model_in_its_float_forms(tmp_path, tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
@@ -206,6 +208,7 @@ def test_a_tagging_model_in_its_float_forms(tmp_path, tmp_path_factory):
   check_float_forms(rows, out, scores)
 
 
+@pytest.mark.slow
 def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
   # 8 dev questions, 2 of them without an answer; transformers' QA head.
   config, _ = shared_squad_model(tmp_path_factory, "squad/v2.0", "squad",
@@ -217,6 +220,7 @@ def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
   check_float_forms(rows, out, scores)
 
 
+@pytest.mark.slow
 def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_factory):
   """A single-sentence model (SST-2, whose missing second text once reached the reader
   as None and failed) through every form: each scored, the float forms as the
@@ -248,6 +252,7 @@ def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_fa
                                 "model's max_seq_length (32) tokens")
 
 
+@pytest.mark.slow
 def test_dev_examples_cut_the_split_and_what_scores_it(tmp_path_factory):
   """--dev-examples N: the first N questions are read, predicted and scored; the others
   are not in the gold set (where a question without an answer would score 0)."""

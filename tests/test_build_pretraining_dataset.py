@@ -470,6 +470,7 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path, small_corpus, vocab_f
   assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path):
   options = prepare_lib.PrepareOptions(data_dir=str(tmp_path / "data"), vocab_size=4000,
                                        default_corpus_bytes=400_000,
@@ -558,6 +559,7 @@ def group_ends(pgid, seconds=60):
   return False
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_one_line_and_leaves_nothing(tmp_path, vocab_file):
   process = start_build(tmp_path, vocab_file)
   os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
@@ -568,6 +570,7 @@ def test_ctrl_c_prints_one_line_and_leaves_nothing(tmp_path, vocab_file):
   assert sorted(os.listdir(tmp_path)) == ["corpus"]
 
 
+@pytest.mark.slow
 def test_killed_build_stops_its_workers_and_the_next_run_cleans_up(tmp_path, vocab_file,
                                                                   small_corpus):
   process = start_build(tmp_path, vocab_file)

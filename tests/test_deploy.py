@@ -63,6 +63,7 @@ def sst2_export(finetuned, tmp_path_factory):
                               "all,litert_mixed_int8", "--smoothing-alpha", "0.5"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", list(GLUE_FOLDERS))
 def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, request):
   config, trial = finetuned[task]
@@ -163,6 +164,7 @@ def test_exports_run_alone_and_match_the_saved_model(finetuned, tmp_path, task, 
       assert np.abs(value - want).max() < 0.25, (name, np.abs(value - want).max())
 
 
+@pytest.mark.slow
 def test_every_form_runs_at_the_inputs_length(sst2_export):
   """Every file of a sentence model declares a free token axis (read from the file; as
   deploy.json states) and runs at the batch's longest text, giving the outputs it gives
@@ -187,6 +189,7 @@ def test_every_form_runs_at_the_inputs_length(sst2_export):
       np.testing.assert_allclose(short, padded, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
   _, trial = finetuned["glue/sst2"]
   out = tmp_path / "out"
@@ -225,6 +228,7 @@ def test_bad_input_is_one_line_and_nothing_written(finetuned, tmp_path, capsys):
       "empty", "multi_model_1", "out", "pretrain"]  # no temporary folder left
 
 
+@pytest.mark.slow
 def test_an_op_litert_lacks_is_named(finetuned):
   """The in-graph WordPiece step of the SavedModel: why the exports take token ids."""
   config, _ = finetuned["glue/sst2"]
@@ -264,6 +268,7 @@ def test_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
   assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_calibration_on_fewer_examples_than_asked_is_said(finetuned, tmp_path):
   """--calibration-examples past the training split's 96 rows: the number used is said,
   and recorded."""
@@ -279,6 +284,7 @@ def test_calibration_on_fewer_examples_than_asked_is_said(finetuned, tmp_path):
   assert listing(data) == before and os.listdir(tmp_path) == ["out"]
 
 
+@pytest.mark.slow
 def test_the_command_runs_by_its_name(tmp_path):
   """python -m tools.export (the tests above call it by its former name, export_lite)."""
   run = subprocess.run([sys.executable, "-m", "tools.export", "--model-dir", str(tmp_path),
@@ -307,6 +313,7 @@ def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
   """An export killed (-9) leaves its temporary folder; the next export in the same
   place removes it, and never a live export's."""
@@ -362,6 +369,7 @@ def test_conversions_print_none_of_the_converters_notes(capfd):
   assert not [w for w in caught if "tf.lite.Interpreter" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_an_export_names_what_was_written_and_leaves_nothing(
     finetuned, tmp_path):
   _, trial = finetuned["glue/sst2"]
@@ -395,6 +403,7 @@ def ffn_dense_weights(path, dense: str) -> dict:
   return found
 
 
+@pytest.mark.slow
 def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_export):
   """litert_mixed_int8: full int8 with each layer's residual sums float32 and its FFN
   float32 (both dense layers float32 in and out with int8 weights, the GELU between
@@ -460,6 +469,7 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
                              runner(**padded)["probabilities"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, capsys):
   """The registry's contract: a form is an object with NAME, READER, refusal and write,
   and one register call; tools.export_lite then offers it and writes it atomically."""
@@ -492,6 +502,7 @@ def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, cap
   assert sorted(os.listdir(tmp_path)) == ["npz"]
 
 
+@pytest.mark.slow
 def test_the_other_forms_through_the_registry(finetuned, tmp_path, capsys):
   """saved_model, huggingface and original of one model into one folder: the
   SavedModel answers as the run's own, the transformers files are tools.export_hf's, the
@@ -519,6 +530,7 @@ def test_the_other_forms_through_the_registry(finetuned, tmp_path, capsys):
                                   np.reshape(variable.numpy(), shape))
 
 
+@pytest.mark.slow
 def test_only_the_variants_asked_for_are_written(finetuned, tmp_path):
   """A writer's variants (its FORMS) chosen: only their files, and no calibration read
   when no calibrated variant is asked for."""

@@ -36,6 +36,7 @@ def reference_outputs(trial, inputs):
   return {k: v.numpy() for k, v in job.function(*args).items()}
 
 
+@pytest.mark.slow
 def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   trial, output = f"{config.model_dir}_1", tmp_path / "export"
@@ -91,6 +92,7 @@ def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory)
       np.testing.assert_allclose(logits, padded, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task,folder", [("squad/v1.1", "squadv1"), ("squad/v2.0", "squad")])
 def test_qa_exports_answer_as_predict(tmp_path, tmp_path_factory, capsys, task, folder):
   config, articles = shared_squad_model(tmp_path_factory, task, folder)

@@ -61,6 +61,7 @@ def exported(checkpoint, output, *flags):
   return output
 
 
+@pytest.mark.slow
 def test_discriminator_and_generator(tmp_path, inputs, capsys):
   data = tmp_path / "data"
   data.mkdir()
@@ -116,6 +117,7 @@ def test_tokenizer_gives_our_ids(tmp_path, inputs, capsys):
     assert encoded["attention_mask"] == inputs["input_mask"][i].tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "glue/stsb"])
 def test_finetuned_sentence_classifier(tmp_path, tmp_path_factory, inputs, capsys, task):
   """export_helpers.shared_glue_models' SST-2 classifier and STS-B regressor."""

@@ -86,6 +86,7 @@ ALL_GLUE = ["glue/cola", "glue/sst2", "glue/mrpc", "glue/stsb", "glue/qqp", "glu
             "glue/qnli", "glue/rte", "glue/wnli", "glue/ax"]
 
 
+@pytest.mark.slow
 def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
   data = glue_data_dir(tmp_path)
   overrides = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
@@ -127,6 +128,7 @@ def test_every_glue_task_trains_evaluates_predicts_and_reloads(tmp_path):
     assert again["summary"][key]["median"] == pytest.approx(value["median"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_custom_task_through_the_script(tmp_path, capsys):
   # The command's main in this process (tests/test_predict.py and
   # tests/test_write_failures.py run the script itself).
@@ -213,6 +215,7 @@ def test_vocab_size_mismatch_is_refused(tmp_path):
     trainer.Finetuner(finetune_config.load_config("m", ["glue/sst2"], str(data)))
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
   import run_finetuning  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
@@ -302,6 +305,7 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
       f"error: the model dir {tmp_path}/link_1 is the data dir ({data}){own}")
 
 
+@pytest.mark.slow
 def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   # Two steps a trial: float16 arithmetic is emulated on a CPU, many times slower.
   task = write_reviews_task(tmp_path, 16)
@@ -332,6 +336,7 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
       step * 2 * 8 * model_flops.inference_flops(model, 16))
 
 
+@pytest.mark.slow
 def test_a_users_task_writes_its_test_predictions(tmp_path):
   """write_test_outputs on a user's task with a test split: its predictions as JSON
   lines (GLUE's tasks write their submission files), not predicted and dropped."""
@@ -358,6 +363,7 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
              for r in rows)
 
 
+@pytest.mark.slow
 def test_trial_seeds_wrap_round_to_0_past_the_largest_seed(tmp_path):
   """Trials take seed, seed + 1, ...: past the largest seed, the next trial's is 0 and
   it trains as a run of seed 0 does, step for step (not a seeding error once the first

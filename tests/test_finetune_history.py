@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from finetune import config as finetune_config
@@ -30,6 +31,7 @@ def f1_history(config):
   return [(h["epoch"], h["step"], h["chunk test f1"]) for h in history]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumed_keeps_each_epochs_first_scores(tmp_path, capsys):
   import run_finetuning  # pylint: disable=g-import-not-at-top
   data = chunk_data(tmp_path, 48, 20)
@@ -73,19 +75,14 @@ def test_a_killed_run_resumed_keeps_each_epochs_first_scores(tmp_path, capsys):
   assert [(e["epoch"], e["step"], e["scores"]["chunk test"]["f1"])
           for e in kept] == history
 
-
-def test_a_rerun_of_a_finished_run_changes_nothing_in_its_history(tmp_path):
-  data = chunk_data(tmp_path, 48, 20)
-  config = finetune_config.load_config("tiny", ["chunk"], str(data), HPARAMS)
-  first = trainer.run(config, log=lambda _: None)
+  # A rerun of the finished run changes nothing in its history.
   results = [open(config.results_file(kind), encoding="utf-8").read()
              for kind in ("json", "txt")]
-  f1s = [f1 for _, _, f1 in f1_history(config)]
-  assert len(set(f1s)) > 1, f1s  # epochs that differ, or the test would prove nothing
+  assert len({f1 for _, _, f1 in history}) > 1, history  # else it would prove nothing
   logs = []
   again = trainer.run(config, log=logs.append)
   assert [open(config.results_file(kind), encoding="utf-8").read()
           for kind in ("json", "txt")] == results
-  assert again["trials"] == first["trials"]
+  assert json.loads(json.dumps(again["trials"])) == json.loads(results[0])["trials"]
   # Nothing was scored again: every epoch's scores are the kept ones.
   assert [line for line in logs if " epoch " in line and "(kept" not in line] == []

@@ -116,6 +116,7 @@ def word_starts(line):
   return starts
 
 
+@pytest.mark.slow
 def test_a_named_entity_task_file_end_to_end(tmp_path, tmp_path_factory, capsys, caplog):
   home = shared_ner_model(tmp_path_factory)
   results = home / "data" / "models" / "tiny" / "results"
@@ -391,6 +392,7 @@ def test_named_tasks_by_name_through_tfds(tmp_path, monkeypatch):
     tasks.read_examples(tasks.get_task("conll2003"), str(tmp_path), "train")
 
 
+@pytest.mark.slow
 def test_predict_words_as_json_lines(tmp_path, tmp_path_factory):
   """--predict of {"words": [...]} lines: entities as word indices."""
   home = shared_ner_model(tmp_path_factory)

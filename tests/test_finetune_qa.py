@@ -387,6 +387,7 @@ def test_span_head_logits_are_float32_under_mixed_precision():
 # ---- end to end -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog):
   with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
     articles = json.load(f)["data"]

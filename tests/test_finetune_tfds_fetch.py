@@ -71,6 +71,7 @@ def test_offline_fetch_says_what_it_tried_and_where_the_files_go(tmp_path, monke
                    r"\(offline\?\)$", err.strip()), err
 
 
+@pytest.mark.slow
 def test_offline_fetch_through_the_script_prints_only_its_error_line(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -92,6 +93,7 @@ def test_offline_fetch_through_the_script_prints_only_its_error_line(tmp_path):
   assert run.stderr.startswith("error: ") and "(offline?)" in run.stderr
 
 
+@pytest.mark.slow
 def test_no_pretrained_model_says_how_to_get_one(tmp_path):
   run = subprocess.run([sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task",
                         "glue/mnli", "--data-dir", str(tmp_path)], capture_output=True,

@@ -143,6 +143,7 @@ def run_tool(*args):
                         capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_command(tmp_path):
   # Debug size; vocab_size follows the data dir's vocab.txt, as pre-training does.
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"t{i}" for i in range(995)]

@@ -10,6 +10,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 import safetensors.numpy
 import tensorflow as tf
 import torch
@@ -162,6 +163,7 @@ def mrpc_data_dir(tmp_path, rows):
   return tmp_path / "data"
 
 
+@pytest.mark.slow
 def test_bert_directory_fine_tunes_as_a_discriminator_encoder(tmp_path, capsys):
   import run_finetuning  # pylint: disable=g-import-not-at-top
   data = mrpc_data_dir(tmp_path, 16)
@@ -294,6 +296,7 @@ def test_bad_directories_one_line(tmp_path, capsys):
       "beside this discriminator has 1")
 
 
+@pytest.mark.slow
 def test_pretraining_continues_from_hf_pair(tmp_path, capsys):
   """Released ELECTRA-Small's generator is full width: the run takes its size from the
   weights (the configured 0.25 would not fit) and evaluates the loaded pair."""

@@ -19,6 +19,7 @@ def stsb_trial(tmp_path_factory):
   return shared_glue_models(tmp_path_factory)["glue/stsb"][1]
 
 
+@pytest.mark.slow
 def test_the_sublayer_forward_computes_the_models_outputs(stsb_trial):
   finetuned = source.load_finetuned(stsb_trial, note=lambda _: None)
   rows = registry.Job(finetuned).calibration
@@ -27,6 +28,7 @@ def test_the_sublayer_forward_computes_the_models_outputs(stsb_trial):
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.slow
 def test_the_fake_quantized_forward_follows_the_full_int8_file(stsb_trial, tmp_path):
   """With an outlier channel (export_helpers.add_outlier_channel), full int8 moves the
   outputs far from float's; the fake-quantized forward moves them towards the file's.
@@ -52,6 +54,7 @@ def test_the_fake_quantized_forward_follows_the_full_int8_file(stsb_trial, tmp_p
   assert np.abs(simulated - file).mean() < np.abs(float_outputs - file).mean()
 
 
+@pytest.mark.slow
 def test_a_short_run_writes_a_qat_model_that_exports(stsb_trial, tmp_path, capsys):
   work = tmp_path / "work"
   assert int8_qat.main(["--model-dir", stsb_trial, "--work-dir", str(work), "--epochs",

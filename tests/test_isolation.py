@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT, SHARED_DATA
 
 # The quick start's vocabulary has 8,192 tokens asked for and 8,058 learned.
@@ -33,6 +35,7 @@ def files_under(folder):
   return found
 
 
+@pytest.mark.slow
 def test_a_stray_data_folder_in_the_checkout_is_neither_read_nor_written(tmp_path):
   # A copy of the checkout, ../shared beside it, with the quick start's data/vocab.txt.
   copy = tmp_path / "checkout"

@@ -257,6 +257,7 @@ def korean_run(tmp_path_factory):
           "run": data / "models" / "ko", "export": root / "내보내기"}
 
 
+@pytest.mark.slow
 def test_the_pair_is_recorded_by_every_step(korean_run, capsys):
   run, trial, export = korean_run["run"], korean_run["trial"], korean_run["export"]
   record = json.loads((run / "pretrain_config.json").read_text())
@@ -288,6 +289,7 @@ def test_the_pair_is_recorded_by_every_step(korean_run, capsys):
       "data again with the normalisation you want\n")
 
 
+@pytest.mark.slow
 def test_a_chain_without_its_tokenizer_config_reads_the_vocabulary(korean_run, tmp_path,
                                                                    capsys):
   """The data dir's tokenizer_config.json files deleted (the vocabulary's and the
@@ -389,6 +391,7 @@ def test_every_form_gives_the_same_ids_and_labels(korean_run):
   assert hf(texts)["input_ids"] == ids
 
 
+@pytest.mark.slow
 def test_a_task_named_in_hangul_writes_its_files_under_its_name(korean_run):
   results = korean_run["run"] / "results"
   assert (results / f"{TASK}_results.txt").read_text().startswith(f"{TASK} dev accuracy")

@@ -72,6 +72,7 @@ def test_inferred_config_follows_the_original_rules(small_checkpoint):
   assert gen.intermediate_size == 256 and gen.embedding_size == 128
 
 
+@pytest.mark.slow
 def test_reference_outputs_command(tmp_path, capsys):
   prefix, weights = make_checkpoint(tmp_path, TINY)
   inputs = padded_batch(TINY["vocab"])

@@ -53,6 +53,7 @@ def wait_for_step(model_dir, step, workers, timeout=120):
     time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_sigterm_to_the_other_worker_stops_both_at_one_step_and_resumes_there(
     data_dir, tmp_path):
   model_dir = tmp_path / "run"
@@ -92,6 +93,7 @@ def test_a_sigterm_to_the_other_worker_stops_both_at_one_step_and_resumes_there(
   assert os.listdir(model_dir / "export")
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_the_other_in_one_line_within_the_bound(data_dir, tmp_path):
   model_dir = tmp_path / "run"
   cluster = loopback_cluster(2)
@@ -115,6 +117,7 @@ def test_a_killed_worker_ends_the_other_in_one_line_within_the_bound(data_dir, t
   assert not [l for l in others if re.search("grpc|collective|peer|task:", l, re.I)], err
 
 
+@pytest.mark.slow
 def test_a_cluster_that_never_forms_ends_in_one_line_within_the_bound(data_dir, tmp_path):
   # Worker 0 alone (it holds the coordination service) and worker 1 alone, each in a
   # cluster whose other worker never starts.
@@ -136,6 +139,7 @@ def test_a_cluster_that_never_forms_ends_in_one_line_within_the_bound(data_dir, 
         "cluster (or give them longer: \"cluster_wait_seconds\")\n"), err
 
 
+@pytest.mark.slow
 def test_workers_with_other_settings_or_one_gone_stop_before_the_first_step_in_one_line(
     data_dir, tmp_path):
   model_dir = tmp_path / "run"
@@ -165,6 +169,7 @@ def test_workers_with_other_settings_or_one_gone_stop_before_the_first_step_in_o
       "see its own error, then run the same commands on every worker again\n", err), err
 
 
+@pytest.mark.slow
 def test_tf_config_out_of_range_or_unused_is_said_in_one_line(data_dir, tmp_path, capsys,
                                                               monkeypatch):
   cluster = loopback_cluster(2)

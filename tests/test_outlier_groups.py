@@ -32,6 +32,7 @@ def rows(job, count=None):
   return [tf.constant(calibration[name][order]) for name in job.deployable.inputs]
 
 
+@pytest.mark.slow
 def test_the_grouped_model_computes_the_float_outputs_in_every_family(tmp_path_factory):
   for family, trial in trial_dirs(tmp_path_factory).items():
     finetuned = source.load_finetuned(trial, note=lambda _: None)
@@ -93,6 +94,7 @@ def residual_sums(path, job, inputs, name):
   return np.concatenate(sums)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Warning. Enabling .experimental_preserve_all_tensors")
 def test_the_outlier_channel_is_chosen_and_the_other_channels_keep_their_precision(
     outlier_trial, tmp_path):
@@ -142,6 +144,7 @@ def test_the_outlier_channel_is_chosen_and_the_other_channels_keep_their_precisi
   assert sums and all(output_of(op)["dtype"] == np.int8 for op in sums)
 
 
+@pytest.mark.slow
 def test_the_export_records_the_channels_and_refuses_too_many(outlier_trial, tmp_path,
                                                                  capsys):
   output = tmp_path / "out"

@@ -27,6 +27,7 @@ def refused(capsys, code):
   return err.strip()
 
 
+@pytest.mark.slow
 def test_predict_output_spares_the_file_it_predicts_and_the_task(tmp_path, capsys):
   data = tmp_path / "data"
   data.mkdir()

@@ -61,6 +61,7 @@ def run(data, task, multiple, tmp_path, **overrides):
   return finetuner, result, log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "chunk"])
 def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_path, task):
   data = (sst2_data(tmp_path) if task == "glue/sst2"
@@ -85,6 +86,7 @@ def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_pa
   assert np.all(lengths >= padding.token_counts(train)[order].reshape(-1, 8).max(-1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "chunk"])
 def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_path, task):
   data = (sst2_data(tmp_path) if task == "glue/sst2"
@@ -103,6 +105,7 @@ def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_pa
   np.testing.assert_allclose(outputs[read], padded[read], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_qa_windows_cut_to_their_longest_answer_as_padded_ones(tmp_path):
   # SQuAD 2.0 windows (joint head, answerability classifier) of one short context each
   # (its first 250 characters, the questions answered there): every batch is cut; the
@@ -159,6 +162,7 @@ def test_qa_logits_are_padded_back_off_every_span_and_its_beams_kept():
   assert padded["start_top_index"] is top
 
 
+@pytest.mark.slow
 def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
   data = sst2_data(tmp_path, rows=9)
   long_text = " ".join(["wonderful"] * 200)
@@ -174,6 +178,7 @@ def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
       MAX_LENGTH if longest == MAX_LENGTH else -(-longest // 8) * 8]
 
 
+@pytest.mark.slow
 def test_the_training_step_is_traced_once_for_every_length(tmp_path):
   data = sst2_data(tmp_path)
   finetuner, _, _ = run(data, "glue/sst2", 8, tmp_path, num_train_epochs=1.0)

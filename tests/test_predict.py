@@ -53,6 +53,7 @@ SENTENCE = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
             "num_train_epochs": 1.0}
 
 
+@pytest.mark.slow
 def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, capsys):
   data = tmp_path / "data"
   for folder in ("MRPC", "STS-B"):
@@ -117,6 +118,7 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
       "columns are ignored)")
 
 
+@pytest.mark.slow
 def test_script_streams_predictions_to_stdout(tmp_path, capsys):
   data = tmp_path / "data"
   head_of(shared_path("glue", "SST-2", "train.tsv"),
@@ -156,6 +158,7 @@ QA = {"max_seq_length": 128, "doc_stride": 64, "train_batch_size": 16,
       "eval_batch_size": 16, "num_train_epochs": 1.0, "learning_rate": 1e-3}
 
 
+@pytest.mark.slow
 def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
   with open(shared_path("squad", "dev-v1.1.json"), encoding="utf-8") as f:
     articles = json.load(f)["data"]
@@ -201,6 +204,7 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
   assert code == 2 and err.strip() == f'error: {bad}:1: no "context" text'
 
 
+@pytest.mark.slow
 def test_chunking_predictions_match_evaluation(tmp_path, capsys):
   data = chunk_data(tmp_path, 96, 40)
   overrides = {"max_seq_length": 48, "train_batch_size": 16, "eval_batch_size": 20,

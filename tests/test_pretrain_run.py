@@ -78,6 +78,7 @@ def test_fresh_run_starts_the_heads_at_their_priors_when_asked(data_dir):
       assert kernel.std() > 0.01 and not bias.any() and not output_bias.any()
 
 
+@pytest.mark.slow
 def test_disc_lr_multiplier_scales_the_discriminators_variables(data_dir):
   pretrainer = trainer.Pretrainer(config_for(data_dir, "disc_lr", disc_lr_multiplier=0.1,
                                              num_train_steps=2, **TINY_MODEL))
@@ -377,6 +378,7 @@ def test_script_prints_one_line_errors(tmp_path, capsys):
       f"{tmp_path}` first (or set pretrain_tfrecords)")
 
 
+@pytest.mark.slow
 def test_one_run_per_model_dir_and_a_killed_runs_lock_is_taken_over(data, run_copy,
                                                                    tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -430,6 +432,7 @@ NO_DROPOUT_TINY_MODEL = {**TINY_MODEL, "model_hparam_overrides": {
     "attention_probs_dropout_prob": 0.0}}
 
 
+@pytest.mark.slow
 def test_mirrored_over_two_cpus_gives_the_loss_of_one_device(data, tmp_path):
   # Static masks and no dropout make the step deterministic whatever the replica, so
   # two replicas (8 examples each) must reproduce one device (16) step after step.
@@ -486,6 +489,7 @@ def run_copy(finished_run, tmp_path):
   return tmp_path / "run"
 
 
+@pytest.mark.slow
 def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, run_copy,
                                                                       capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -551,6 +555,7 @@ def test_a_changed_setting_is_refused_and_the_record_keeps_every_value(data, run
   assert not record.exists()
 
 
+@pytest.mark.slow
 def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
     data, run_copy, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -584,6 +589,7 @@ def test_evaluating_a_finished_run_compares_only_what_gives_the_weights_meaning(
       "delete that run, checkpoints included, and start over\n")
 
 
+@pytest.mark.slow
 def test_overwrite_deletes_only_what_runs_write(data, run_copy, capsys):
   """overwrite_model_dir deletes the run (trained, exported, evaluated) and keeps what
   runs do not write there: a user's file, fine-tuning's outputs."""
@@ -608,6 +614,7 @@ def test_overwrite_deletes_only_what_runs_write(data, run_copy, capsys):
   assert os.listdir(model_dir / "finetuning_models") == ["glue_sst2_model_1"]
 
 
+@pytest.mark.slow
 def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, run_copy,
                                                                    capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -643,6 +650,7 @@ def test_a_truncated_checkpoint_is_skipped_for_the_newest_whole_one(data, run_co
       f"reads whole: delete {model_dir} to start the run over\n")
 
 
+@pytest.mark.slow
 def test_checkpoints_whose_state_file_is_lost_are_found_not_trained_over(data, run_copy,
                                                                         capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -756,6 +764,7 @@ def test_records_of_another_vocabulary_are_refused_before_anything_is_made(
   assert not model_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_pretraining_model_dir_is_read_where_a_checkpoint_is_expected(
     data, run_copy, tmp_path, capsys):
   import run_pretraining  # pylint: disable=g-import-not-at-top

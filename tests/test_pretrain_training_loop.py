@@ -112,6 +112,7 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync,
 """
 
 
+@pytest.mark.slow
 def test_multi_worker_on_loopback_matches_one_worker(tmp_path):
   workers = start_workers([sys.executable, "-c", WORKER_SCRIPT, str(tmp_path / "multi")],
                           str(tmp_path / "workers"))

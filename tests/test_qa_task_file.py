@@ -98,6 +98,7 @@ def lines_task(tmp_path_factory):
   return home / "data", home / "task"
 
 
+@pytest.mark.slow
 def test_a_json_lines_task_trains_scores_predicts_and_exports(lines_task, tmp_path,
                                                              capsys):
   data, task = lines_task
@@ -149,6 +150,7 @@ def test_a_json_lines_task_trains_scores_predicts_and_exports(lines_task, tmp_pa
     assert record["no_answer_score"] == pytest.approx(want["no_answer_score"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_a_squad_1_task_file_is_scored_as_squad_1(tmp_path):
   articles = squad_articles()
   data = tmp_path / "data"

@@ -51,6 +51,7 @@ def from_hf(tmp_path_factory):
   return data, hf_dir, trial, args
 
 
+@pytest.mark.slow
 def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     from_hf, tmp_path, capsys):
   data, hf_dir, trial, args = from_hf
@@ -80,6 +81,7 @@ def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     (tmp_path / "hf_moved").rename(hf_dir)
 
 
+@pytest.mark.slow
 def test_a_trial_whose_vocabulary_is_gone_is_one_line(from_hf, tmp_path, capsys):
   _, _, trial, _ = from_hf
   gone = tmp_path / "gone_1"

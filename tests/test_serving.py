@@ -57,6 +57,7 @@ def keras_outputs(config, split, count=1):
   return [finetuner.outputs(model, index, split) for index in range(count)]
 
 
+@pytest.mark.slow
 def test_sentence_pair_single_and_regression_export(tmp_path):
   data = tmp_path / "data"
   for folder in ("MRPC", "STS-B", "SST-2"):
@@ -90,6 +91,7 @@ def test_sentence_pair_single_and_regression_export(tmp_path):
                              tf.nn.softmax(sst2_logits).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tagging_export(tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
   [(split, logits)] = keras_outputs(config, "test")
@@ -131,6 +133,7 @@ def qa_reader(config):
                              **runner.serving.info(runner)}, finetuner.tokenizer)
 
 
+@pytest.mark.slow
 def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
   """Tiny models fine-tuned on 12 SQuAD questions (fine_tune_squad's) of SQuAD 1.1 and
   of SQuAD 2.0 (its default head and transformers'): each exported SavedModel, called in

@@ -38,6 +38,7 @@ def test_smoothing_scales_follow_the_formula():
                              [4.0 ** 0.75 / 0.25 ** 0.25], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_migrated_model_computes_the_float_outputs(stsb_trial):
   finetuned = source.load_finetuned(stsb_trial, note=lambda _: None)
   job = registry.Job(finetuned)
@@ -83,6 +84,7 @@ def dense_outputs(path, job, inputs):
   return np.concatenate(out)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Warning. Enabling .experimental_preserve_all_tensors")
 def test_migration_brings_full_int8_closer_to_float_on_an_outlier(stsb_trial, tmp_path):
   """An outlier channel in the FFN's input, as real pre-trained encoders have (the

@@ -25,6 +25,7 @@ def run_python(code, **env):
                         text=True, timeout=300, env=dict(os.environ, **env))
 
 
+@pytest.mark.slow
 def test_no_gpu_line_on_a_machine_without_one_other_lines_kept(capfd):
   plain = run_python(QUIET_TF)
   ours = run_python("from util import startup\n" + QUIET_TF)
@@ -96,6 +97,7 @@ def test_a_pools_workers_keep_sigterms_default(tmp_path):
   assert (ran.returncode, ran.stdout) == (0, "True [True, True]\n"), ran.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
     tmp_path, capsys, monkeypatch):
   """The serving export runs after training, past its last save: SIGTERM there ends as

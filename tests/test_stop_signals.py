@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from tests.helpers import ROOT, head_of, shared_path
@@ -66,6 +67,7 @@ def stopped_run(data, name, after, signum, epochs):
     run.stdout.close()
 
 
+@pytest.mark.slow
 def test_a_stop_request_anywhere_in_a_finetuning_run_ends_it_saved_in_one_line(
     tmp_path):
   data = tmp_path / "data"

@@ -98,6 +98,7 @@ def toy_registered(monkeypatch):
   tasks.register(TOY)
 
 
+@pytest.mark.slow
 def test_a_toy_family_registered_in_one_place_runs_through_the_script(
     toy_registered, tmp_path, capsys):
   """The default command, serving export on: a family without one (runner.serving

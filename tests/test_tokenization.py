@@ -50,6 +50,7 @@ def memoized_reference(vocab, text, lower_case):
                         for line in "\n".join(lines).translate(table).split("\n")]
 
 
+@pytest.mark.slow
 @BOTH_CASINGS
 def test_every_line_of_the_shared_corpus(vocab, lower_case):
   with open(shared_path("corpus", "english_corpus.txt"), encoding="utf-8") as f:

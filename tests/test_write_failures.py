@@ -119,6 +119,7 @@ def data_dir(tmp_path_factory):
   return make_data_dir(tmp_path_factory.mktemp("records"), 32, num_lines=200)[0]
 
 
+@pytest.mark.slow
 def test_run_pretraining(data_dir, tmp_path):
   locked = read_only_dir(tmp_path / "locked")
   # The last: a save that fails after TensorFlow began writing its <prefix>_temp shards
@@ -138,6 +139,7 @@ def test_run_pretraining(data_dir, tmp_path):
   assert not temp_dirs(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_run_finetuning(tmp_path):
   data = tmp_path / "data"
   for split, lines in (("train", 41), ("dev", 11)):
@@ -160,6 +162,7 @@ def test_run_finetuning(tmp_path):
   assert not temp_dirs(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_build_pretraining_dataset_and_tools(tmp_path):
   corpus = tmp_path / "corpus"
   os.makedirs(corpus)
