@@ -310,6 +310,7 @@ def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line():
       bad.stderr.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_bench_update_times_both_updates_on_the_commands_variables():
   """Ours' update on run_finetuning.py's variables, the peer's fused AdamW (with and
   without its clipping) on as many of the same shapes: one row each."""
