@@ -30,8 +30,9 @@ defaults: ../shared/data/glue and ../shared/data/conll2000 beside the checkout):
 of its own featurizes the task's training examples as run_finetuning.py does (the task
 runner's examples and features through Finetuner: BERT's uncased vocabulary,
 max_seq_length 128; MRPC and STS-B in both orders) and takes --steps batches of 32 in
-the order a run's first trial draws them (Finetuner.example_order with the config's
-seed, a fresh permutation each time through the file); both sides train on those
+the order a run's first trial draws them (Finetuner.train_order with the config's
+seed: a fresh permutation each time through the file, grouped by length with
+--length-grouping); both sides train on those
 batches in that order, first untimed (the warm-up: --warmup rounded up to whole passes
 over them), then timed. Ours reads them through its training input pipeline, which
 cuts each batch to its longest example rounded up to --batch-length-multiple (default:

@@ -48,8 +48,7 @@ def ours_update(model_size: str):
 
 def time_update(side: str, model_size: str, calls: int, clock: str, shapes=None) -> dict:
   if side == "ours":
-    _, update = ours_update(model_size)
-    step = update
+    _, step = ours_update(model_size)
   else:
     import torch  # pylint: disable=import-outside-toplevel
     from bench import peers  # pylint: disable=import-outside-toplevel
