@@ -20,7 +20,7 @@ import safetensors.numpy
 from data_prep import normalization as normalization_lib
 from data_prep.vocab import load_vocab
 from export.source import Finetuned, load_finetuned
-from model.config import ModelConfig
+from model.config import ModelConfig, check_vocab_size
 from model.internals import block_layers
 from model.weights import huggingface as hf
 from runs.pretrained import open_weights
@@ -114,10 +114,9 @@ def _json_files(config: Dict[str, object], normalization: normalization_lib.Norm
 
 
 def _check_vocab(vocab: str, sizes: ModelConfig):
-  vocab_size = len(load_vocab(vocab))  # a file that is no vocab.txt refused by name
-  if vocab_size != sizes.vocab_size:
-    raise ValueError(f"{vocab} has {vocab_size} tokens but the model has a vocabulary "
-                     f"of {sizes.vocab_size}; pass the model's vocab.txt with --vocab")
+  # load_vocab refuses a file that is no vocab.txt by name.
+  check_vocab_size(vocab, len(load_vocab(vocab)), sizes.vocab_size, "the model",
+                   "pass the model's vocab.txt with --vocab")
 
 
 def _write_files(folder: str, weights, config, sizes: ModelConfig, vocab: str,

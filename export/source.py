@@ -50,11 +50,10 @@ class Finetuned:
     return Tokenizer(load_vocab(self.vocab_file), *self.normalization)
 
 
-def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -> Finetuned:
+def load_finetuned(folder: str, note=print) -> Finetuned:
   """The fine-tuned model of a trial directory of one task, its weights all read from
-  its newest checkpoint that reads whole. `family`: the one family taken (`needs`, what
-  needs it, is said when another's model is refused). A lost or empty record is rebuilt
-  from the copy its checkpoints carry, said through `note`."""
+  its newest checkpoint that reads whole. A lost or empty record is rebuilt from the
+  copy its checkpoints carry, said through `note`."""
   if not os.path.isfile(os.path.join(folder, FINETUNING_RECORD)):
     pretrained = ("a pre-training model dir"
                   if os.path.isfile(os.path.join(folder, PRETRAINING_RECORD))
@@ -76,8 +75,6 @@ def load_finetuned(folder: str, note=print, family: str = "", needs: str = "") -
     raise ValueError(f"{folder}: fine-tuned on {','.join(names)}; the exports take one "
                      "task's model (fine-tune each task on its own to export it)")
   task = task_registry.get_task(names[0])
-  if family and task_registry.family_of(task).name != family:
-    raise ValueError(f"{folder}: fine-tuned on {names[0]}; {needs}")
   latest = newest_readable(folder, note)
   if not latest:
     raise ValueError(f"{folder}: holds {FINETUNING_RECORD} but no checkpoint")

@@ -148,12 +148,9 @@ class ElectraEncoder(tf_keras.Model):
       x = self.embeddings_project(x)
     return x, self.attention_mask(inputs["input_mask"], tf.shape(input_ids)[1])
 
-  def attention_probs(self, inputs):
-    """Every layer's attention weights, [B, heads, S, S] each (inference mode)."""
-    return self.inspect(inputs)[1]
-
   def inspect(self, inputs):
-    """(hidden_states, attention_probs) of one inference pass."""
+    """(every layer's input and the last's output [B, S, H], every layer's attention
+    weights [B, heads, S, S]) of one inference pass."""
     x, mask = self._embed(inputs)
     states, probs = [x], []
     for layer in self.transformer_layers:

@@ -5,9 +5,9 @@ docs/cpu_recipe.md.
 "truncated_normal" is the original's (the variables' own initializers). "mimetic" (after
 Trockman and Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023):
 - position embeddings become sinusoids (smooth in position: neighbours are similar),
-  `position_scale` times the token embeddings' per-element std;
-- in every transformer layer and head, query x key^T = qk_noise Z + qk_identity I and
-  value x output = vo_noise Z - vo_identity I (Z Gaussian with variance 1/width),
+  POSITION_SCALE times the token embeddings' per-element std;
+- in every transformer layer and head, query x key^T = NOISE Z + IDENTITY I and
+  value x output = NOISE Z - IDENTITY I (Z Gaussian with variance 1/width),
   factored by SVD into the head's kernels. Attention then follows similarity, which
   with dominant smooth positions is locality, from step 0.
 "mimetic_generator" gives that start to the generator alone (and to its own position
@@ -33,6 +33,9 @@ from model.electra import DiscriminatorHead, ElectraPair, GeneratorHead
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
 
+# The mimetic start's settings (the module's words).
+POSITION_SCALE, NOISE, IDENTITY = 4.0, 0.2, 0.7
+
 
 def sinusoids(num_positions: int, width: int, rms: float) -> np.ndarray:
   """[num_positions, width] sin/cos pairs at geometric frequencies (as the Transformer's
@@ -56,9 +59,7 @@ def factored_pair(rng: np.random.Generator, width: int, rank: int, noise: float,
   return u[:, :rank] * root, root[:, None] * vt[:rank]
 
 
-def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
-                      qk_noise: float, qk_identity: float, vo_noise: float,
-                      vo_identity: float):
+def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator):
   """Sets every layer's query/key and value/output kernels of `encoder` (biases stay)."""
   for block in encoder.transformer_layers:
     layers = block_layers(block)
@@ -66,9 +67,9 @@ def mimetic_attention(encoder: ElectraEncoder, rng: np.random.Generator,
     query, key, value = (np.zeros([width, heads, head_size]) for _ in range(3))
     output = np.zeros([heads, head_size, width])
     for h in range(heads):
-      query[:, h], key_t = factored_pair(rng, width, head_size, qk_noise, qk_identity)
+      query[:, h], key_t = factored_pair(rng, width, head_size, NOISE, IDENTITY)
       key[:, h] = key_t.T
-      value[:, h], output[h] = factored_pair(rng, width, head_size, vo_noise, -vo_identity)
+      value[:, h], output[h] = factored_pair(rng, width, head_size, NOISE, -IDENTITY)
     for dense, kernel in ((layers.query, query), (layers.key, key),
                           (layers.value, value), (layers.attention_output, output)):
       dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
@@ -114,9 +115,7 @@ def encoders_of(model) -> Iterable[ElectraEncoder]:
 
 
 def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
-                      position_scale: float = 4.0, qk_noise: float = 0.2,
-                      qk_identity: float = 0.7, vo_noise: float = 0.2,
-                      vo_identity: float = 0.7, cls_id: Optional[int] = None):
+                      cls_id: Optional[int] = None):
   """Re-initializes the (built) encoders of `model` by `scheme`; truncated_normal, the
   variables' own initializers, is left as built. `cls_id`: [CLS]'s id, which
   mimetic_open_cls needs."""
@@ -139,10 +138,10 @@ def apply_init_scheme(model, scheme: str, seed: int, initializer_range: float,
     tables = {id(e.embeddings): e.embeddings for e in encoders}.values()
   for embeddings in tables:
     table = embeddings.position_table
-    table.assign(tf.cast(sinusoids(*table.shape, position_scale * initializer_range),
+    table.assign(tf.cast(sinusoids(*table.shape, POSITION_SCALE * initializer_range),
                          table.dtype))
   for encoder in encoders:
-    mimetic_attention(encoder, rng, qk_noise, qk_identity, vo_noise, vo_identity)
+    mimetic_attention(encoder, rng)
   if scheme == "mimetic_open_cls":
     for embeddings in tables:
       open_cls_row(embeddings, cls_id)

@@ -67,7 +67,7 @@ def test_mimetic_attention_is_local_at_step_0(vocab, masked_text):
   for scheme in ("truncated_normal", "mimetic"):
     pair = tiny_pair(vocab, scheme)
     for part in ("generator", "discriminator"):
-      first = getattr(pair, part).attention_probs(masked_text)[0].numpy()
+      first = getattr(pair, part).inspect(masked_text)[1][0].numpy()
       shares[scheme, part] = neighbour_share(first, ids, vocab.mask_id)
   # Uniform attention puts 6/128 = 0.047 on the six neighbours.
   for part in ("generator", "discriminator"):
@@ -90,7 +90,7 @@ def test_attention_probs_match_numpy(vocab, masked_text):
   logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
   expected = np.exp(logits - logits.max(-1, keepdims=True))
   expected /= expected.sum(-1, keepdims=True)
-  np.testing.assert_allclose(encoder.attention_probs(inputs)[0].numpy(), expected,
+  np.testing.assert_allclose(encoder.inspect(inputs)[1][0].numpy(), expected,
                              atol=1e-5)
 
 

@@ -66,8 +66,8 @@ def test_cls_reads_the_sentence_and_the_others_keep_the_mimetic_pattern(
   opened = debug_pair("mimetic_open_cls", untied_generator_embeddings=untied_embeddings)
   mimetic = debug_pair("mimetic", untied_generator_embeddings=untied_embeddings)
   for part in ("discriminator", "generator"):
-    probs = getattr(opened, part).attention_probs(BATCH)[0].numpy()
-    reference = getattr(mimetic, part).attention_probs(BATCH)[0].numpy()
+    probs = getattr(opened, part).inspect(BATCH)[1][0].numpy()
+    reference = getattr(mimetic, part).inspect(BATCH)[1][0].numpy()
     assert_cls_uniform(probs)
     # Every other real token's row, over the tokens after [CLS] (whose key is now zero),
     # is the mimetic start's, and far from uniform.
@@ -155,7 +155,7 @@ def test_every_objective_gets_the_same_start(objective):
     first_input, _ = encoder._embed(BATCH)  # pylint: disable=protected-access
     np.testing.assert_array_equal(first_input.numpy()[:, 0], 0)
     if encoder.attention_direction != "ltr":
-      assert_cls_uniform(encoder.attention_probs(BATCH)[0].numpy())
+      assert_cls_uniform(encoder.inspect(BATCH)[1][0].numpy())
 
 
 def test_refused_where_it_cannot_apply(tmp_path):

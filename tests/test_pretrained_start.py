@@ -56,7 +56,7 @@ def test_mimetic_generator_leaves_the_discriminator_as_the_original_starts_it(
              zip(generator, values(pair.generator.trainable_variables))]
   assert any(changed)
   # The generator's attention follows similarity: far from uniform over 6 tokens.
-  probs = pair.generator.attention_probs(BATCH)[0].numpy()[0, :, :6, :6]
+  probs = pair.generator.inspect(BATCH)[1][0].numpy()[0, :, :6, :6]
   assert probs.max() > 2 / 6
   table = pair.generator.embeddings.position_table.numpy()
   if untied_embeddings:  # its own positions are sinusoids; the discriminator's are not
@@ -88,7 +88,7 @@ def test_init_adjustment_attention_starts_uniform_and_positions_balanced():
   assert np.mean(np.linalg.norm(table.numpy(), axis=-1)) > 2 * np.mean(
       np.linalg.norm(encoder.embedding_table.numpy(), axis=-1))
   adjust_pretrained(encoder, "attention_and_positions")
-  for probs in encoder.attention_probs(BATCH):
+  for probs in encoder.inspect(BATCH)[1]:
     np.testing.assert_allclose(probs.numpy()[0, :, :, :6], 1 / 6, rtol=1e-5)
     np.testing.assert_array_equal(probs.numpy()[0, :, :, 6:], 0)
   np.testing.assert_allclose(np.mean(np.linalg.norm(table.numpy(), axis=-1)),

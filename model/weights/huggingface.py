@@ -104,6 +104,8 @@ def span_weights(start_kernel: np.ndarray, start_bias: np.ndarray,
           "qa_outputs.bias": np.concatenate([start_bias, end_bias]).astype(np.float32)}
 
 
+# config.json fields with only one value in the original architecture.
+FIXED = {"position_embedding_type": "absolute", "layer_norm_eps": 1e-12}
 # ModelConfig's fields that ElectraConfig names alike (embedding_size aside: ours may be
 # None, meaning hidden_size).
 SHARED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -117,8 +119,7 @@ def config_json(config: ModelConfig, architecture: str, **extra) -> Dict[str, ob
   return {"architectures": [architecture], "model_type": "electra",
           "embedding_size": config.embedding_width,
           **{name: getattr(config, name) for name in SHARED_FIELDS},
-          "layer_norm_eps": 1e-12, "pad_token_id": 0,
-          "position_embedding_type": "absolute", **extra}
+          "pad_token_id": 0, **FIXED, **extra}
 
 
 def classification_labels(labels: List[str]) -> Dict[str, object]:
@@ -148,8 +149,6 @@ def tokenizer_files(lower_case: bool, strip_accents: bool, max_length: int
 # Weights in transformers' files that no mapping reads: a buffer, and the generator's
 # output embeddings (tied to its word embeddings).
 UNMAPPED = re.compile(r"(\.position_ids|^generator_lm_head\.weight)$")
-# config.json fields with only one value in the original architecture.
-FIXED = {"position_embedding_type": "absolute", "layer_norm_eps": 1e-12}
 
 
 # The model types read, each with the scope its task and pre-training models put the
@@ -193,20 +192,6 @@ def _is_hf_dir(path: str) -> bool:
   if any(os.path.isfile(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
     return True
   return "model_type" in read_json(os.path.join(path, "config.json"))
-
-
-def weights_without_config(path: str) -> Optional[str]:
-  """A Hugging Face weights file in directory `path` (or in a folder of it) whose
-  config.json is missing, or None: such a directory is no checkpoint of either format,
-  and a user should hear what it lacks."""
-  folders = [path] + sorted(os.path.join(path, f) for f in os.listdir(path)
-                            if os.path.isdir(os.path.join(path, f)))
-  for folder in folders:
-    if not os.path.isfile(os.path.join(folder, "config.json")):
-      for name in HF_WEIGHT_FILES:
-        if os.path.isfile(os.path.join(folder, name)):
-          return os.path.join(folder, name)
-  return None
 
 
 def hf_config(folder: str) -> Dict:
@@ -256,16 +241,19 @@ def hf_parts(path: str) -> Dict[str, str]:
 def locate(path: str) -> Optional[str]:
   """`path` when it is a Hugging Face ELECTRA directory, or a folder holding a
   discriminator's and a generator's; None for anything else. Transformers' weights
-  without their config.json are refused, naming what is missing."""
+  without their config.json (in `path` or a folder of it) are no checkpoint of either
+  format: refused, naming what is missing."""
   if hf_parts(path):
     return path
   if os.path.isdir(path) and not any(f.endswith(".index") for f in os.listdir(path)):
-    weights = weights_without_config(path)
-    if weights:
-      raise CheckpointError(
-          f"{path}: {weights} is Hugging Face weights without their config.json: a "
-          f"Hugging Face directory needs the config.json downloaded with them, in "
-          f"{os.path.dirname(weights)}")
+    for folder in [path] + sorted(os.path.join(path, f) for f in os.listdir(path)):
+      weights = [os.path.join(folder, name) for name in HF_WEIGHT_FILES
+                 if os.path.isfile(os.path.join(folder, name))]
+      if weights and not os.path.isfile(os.path.join(folder, "config.json")):
+        raise CheckpointError(
+            f"{path}: {weights[0]} is Hugging Face weights without their config.json: a "
+            f"Hugging Face directory needs the config.json downloaded with them, in "
+            f"{folder}")
   return None
 
 
