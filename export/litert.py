@@ -34,10 +34,6 @@ def file_name(form: str) -> str:
   return f"model_{form}.tflite"
 
 
-class UnsupportedOpError(ValueError):
-  """The model holds ops that the target runtime cannot run."""
-
-
 def refusal(job) -> str:
   return job.deployment_refusal("LiteRT") or (
       job.outlier_channels and job.writes(NAME, "full_int8")
@@ -54,11 +50,7 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
     elif form not in CALIBRATED_FORMS:
       model = to_litert(job.function, job.finetuned.model.variables, form)
     else:
-      model = _calibrated(job, form)
-      if job.smoothing_alpha is not None:
-        job.smoothed[name] = job.smoothing_alpha
-      if _groups(job, form):
-        job.grouped[name] = job.outlier_channels
+      model = _calibrated(job, form, name)
     export_folder.write_file(path, model)
     written.append(name)
     log(f"converted {name} ({os.path.getsize(path) / 2**20:.1f} MiB)"
@@ -69,20 +61,19 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
   return written
 
 
-def _groups(job, form: str) -> int:
-  """How many outlier channels per block the calibrated `form` keeps in int8 tensors of
-  their own (export/outlier_groups.py): full int8 only; mixed int8 keeps them float32."""
-  return job.outlier_channels if form == "full_int8" else 0
-
-
-def _calibrated(job, form: str) -> bytes:
-  """The job's model in a calibrated form, its dense layers' input outliers migrated into
-  their weights first (export/smoothing.py) unless the job's smoothing_alpha is None,
-  and in full int8 its outlier channels apart (export/outlier_groups.py) unless the
-  job's outlier_channels is 0."""
+def _calibrated(job, form: str, name: str) -> bytes:
+  """The job's model in a calibrated form (the file `name`, whose changes the job
+  records), its dense layers' input outliers migrated into their weights first
+  (export/smoothing.py) unless the job's smoothing_alpha is None, and in full int8 its
+  outlier channels apart (export/outlier_groups.py) unless the job's outlier_channels
+  is 0: mixed int8 keeps them float32."""
   model = job.finetuned.model
   float_scope = job.head_scope if job.deployable.float_head else ""
-  changes = (job.smoothing_alpha, _groups(job, form))
+  changes = (job.smoothing_alpha, job.outlier_channels if form == "full_int8" else 0)
+  if job.smoothing_alpha is not None:
+    job.smoothed[name] = job.smoothing_alpha
+  if changes[1]:
+    job.grouped[name] = changes[1]
   if changes == (None, 0):
     return to_litert(job.function, model.variables, form, job.calibration, float_scope,
                      job.litert_float32)
@@ -176,8 +167,8 @@ def to_litert(function, variables, form: str,
                   if error.operator.name})
     if not ops:
       raise
-    raise UnsupportedOpError(f"LiteRT ({form}) has no builtin kernel for "
-                             f"{', '.join(ops)}") from None
+    raise ValueError(f"LiteRT ({form}) has no builtin kernel for "
+                     f"{', '.join(ops)}") from None
 
 
 def int8_outlier_dense_weights(model: bytes) -> bytes:

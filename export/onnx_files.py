@@ -8,7 +8,6 @@ from typing import List
 
 import numpy as np
 
-from export.litert import UnsupportedOpError
 from util import stderr
 
 NAME = "onnx"
@@ -61,7 +60,7 @@ def to_onnx(function, path: str):
   unknown = sorted({n.op_type for n in proto.graph.node
                     if not onnx.defs.has(n.op_type, n.domain)})
   if unknown:
-    raise UnsupportedOpError(f"ONNX has no operator for {', '.join(unknown)}")
+    raise ValueError(f"ONNX has no operator for {', '.join(unknown)}")
   onnx.save(proto, path)
 
 

@@ -28,11 +28,6 @@ def _hash32(h):
   return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
 
 
-def keep_threshold(rate: float) -> int:
-  """The hash value from which a unit is kept: P(hash < it) = rate, to 2^-32."""
-  return min(round(rate * 2.0 ** 32), 2 ** 32 - 1)
-
-
 def kept_units(key, shape, rate: float, layout=None):
   """Which units of a tensor of `shape` dropout at `rate` keeps under `key` (two
   uint32): unit i, counted flat, where hash(hash(i xor key[0]) xor key[1]) >=
@@ -50,7 +45,9 @@ def kept_units(key, shape, rate: float, layout=None):
   position = tf.bitcast(position, tf.uint32)
   first = _hash32(tf.bitwise.bitwise_xor(position, key[0]))
   hashed = _hash32(tf.bitwise.bitwise_xor(first, key[1]))
-  return hashed >= tf.constant(keep_threshold(rate), tf.uint32)
+  # Kept from here on: P(hash < it) = rate, to 2^-32.
+  threshold = min(round(rate * 2.0 ** 32), 2 ** 32 - 1)
+  return hashed >= tf.constant(threshold, tf.uint32)
 
 
 def apply_dropout(x, keep, rate: float):

@@ -66,13 +66,18 @@ def shared_folder(tmp_path_factory, name, make):
   return home
 
 
+def save_original(pair, prefix: str, part: str = "pair", global_step=None) -> str:
+  """Writes `part` of `pair` in the original checkpoint format at `prefix`."""
+  from model.weights.original import original_variables, save_variables  # pylint: disable=g-import-not-at-top
+  return save_variables(original_variables(pair, part), prefix, global_step)
+
+
 def write_tiny_pretrained_model(data, layers=2):
   """<data>/vocab.txt (BERT's) and a tiny random model named "tiny" of `layers`
   transformer layers, exported where run_pretraining.py exports
   (<data>/models/tiny/export/), for fine-tuning tests."""
   from model.config import ModelConfig  # pylint: disable=g-import-not-at-top
   from model.electra import ElectraPair  # pylint: disable=g-import-not-at-top
-  from model.weights.original import save_original  # pylint: disable=g-import-not-at-top
   with open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb") as f:
     (data / "vocab.txt").write_bytes(f.read())
   # As a build writes it beside its vocabulary (else each command infers it, saying so).

@@ -238,7 +238,7 @@ def test_an_op_litert_lacks_is_named(finetuned):
   function = tf.function(lambda text: {"ids": tokenizer(text).to_tensor()},
                          input_signature=[tf.TensorSpec([None], tf.string)],
                          autograph=False)
-  with pytest.raises(litert.UnsupportedOpError) as raised:
+  with pytest.raises(ValueError) as raised:
     litert.to_litert(function, tokenizer.variables, "float32")
   message = str(raised.value)
   assert "\n" not in message

@@ -17,12 +17,12 @@ from finetune import trainer
 from finetune.sentence import data as sentence_data
 from finetune.sentence.data import SentenceExample
 from runs.pretrained import open_weights
-from model.weights.original import save_original
 from model import flops as model_flops
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from tests.helpers import (head_of, run_lock_held_elsewhere, sentence, shared_path,
-                           write_reviews_task, write_tiny_pretrained_model)
+                           save_original, write_reviews_task,
+                           write_tiny_pretrained_model)
 from training.curves import LOG_NAME, read_log
 
 

@@ -21,11 +21,11 @@ from finetune import trainer as finetune_trainer
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from runs.pretrained import open_weights
-from model.weights.original import original_variables, save_original
+from model.weights.original import original_variables
 from runs.start import open_start
 from pretrain import config_fitting
 from pretrain.config import load_config
-from tests.helpers import bert_dir, make_data_dir, shared_path
+from tests.helpers import bert_dir, make_data_dir, shared_path, save_original
 from tools import export_hf, reference_outputs
 
 SIZES = dict(vocab_size=120, embedding_size=16, max_position_embeddings=24,

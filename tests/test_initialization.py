@@ -14,11 +14,10 @@ from data_prep import masking
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
 from runs.pretrained import open_weights
-from model.weights.original import save_original
 from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.initialization import apply_init_scheme, prior_discriminator_head, sinusoids
-from tests.helpers import shared_path
+from tests.helpers import shared_path, save_original
 from tools import export_hf
 
 SEQ = 128

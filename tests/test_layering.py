@@ -110,7 +110,7 @@ def test_commands_set_tensorflows_environment_before_anything_loads_it():
 
 # The calls that open a file or folder for writing (open's in a writing mode).
 WRITERS = {"atomic_write", "atomic_directory", "create_file_writer", "copyfile", "copy",
-           "copy2", "copytree", "move", "save_folder", "save_original", "save_variables",
+           "copy2", "copytree", "move", "save_folder", "save_variables",
            "SaveV2", "write_text", "write_bytes"}
 
 

@@ -15,10 +15,9 @@ from model.electra import DiscriminatorHead, ElectraPair
 from model.encoder import ElectraEncoder
 from model.weights import CheckpointError
 from runs.pretrained import open_weights
-from model.weights.original import save_original
 from tools import reference_outputs
 from tests import numpy_electra
-from tests.helpers import TINY, make_checkpoint, padded_batch
+from tests.helpers import TINY, make_checkpoint, padded_batch, save_original
 
 # electra_small with the released model's generator (generator_hidden_size 1.0 there;
 # 0.25 here so the generator has its own, smaller size and heads).

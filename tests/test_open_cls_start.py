@@ -18,9 +18,10 @@ from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings
 from model.initialization import apply_init_scheme, encoders_of, open_cls_row
 from runs.pretrained import open_weights
-from model.weights.original import original_variables, save_original
+from model.weights.original import original_variables
 from pretrain.config import load_config
 from pretrain.model import PretrainingModel, SpecialTokens
+from tests.helpers import save_original
 from tools import export_hf
 
 SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)

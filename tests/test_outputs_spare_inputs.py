@@ -14,8 +14,7 @@ import run_finetuning
 import run_pretraining
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights.original import save_original
-from tests.helpers import tiny_vocab_text, write_reviews_task, write_tiny_pretrained_model
+from tests.helpers import tiny_vocab_text, write_reviews_task, write_tiny_pretrained_model, save_original
 from tools import export_hf, reference_outputs
 from tools import tokenize as tokenize_tool
 

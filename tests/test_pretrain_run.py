@@ -21,13 +21,12 @@ import pytest
 import tensorflow as tf
 
 from runs.pretrained import open_weights
-from model.weights.original import save_original
 from pretrain import config_fitting, input_pipeline, run_record, trainer
 from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, FIXED_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
-from tests.helpers import (make_data_dir, run_lock_held_elsewhere, TINY_MODEL,
-                           write_records)
+from tests.helpers import (make_data_dir, run_lock_held_elsewhere, save_original,
+                           TINY_MODEL, write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.stopping import TrainingInterrupted

@@ -16,10 +16,10 @@ from model.electra import ElectraPair
 from model.encoder import ElectraEncoder
 from model.initialization import adjust_pretrained, apply_init_scheme, sinusoids
 from model.weights import huggingface
-from model.weights.original import original_variables, save_original
+from model.weights.original import original_variables
 from runs.pretrained import open_weights
 from pretrain import config as pretrain_config
-from tests.helpers import shared_path, write_tiny_pretrained_model
+from tests.helpers import shared_path, write_tiny_pretrained_model, save_original
 from util.hparams import HParamsError
 
 SIZES = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

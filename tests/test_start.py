@@ -5,10 +5,10 @@ import os
 
 from model.config import ModelConfig
 from model.electra import ElectraPair
-from model.weights.original import save_original
 from runs.start import open_start, record_name
 from pretrain import run_record
 from pretrain.config import load_config
+from tests.helpers import save_original
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=1,
                                     max_position_embeddings=32))

@@ -18,9 +18,9 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights import CheckpointError, by_name, huggingface, original
 from runs.pretrained import open_weights
-from model.weights.original import original_variables, save_original
+from model.weights.original import original_variables
 from export import huggingface as hf_export
-from tests.helpers import tiny_vocab_text
+from tests.helpers import tiny_vocab_text, save_original
 from tools import export_hf
 from util import cli
 

@@ -13,12 +13,12 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.weights import CheckpointError, huggingface, original
 from model.weights.formats import FORMATS
-from model.weights.original import original_variables, save_original
+from model.weights.original import original_variables
 from runs import pretrained as run_dir
 from runs.model_files import FINETUNING_RECORD, PRETRAINING_RECORD
 from runs.pretrained import open_weights
 from export import huggingface as hf_export
-from tests.helpers import tiny_vocab_text
+from tests.helpers import tiny_vocab_text, save_original
 
 CONFIG = ModelConfig.from_dict(dict(vocab_size=30, hidden_size=16, num_hidden_layers=2,
                                     num_attention_heads=1, intermediate_size=32,

@@ -3,7 +3,7 @@
 One mapping table (`original_variables`) pairs each Keras variable with its name in the
 original checkpoint and the shape it has there; every format loads through it (the
 Hugging Face names and a run's object graph are converted to these names), and
-`save_original` writes it. The only layout differences are the attention projections,
+`save_variables` writes it. The only layout differences are the attention projections,
 which tf_keras's MultiHeadAttention keeps per head ([H, heads, head] and [heads, head,
 H]) where the original has [H, H].
 
@@ -306,12 +306,6 @@ def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
     json.dump(sizes.to_dict(), f, indent=2, sort_keys=True)
   shutil.copyfile(vocab_file, os.path.join(folder, "vocab.txt"))
   return prefix
-
-
-def save_original(pair: ElectraPair, prefix: str, part: str = "pair",
-                  global_step: Optional[int] = None) -> str:
-  """Writes `part` under the original names (save_variables)."""
-  return save_variables(original_variables(pair, part), prefix, global_step)
 
 
 def save_variables(mapping: Mapping, prefix: str, global_step: Optional[int] = None) -> str:
