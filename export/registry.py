@@ -11,7 +11,7 @@ and, when its files come in several variants:
   FORMS    their names; write then takes forms=, those of FORMS to write (`export`'s
            `variants`), all by default;
   CALIBRATED_FORMS   (with CALIBRATED) the variants that read the calibration inputs.
-A new form is its module and one line in WRITERS (or register(module)).
+A new form is its module and one line in WRITERS.
 """
 
 import functools
@@ -35,11 +35,6 @@ WRITERS = {writer.NAME: writer for writer in (original, huggingface, saved_model
 OUTLIER_CHANNELS = 8
 # The forms read without TensorFlow through the reader bundle ("all" of tools.export).
 DEPLOYMENT = ("litert", "onnx")
-
-
-def register(writer):
-  """Adds a writer (a form of its own) to WRITERS."""
-  WRITERS[writer.NAME] = writer
 
 
 class Job:
@@ -77,8 +72,11 @@ class Job:
   def deployment_refusal(self, form: str) -> str:
     """Why `form` (a token-ids model read by the reader) cannot take this model."""
     if self.deployable is None:
+      # The families with a reader in their Serving.
+      families = [family.name for family in task_registry.FAMILIES
+                  if getattr(family.runner().serving, "reader", "")]
       return (f"{form} takes a model of a family with a deployment declaration "
-              f"({', '.join(deployable_families())}: their serving.py's SERVING); "
+              f"({', '.join(families)}: their serving.py's SERVING); "
               f"{self.finetuned.task.name} is of the {self.finetuned.family.name} family")
     return ""
 
@@ -130,12 +128,6 @@ class Job:
         [examples[i] for i in chosen[:self.calibration_size]], task.train_split)
     return {name: features[name][:self.calibration_size]
             for name in self.deployable.inputs}
-
-
-def deployable_families() -> List[str]:
-  """The families whose models the token-ids forms take (a reader in their Serving)."""
-  return [family.name for family in task_registry.FAMILIES
-          if getattr(family.runner().serving, "reader", "")]
 
 
 def _calibrated(writer, variants) -> bool:

@@ -472,7 +472,7 @@ def test_the_mixed_int8_form_runs_alone_and_keeps_the_labels(finetuned, sst2_exp
 @pytest.mark.slow
 def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, capsys):
   """The registry's contract: a form is an object with NAME, READER, refusal and write,
-  and one register call; tools.export_lite then offers it and writes it atomically."""
+  and one line in WRITERS; tools.export_lite then offers it and writes it atomically."""
   _, trial = finetuned["glue/sst2"]
   monkeypatch.setattr(registry, "WRITERS", dict(registry.WRITERS))
 
@@ -484,7 +484,7 @@ def test_a_new_form_is_a_module_and_a_line(finetuned, tmp_path, monkeypatch, cap
   form = types.SimpleNamespace(NAME="npz", READER=False, write=write,
                                refusal=lambda job: "" if job.finetuned.family.name ==
                                "sentence" else "npz takes sentence models")
-  registry.register(form)
+  registry.WRITERS[form.NAME] = form
   out = tmp_path / "npz"
   assert export_lite.main(["--model-dir", trial, "--output", str(out), "--format",
                            "npz"]) == 0

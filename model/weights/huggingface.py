@@ -12,7 +12,7 @@ float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
 
 Reading goes the same way (the last part of this module): a transformers directory, or
 a folder holding a discriminator's and a generator's, is loaded through original.py's
-mapping table (each variable looked up by hf_name); `model_config_values` turns
+mapping table (each variable looked up by hf_name); `_sizes` turns
 transformers' config.json back into our sizes (model_config). A BERT directory reads as
 a discriminator's encoder (fine-tuning): ELECTRA's discriminator encoder is BERT's with
 embedding_size == hidden_size, so its weights carry the same names under another scope.
@@ -168,16 +168,6 @@ def role(config: Dict[str, object]) -> str:
       "discriminator"
 
 
-def model_config_values(config: Dict[str, object]) -> Dict[str, object]:
-  """Our ModelConfig fields from transformers' ElectraConfig (the inverse of
-  config_json); raises ValueError naming a field the original architecture lacks."""
-  for field, value in FIXED.items():
-    if config.get(field, value) != value:
-      raise ValueError(f"{field} {config[field]!r}: the original ELECTRA has {value!r}")
-  return {name: config[name] for name in ("embedding_size", *SHARED_FIELDS)
-          if name in config}
-
-
 # ---- reading a transformers directory -------------------------------------------------
 
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -274,10 +264,15 @@ def vocab_files(path: str) -> List[str]:
 
 
 def _sizes(folder: str) -> Dict:
-  try:
-    return model_config_values(hf_config(folder))
-  except ValueError as e:
-    raise CheckpointError(f"{folder}/config.json: {e}") from None
+  """Our ModelConfig fields from the folder's ElectraConfig (the inverse of config_json),
+  refused when it names a field the original architecture lacks."""
+  config = hf_config(folder)
+  for field, value in FIXED.items():
+    if config.get(field, value) != value:
+      raise CheckpointError(f"{folder}/config.json: {field} {config[field]!r}: the "
+                            f"original ELECTRA has {value!r}")
+  return {name: config[name] for name in ("embedding_size", *SHARED_FIELDS)
+          if name in config}
 
 
 def model_config(path: str, part: str = "pair") -> ModelConfig:
