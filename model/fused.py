@@ -42,8 +42,8 @@ import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 
 from model.dropout import KeyedDropout, apply_dropout, dropout_key, kept_units
-from model.internals import (attention_scale, block_layers, norm_epsilon,
-                             plain_post_layer_norm, replace_block_dropouts)
+from model.internals import (attention_scale, block_layers, plain_post_layer_norm,
+                             replace_block_dropouts)
 
 SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
@@ -266,7 +266,7 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     if not (self.fused and training is True and self._fusable(inputs, output_range)):
       return super().call(inputs, output_range)
     x, mask = inputs
-    layers, epsilon = block_layers(self), norm_epsilon(self)
+    layers = block_layers(self)
     projections = [tf.einsum("abc,cde->abde", x, dense.kernel)
                    for dense in (layers.query, layers.key, layers.value)]
     query, key, value = qkv_heads(
@@ -285,7 +285,7 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
         layers.attention_output.bias,
         dropout_key(attention_dropout), x,
         layers.attention_norm.gamma, layers.attention_norm.beta, attention_dropout.rate,
-        epsilon, attention_dropout.layout(tf.shape(x)))
+        layers.attention_norm.epsilon, attention_dropout.layout(tf.shape(x)))
     # The LayerNorm's output is float32; the product reads it as its own layer would.
     inner = bias_gelu(
         tf.einsum("abc,cd->abd", tf.cast(attended, dtype), layers.intermediate.kernel),
@@ -293,8 +293,8 @@ class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
     return residual_norm(
         tf.einsum("abc,cd->abd", inner, layers.output.kernel),
         layers.output.bias, dropout_key(output_dropout), attended,
-        layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate, epsilon,
-        output_dropout.layout(tf.shape(attended)))
+        layers.output_norm.gamma, layers.output_norm.beta, output_dropout.rate,
+        layers.output_norm.epsilon, output_dropout.layout(tf.shape(attended)))
 
 
 def use_fused(model: tf_keras.layers.Layer, fused: bool):

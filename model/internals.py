@@ -69,11 +69,6 @@ def attention_scale(block) -> float:
   return 1.0 / float(block._key_dim) ** 0.5  # pylint: disable=protected-access
 
 
-def norm_epsilon(block) -> float:
-  """The epsilon of `block`'s LayerNorms."""
-  return block._norm_epsilon  # pylint: disable=protected-access
-
-
 def draws_from_generator(layer) -> bool:
   """Whether `layer` draws random numbers through Keras' RandomGenerator (dropout)."""
   return getattr(layer, "_random_generator", None) is not None
