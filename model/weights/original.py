@@ -84,29 +84,17 @@ def encoder_variables(encoder: ElectraEncoder, scope: str,
   return out
 
 
-def generator_head_variables(head, hidden: int) -> Mapping:
-  c = head.model_config
-  return (_dense("generator_predictions/dense", head.dense, hidden, c.embedding_width)
-          + _layer_norm("generator_predictions/LayerNorm", head.layer_norm,
-                        c.embedding_width)
-          + [("generator_predictions/output_bias", head.output_bias, (c.vocab_size,))])
-
-
-def discriminator_head_variables(head) -> Mapping:
-  h = head.model_config.hidden_size
-  return (_dense("discriminator_predictions/dense", head.dense, h, h)
-          + _dense("discriminator_predictions/dense_1", head.dense_1, h, 1))
-
-
 def original_variables(pair: ElectraPair, part: str = "pair") -> Mapping:
   """The mapping table for `part` of a built pair: (original name, variable, shape)."""
   if part not in PARTS:
     raise ValueError(f"part {part!r}: expected one of {PARTS}")
-  c = pair.model_config
+  c, h = pair.model_config, pair.model_config.hidden_size
   out: Mapping = []
   if part in ("pair", "discriminator"):
     out += encoder_variables(pair.discriminator, "electra")
-    out += discriminator_head_variables(pair.discriminator_head)
+    head = pair.discriminator_head
+    out += (_dense("discriminator_predictions/dense", head.dense, h, h)
+            + _dense("discriminator_predictions/dense_1", head.dense_1, h, 1))
   if part in ("pair", "generator"):
     if pair.generator is pair.discriminator:  # one encoder for both roles
       if part == "generator":
@@ -117,8 +105,11 @@ def original_variables(pair: ElectraPair, part: str = "pair") -> Mapping:
         out += embeddings_variables(pair.generator.embeddings,
                                     "generator" if untied else "electra")
       out += encoder_variables(pair.generator, "generator", with_embeddings=False)
-    out += generator_head_variables(pair.generator_head,
-                                    pair.generator_model_config.hidden_size)
+    head, g = pair.generator_head, pair.generator_model_config
+    e = g.embedding_width  # (the generator's own hidden size when its embeddings are)
+    out += (_dense("generator_predictions/dense", head.dense, g.hidden_size, e)
+            + _layer_norm("generator_predictions/LayerNorm", head.layer_norm, e)
+            + [("generator_predictions/output_bias", head.output_bias, (c.vocab_size,))])
   return out
 
 
