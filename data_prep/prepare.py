@@ -10,7 +10,6 @@ learned vocabulary, and written beside the data dir's vocab.txt.
 import collections
 import dataclasses
 import os
-import sys
 import time
 from typing import Optional
 
@@ -91,7 +90,7 @@ def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
   if options.vocab_file is None and normalization_lib.read(vocab_folder) is None:
     # The data dir's vocabulary, read by the later steps: its normalisation beside it.
     normalization_lib.write(vocab_folder, normalization_lib.read(output_dir))
-  build_lib.print_summary(stats, output_dir, stream=sys.stdout)
+  build_lib.print_summary(stats, output_dir)
   return stats
 
 

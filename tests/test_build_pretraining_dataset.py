@@ -170,7 +170,8 @@ def test_two_processes_do_not_depend_on_scheduling(tmp_path, small_corpus, vocab
   serial.mkdir()
   total = build_config.Stats()
   for job, spans in reversed(list(enumerate(corpus_lib.split_work(files, 2)))):
-    total.add(build_lib.write_part(cfg, job, spans, 2, str(serial)))
+    total.add(build_lib.write_part(build_lib.with_normalization(cfg), job, spans, 2,
+                                   str(serial)))
   assert file_bytes(tmp_path / "spawned") == file_bytes(serial)
   untimed = lambda s: dataclasses.replace(s, loop_seconds=0, loop_cpu_seconds=0)
   assert untimed(stats) == untimed(total)
@@ -240,7 +241,8 @@ def test_default_build_imports_no_tensorflow_and_writes_berts_tokens(
     assert built.returncode == 0, built.stderr
   # The same bytes as a build whose tokenizer is BERT's rules in plain Python.
   monkeypatch.setattr(tokenizer_lib, "Tokenizer", ReferenceBatches)
-  cfg = config(corpus, vocab_file, tmp_path / "reference", num_processes=2)
+  cfg = build_lib.with_normalization(config(corpus, vocab_file, tmp_path / "reference",
+                                            num_processes=2))
   (tmp_path / "reference").mkdir()
   parts = corpus_lib.split_work(corpus_lib.list_files(str(corpus)), 2)
   for job, spans in enumerate(parts):  # in this process, where the patch holds
