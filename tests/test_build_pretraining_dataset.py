@@ -27,7 +27,7 @@ from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep import prepare as prepare_lib
 from data_prep.records import feature_spec
-from data_prep import reference_tokenizer as ref
+from tests import reference_tokenizer as ref
 from data_prep import tokenizer as tokenizer_lib
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
@@ -143,8 +143,8 @@ def test_packing_draws_ten_percent_single_segment_and_five_percent_short_targets
     if example:
       built.append(example)
   n = len(built)
-  single = np.mean([not e.has_second_segment for e in built])
-  content = np.array([e.num_real - 2 - e.has_second_segment for e in built])
+  single = np.mean([e.num_real == e.a_end for e in built])
+  content = np.array([e.num_real - 2 - (e.num_real > e.a_end) for e in built])
   assert abs(single - 0.1) < 4 * np.sqrt(0.1 * 0.9 / n)
   p_short = 0.05 * 96 / 124
   assert abs(np.mean(content <= 100) - p_short) < 4 * np.sqrt(p_short * (1 - p_short) / n)
