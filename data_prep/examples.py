@@ -29,10 +29,6 @@ class Example:
     self.input_ids, self.a_end, self.num_real = input_ids, a_end, num_real
     self.num_dropped = num_dropped  # tokens cut by truncation
 
-  @property
-  def has_second_segment(self) -> bool:
-    return self.num_real > self.a_end
-
 
 class ExampleBuilder:
   """Feed it lines with `add_line`; it returns an Example whenever one is complete."""
