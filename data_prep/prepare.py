@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import os
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 from data_prep import build as build_lib
 from data_prep.build_config import BuildConfig
@@ -46,9 +46,10 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
 
 
-def learned_normalization(config: BuildConfig) -> normalization_lib.Decision:
-  """The normalisation of a vocabulary learned from the corpus: the flags', else
-  decided from the corpus's characters (a pass over it, streamed)."""
+def learned_normalization(config: BuildConfig
+                          ) -> Tuple[normalization_lib.Normalization, str]:
+  """The normalisation of a vocabulary learned from the corpus, and why: the flags',
+  else decided from the corpus's characters (a pass over it, streamed)."""
   counts, total = collections.Counter(), 0
   if config.strip_accents is None and config.do_lower_case is not False:
     total = sum(normalization_lib.count_characters(text.split("\n"), counts)
@@ -76,9 +77,8 @@ def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
     t0 = time.time()
     log(f"no vocab given: learning a {options.vocab_size}-token WordPiece vocabulary from "
         f"{corpus_dir} into {vocab_file}")
-    decision = learned_normalization(config)
-    normalization = decision.normalization
-    log(f"  the text {normalization}: {decision.reason}; "
+    normalization, reason = learned_normalization(config)
+    log(f"  the text {normalization}: {reason}; "
         f"{normalization_lib.flag_that_changes(normalization)}")
     learn_vocab_from_corpus(corpus_dir, vocab_file, options.vocab_size, *normalization)
     normalization_lib.write(os.path.dirname(os.path.abspath(vocab_file)), normalization)
