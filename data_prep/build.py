@@ -77,14 +77,13 @@ def check_output_dir(output_dir: str, overwrite: bool):
     if not overwrite:
       raise BuildError(f"--output-dir: {output_dir} is not empty; pass --overwrite to "
                        "replace its contents")
-    others = sorted(name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
-                    for name in os.listdir(output_dir) if not _is_built(name))
+    others = [name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
+              for name in os.listdir(output_dir) if not _is_built(name)]
     if others:
       raise BuildError(
-          f"--output-dir: {output_dir} also holds what a build does not write ("
-          + ", ".join(others[:5]) + (f", +{len(others) - 5} more" if len(others) > 5
-                                     else "") + "); --overwrite replaces a build's "
-          "shards only: move those elsewhere, or choose another --output-dir")
+          f"--output-dir: {output_dir} also holds what a build does not write "
+          f"({cli.listed(others)}); --overwrite replaces a build's shards only: move "
+          "those elsewhere, or choose another --output-dir")
   parent = os.path.dirname(os.path.abspath(output_dir))
   try:
     files_lib.make_folder(parent, output_dir)
