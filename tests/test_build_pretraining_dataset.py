@@ -473,11 +473,10 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path, small_corpus, vocab_f
 
 
 @pytest.mark.slow
-def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path):
-  options = prepare_lib.PrepareOptions(data_dir=str(tmp_path / "data"), vocab_size=4000,
-                                       default_corpus_bytes=400_000,
-                                       build=build_config.BuildConfig(progress=False))
-  stats = prepare_lib.prepare(options, log=lambda *_: None)
+def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path, monkeypatch):
+  monkeypatch.setattr(prepare_lib, "DEFAULT_CORPUS_BYTES", 400_000)
+  stats = prepare_lib.prepare(build_config.BuildConfig(progress=False),
+                              str(tmp_path / "data"), 4000, log=lambda *_: None)
   data = tmp_path / "data"
   assert sorted(os.listdir(data)) == ["corpus", "pretrain_tfrecords",
                                       "tokenizer_config.json", "vocab.txt"]
