@@ -77,9 +77,6 @@ class ExampleBuilder:
       self.short_target += 1
     else:
       self.target_length = self.max_length
-    return self._example(first, second, total - len(first) - len(second))
-
-  def _example(self, first, second, num_dropped) -> Example:
     input_ids = [self.cls_id] + first + [self.sep_id]
     a_end = len(input_ids)
     if second:
@@ -88,4 +85,4 @@ class ExampleBuilder:
       self.single_segment += 1
     num_real = len(input_ids)
     return Example(input_ids + [0] * (self.max_length - num_real), a_end, num_real,
-                   num_dropped)
+                   total - len(first) - len(second))

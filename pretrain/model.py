@@ -28,9 +28,8 @@ class PretrainingModel(tf_keras.Model):
   """
 
   def __init__(self, config: PretrainingConfig,
-               special_tokens: Optional[SpecialTokens] = None, **kwargs):
-    kwargs.setdefault("name", "pretraining_model")
-    super().__init__(**kwargs)
+               special_tokens: Optional[SpecialTokens] = None):
+    super().__init__(name="pretraining_model")
     self.pretraining_config = config
     if special_tokens is None:
       vocab = load_vocab(config.vocab_file)
