@@ -1,10 +1,7 @@
 """FLOPs of a pre-training run: `python -m tools.flops --model-name electra_small`.
 
-Loads the pre-training config as run_pretraining.py does (same --model-name, --data-dir,
---hparams) and prints training FLOPs per step and over num_train_steps, inference FLOPs
-per sequence and parameter counts, counted as the original's flops_computation.py
-(model/flops.py). vocab_size follows <data-dir>/vocab.txt when that exists and
-vocab_size is left at its default, as pre-training does; otherwise it is the config's.
+The config loaded as run_pretraining.py loads it (same flags); what it prints and how it
+counts: docs/pretraining.md, "FLOPs".
 """
 
 import argparse
