@@ -2,11 +2,9 @@
 
     python -m tools.hparams_reference --output docs/hparams.md
 
-Every field of both phases is declared once, with `hparams.field` (its type, default,
-allowed values, part in a run's record and help). This writes them as one table per
-config: pre-training, fine-tuning, each task family's own fields, the fields both phases
-share and the model's sizes. tests/test_hparams_reference.py checks that the committed
-page is what this writes now.
+Every field of both phases is declared once, with `hparams.field`; this writes them as
+one table per config. tests/test_hparams_reference.py checks that the committed page is
+what this writes now.
 """
 
 import argparse
