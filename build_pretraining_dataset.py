@@ -17,9 +17,6 @@ from data_prep.build_config import BuildConfig  # pylint: disable=wrong-import-p
 from util import cli  # pylint: disable=wrong-import-position
 
 
-PATH_FIELDS = ("corpus_dir", "vocab_file", "output_dir")  # PrepareOptions resolves them
-
-
 def _bool(text: str) -> bool:
   # The original used type=bool, which reads "False" as True.
   if text.lower() in ("1", "true", "yes"):
@@ -35,12 +32,12 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--data-dir", default="data",
                       help="root of the default layout: corpus/, vocab.txt, "
                            "pretrain_tfrecords/ (default: data)")
-  parser.add_argument("--corpus-dir", help="directory of text files: one sentence or "
+  parser.add_argument("--corpus-dir", default="", help="directory of text files: one sentence or "
                       "paragraph per line, blank lines between documents (default: "
                       "<data-dir>/corpus, harvested from Python's documentation if absent)")
-  parser.add_argument("--vocab-file", help="BERT WordPiece vocab.txt (default: "
+  parser.add_argument("--vocab-file", default="", help="BERT WordPiece vocab.txt (default: "
                       "<data-dir>/vocab.txt, learned from the corpus if absent)")
-  parser.add_argument("--output-dir", help="where the TFRecords go (default: "
+  parser.add_argument("--output-dir", default="", help="where the TFRecords go (default: "
                       "<data-dir>/pretrain_tfrecords)")
   parser.add_argument("--vocab-size", type=int,
                       help="size of a learned vocabulary (default: 30522)")
@@ -96,12 +93,9 @@ def main(argv=None) -> int:
   args = parse_args(argv)
 
   def build() -> int:
-    settings = BuildConfig(**{f.name: getattr(args, f.name)
-                              for f in dataclasses.fields(BuildConfig)
-                              if f.name not in PATH_FIELDS})  # checked here, in one line
-    prepare.prepare(prepare.PrepareOptions(
-        data_dir=args.data_dir, corpus_dir=args.corpus_dir, vocab_file=args.vocab_file,
-        output_dir=args.output_dir, vocab_size=args.vocab_size, build=settings))
+    config = BuildConfig(**{f.name: getattr(args, f.name)  # checked here, in one line
+                            for f in dataclasses.fields(BuildConfig)})
+    prepare.prepare(config, args.data_dir, args.vocab_size)
     return 0
   return cli.run_command(build)
 

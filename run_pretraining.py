@@ -3,9 +3,7 @@
 Flags as the original (--data-dir, --model-name, --hparams JSON or a JSON file); the
 data-dir layout is the original's: <data-dir>/pretrain_tfrecords, <data-dir>/vocab.txt,
 <data-dir>/models/<model-name>. Re-running the same command resumes from the last
-checkpoint. --init-checkpoint continues pre-training from a released model: an
-original-format checkpoint, or a folder holding Hugging Face ELECTRA discriminator and
-generator directories. The work is done by pretrain/trainer.py.
+checkpoint. The work is done by pretrain/trainer.py.
 """
 
 import argparse

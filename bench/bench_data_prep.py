@@ -4,7 +4,7 @@ Run by hand (not in CI):  .venv/bin/python -m bench.bench_data_prep [--corpus FI
 
 Measures, on ../shared/data/corpus/english_corpus.txt with the BERT uncased vocab:
 1. tokenizer tokens/s: data_prep.tokenizer (C-level normalization and split, cached WordPiece)
-   against data_prep.reference_tokenizer (BERT FullTokenizer-style pure Python), on the
+   against tests.reference_tokenizer (BERT FullTokenizer-style pure Python), on the
    same lines in the same run;
 2. whole-build tokens/s in one process: build_pretraining_dataset.py against a
    pure-Python pipeline written like the original (FullTokenizer-style tokenizer, the
@@ -95,7 +95,7 @@ def child_result(code: str, root: str = ROOT):
 
 
 def bench_tokenizers(corpus, vocab_file, sample_every):
-  from data_prep.reference_tokenizer import ReferenceTokenizer
+  from tests.reference_tokenizer import ReferenceTokenizer
   from data_prep.tokenizer import Tokenizer, get_patterns
   from data_prep.vocab import load_vocab
   vocab = load_vocab(vocab_file)
@@ -136,7 +136,7 @@ def bench_python_pipeline(corpus, vocab_file, max_lines, out_dir):
   """The original's pipeline shape in pure Python (tokenizer, packing, protobuf)."""
   import tensorflow as tf
   from data_prep.examples import ExampleBuilder
-  from data_prep.reference_tokenizer import ReferenceTokenizer
+  from tests.reference_tokenizer import ReferenceTokenizer
   from data_prep.vocab import load_vocab
   vocab = load_vocab(vocab_file)
   tokenizer = ReferenceTokenizer(vocab.ids)

@@ -22,7 +22,6 @@ import os
 import queue as queue_lib
 import random
 import re
-import shutil
 import signal
 import sys
 import threading
@@ -78,14 +77,13 @@ def check_output_dir(output_dir: str, overwrite: bool):
     if not overwrite:
       raise BuildError(f"--output-dir: {output_dir} is not empty; pass --overwrite to "
                        "replace its contents")
-    others = sorted(name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
-                    for name in os.listdir(output_dir) if not _is_built(name))
+    others = [name + ("/" if os.path.isdir(os.path.join(output_dir, name)) else "")
+              for name in os.listdir(output_dir) if not _is_built(name)]
     if others:
       raise BuildError(
-          f"--output-dir: {output_dir} also holds what a build does not write ("
-          + ", ".join(others[:5]) + (f", +{len(others) - 5} more" if len(others) > 5
-                                     else "") + "); --overwrite replaces a build's "
-          "shards only: move those elsewhere, or choose another --output-dir")
+          f"--output-dir: {output_dir} also holds what a build does not write "
+          f"({cli.listed(others)}); --overwrite replaces a build's shards only: move "
+          "those elsewhere, or choose another --output-dir")
   parent = os.path.dirname(os.path.abspath(output_dir))
   try:
     files_lib.make_folder(parent, output_dir)
@@ -118,11 +116,11 @@ def build(config: BuildConfig) -> Stats:
   parts = corpus_lib.split_work(files, config.num_processes)
 
   output_dir = os.path.abspath(config.output_dir)
-  remove_stale_temp_dirs(output_dir)
   tmp_name = f"{os.path.basename(output_dir)}{TEMP_INFIX}{os.getpid()}"
   try:
-    # Beside the output dir (the final rename stays on one disk), named by the pid.
-    with files_lib.atomic_directory(output_dir, tmp_name) as tmp_dir:
+    # Beside the output dir (the final rename stays on one disk), named by the pid; a
+    # killed build's is removed here.
+    with files_lib.atomic_directory(output_dir, tmp_name, what="a build") as tmp_dir:
       stats = _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes)
       if stats.examples == 0:
         raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines "
@@ -146,27 +144,6 @@ def build(config: BuildConfig) -> Stats:
     raise cli.Interrupted(f"nothing was written; {config.output_dir} is as it "
                           "was") from None
   return stats
-
-
-def remove_stale_temp_dirs(output_dir: str):
-  """Deletes the temporary directories of builds whose process is gone (killed)."""
-  parent, prefix = os.path.split(output_dir + TEMP_INFIX)
-  for name in os.listdir(parent) if os.path.isdir(parent) else []:
-    pid = name[len(prefix):]
-    if name.startswith(prefix) and pid.isdigit() and not _is_running(int(pid)):
-      shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-      print(f"removed {os.path.join(parent, name)}, left by a build that was killed",
-            flush=True)
-
-
-def _is_running(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # another user's process
-    return True
-  return True
 
 
 def _run_jobs(config, parts, num_out_files, tmp_dir, corpus_bytes) -> Stats:
@@ -251,18 +228,11 @@ def _write_part_in_worker(config, job, spans, num_out_files, tmp_dir):
 
 def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
                num_out_files: int, out_dir: str, report=None) -> Stats:
-  """One process's work: its spans of the corpus into its shards of `out_dir`."""
-  try:
-    return _write_part(config, job, spans, num_out_files, out_dir, report)
-  except OSError as e:  # e.g. a full disk
-    raise BuildError(f"writing {config.output_dir} failed: {cli.error_message(e)}; "
-                     "nothing was written") from None
-
-
-def _write_part(config, job, spans, num_out_files, out_dir, report) -> Stats:
+  """One process's work: its spans of the corpus into its shards of `out_dir`, by
+  `config` with its normalisation settled (with_normalization). An OSError (a full
+  disk) reaches build(), from a worker too, which says it in one line."""
   from data_prep.tokenizer import Tokenizer
 
-  config = with_normalization(config)  # settled by build(), unless called alone
   vocab = load_vocab(config.vocab_file)
   normalization = config.normalization
   tokenizer = Tokenizer(vocab, *normalization)
@@ -389,8 +359,7 @@ class ExampleBatches:
             "masked_lm_weights": masked.masked_lm_weights.numpy()}
 
 
-def print_summary(stats: Stats, output_dir: str, stream=None):
-  stream = stream or sys.stdout
+def print_summary(stats: Stats, output_dir: str):
   files = sorted(name for name in os.listdir(output_dir)
                  if name != normalization_lib.FILE)
   size = sum(os.path.getsize(os.path.join(output_dir, name)) for name in files)
@@ -416,7 +385,7 @@ def print_summary(stats: Stats, output_dir: str, stream=None):
   ]
   width = max(len(name) for name, _ in rows)
   for name, value in rows:
-    print(f"{name:<{width}}  {value}", file=stream)
+    print(f"{name:<{width}}  {value}")
 
 
 def _pct(part: int, whole: int) -> str:

@@ -64,18 +64,20 @@ def list_files(corpus_dir: str, note: Optional[Callable[[str], None]] = None
   return files
 
 
-def compression(path: str) -> Optional[str]:
-  """"gzip", "bzip2" or "xz" when the file starts as those do, else None."""
+def compression(path: str) -> Tuple[Optional[str], Optional[Callable]]:
+  """("gzip", "bzip2" or "xz", the opener of its _COMPRESSIONS) when the file starts as
+  those do, else (None, None)."""
   with open(path, "rb") as f:
     start = f.read(6)
-  return next((name for magic, name, _ in _COMPRESSIONS if start.startswith(magic)), None)
+  return next(((name, opener) for magic, name, opener in _COMPRESSIONS
+               if start.startswith(magic)), (None, None))
 
 
 def check_text(path: str):
   """Refuses a file whose start (decompressed, if compressed) is not UTF-8 text."""
   sample = next(iter(read_blocks(Span(path, 0, os.path.getsize(path)), _SNIFF_BYTES,
                                  whole_lines=False)), (b"", 0))[0][:_SNIFF_BYTES]
-  kind = compression(path)
+  kind, _ = compression(path)
   what = f"{kind}-compressed file" if kind else "file"
   expected = "expected UTF-8 text, or gzip/bzip2/xz-compressed UTF-8 text"
   if b"\x00" in sample:
@@ -90,7 +92,7 @@ def _next_line_start(path: str, offset: int, size: int) -> int:
   """The first line start at or after `offset` (reading only as far as the newline)."""
   if offset <= 0 or offset >= size:
     return min(max(offset, 0), size)
-  if compression(path):
+  if compression(path)[0]:
     return size  # a compressed file cannot be entered midway: its whole goes before
   with open(path, "rb") as f:
     f.seek(offset - 1)
@@ -136,10 +138,8 @@ def read_blocks(span: Span, block_size: int = 1 << 20,
   """The span in blocks of whole lines (a block grows to hold a line longer than it),
   each with the number of the file's bytes read for it (for progress: compressed bytes
   of a compressed file). A compressed file is always read whole, decompressed."""
+  kind, opener = compression(span.path)
   with open(span.path, "rb") as raw:
-    start = raw.read(6)
-    kind, opener = next(((name, o) for magic, name, o in _COMPRESSIONS
-                         if start.startswith(magic)), (None, None))
     raw.seek(0 if opener else span.start)
     stream = opener(raw) if opener else raw
     remaining = None if opener else span.end - span.start

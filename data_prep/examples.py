@@ -29,10 +29,6 @@ class Example:
     self.input_ids, self.a_end, self.num_real = input_ids, a_end, num_real
     self.num_dropped = num_dropped  # tokens cut by truncation
 
-  @property
-  def has_second_segment(self) -> bool:
-    return self.num_real > self.a_end
-
 
 class ExampleBuilder:
   """Feed it lines with `add_line`; it returns an Example whenever one is complete."""
@@ -81,9 +77,6 @@ class ExampleBuilder:
       self.short_target += 1
     else:
       self.target_length = self.max_length
-    return self._example(first, second, total - len(first) - len(second))
-
-  def _example(self, first, second, num_dropped) -> Example:
     input_ids = [self.cls_id] + first + [self.sep_id]
     a_end = len(input_ids)
     if second:
@@ -92,4 +85,4 @@ class ExampleBuilder:
       self.single_segment += 1
     num_real = len(input_ids)
     return Example(input_ids + [0] * (self.max_length - num_real), a_end, num_real,
-                   num_dropped)
+                   total - len(first) - len(second))

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 from collections import Counter
-from typing import Callable, Dict, Iterable, Optional, Sequence
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 from data_prep import reference_tokenizer as ref
 from data_prep.vocab import VocabError, load_vocab
@@ -255,27 +255,20 @@ def flag_that_changes(normalization: Normalization) -> str:
           else "--do-strip-accents strips them")
 
 
-@dataclasses.dataclass(frozen=True)
-class Decision:
-  """A learned vocabulary's normalisation, and why (for the build's log)."""
-  normalization: Normalization
-  reason: str
-
-
 def decide_for_corpus(counts: Counter, total: int, lower_case: Optional[bool],
-                      strip_accents: Optional[bool]) -> Decision:
-  """The pair of a vocabulary learned from a corpus of these character counts: as the
-  flags ask, else lower-casing, with accent stripping unless at least CORPUS_SHARE of
-  the characters are ones it changes beyond case."""
+                      strip_accents: Optional[bool]) -> Tuple[Normalization, str]:
+  """The pair of a vocabulary learned from a corpus of these character counts, and why
+  (for the build's log): as the flags ask, else lower-casing, with accent stripping
+  unless at least CORPUS_SHARE of the characters are ones it changes beyond case."""
   lower = ORIGINAL.lower_case if lower_case is None else lower_case
   if strip_accents is not None or not lower:
-    return Decision(Normalization(lower, bool(strip_accents)), "as the flags ask")
+    return Normalization(lower, bool(strip_accents)), "as the flags ask"
   share = sum(changed(counts, Normalization(lower, True)).values()) / total if total \
       else 0.0
   keep = share >= CORPUS_SHARE
-  return Decision(Normalization(lower, not keep), (
+  return Normalization(lower, not keep), (
       f"{share:.2%} of the corpus's characters would change beyond case under accent "
-      f"stripping ({'at least' if keep else 'under'} {CORPUS_SHARE:.1%})"))
+      f"stripping ({'at least' if keep else 'under'} {CORPUS_SHARE:.1%})")
 
 
 def _words(tokens: Sequence[str]):

@@ -10,9 +10,8 @@ learned vocabulary, and written beside the data dir's vocab.txt.
 import collections
 import dataclasses
 import os
-import sys
 import time
-from typing import Optional
+from typing import Tuple
 
 from data_prep import build as build_lib
 from data_prep.build_config import BuildConfig
@@ -22,18 +21,6 @@ from data_prep import normalization as normalization_lib
 from data_prep import vocab as vocab_lib
 
 DEFAULT_CORPUS_BYTES = 6 << 20  # about a minute of harvesting, a minute of building
-
-
-@dataclasses.dataclass(frozen=True)
-class PrepareOptions:
-  data_dir: str = "data"
-  corpus_dir: Optional[str] = None
-  vocab_file: Optional[str] = None
-  output_dir: Optional[str] = None
-  vocab_size: int = 30522
-  default_corpus_bytes: int = DEFAULT_CORPUS_BYTES
-  # The build's settings; its paths, when empty, come from the fields above.
-  build: BuildConfig = BuildConfig()
 
 
 def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
@@ -47,9 +34,10 @@ def learn_vocab_from_corpus(corpus_dir: str, vocab_file: str, vocab_size: int,
   vocab_lib.write_vocab(vocab_lib.learn_vocab(counts, vocab_size), vocab_file)
 
 
-def learned_normalization(config: BuildConfig) -> normalization_lib.Decision:
-  """The normalisation of a vocabulary learned from the corpus: the flags', else
-  decided from the corpus's characters (a pass over it, streamed)."""
+def learned_normalization(config: BuildConfig
+                          ) -> Tuple[normalization_lib.Normalization, str]:
+  """The normalisation of a vocabulary learned from the corpus, and why: the flags',
+  else decided from the corpus's characters (a pass over it, streamed)."""
   counts, total = collections.Counter(), 0
   if config.strip_accents is None and config.do_lower_case is not False:
     total = sum(normalization_lib.count_characters(text.split("\n"), counts)
@@ -58,40 +46,42 @@ def learned_normalization(config: BuildConfig) -> normalization_lib.Decision:
                                              config.strip_accents)
 
 
-def prepare(options: PrepareOptions, log=print) -> build_lib.Stats:
-  corpus_dir = options.corpus_dir or os.path.join(options.data_dir, "corpus")
-  vocab_file = options.vocab_file or os.path.join(options.data_dir, "vocab.txt")
-  output_dir = options.output_dir or os.path.join(options.data_dir, "pretrain_tfrecords")
-  config = dataclasses.replace(options.build, corpus_dir=corpus_dir, vocab_file=vocab_file,
+def prepare(given: BuildConfig, data_dir: str = "data", vocab_size: int = 30522,
+            log=print) -> build_lib.Stats:
+  """The build of `given`, its empty paths those of the layout under `data_dir`, made
+  first where they are missing (`vocab_size`: a learned vocabulary's)."""
+  corpus_dir = given.corpus_dir or os.path.join(data_dir, "corpus")
+  vocab_file = given.vocab_file or os.path.join(data_dir, "vocab.txt")
+  output_dir = given.output_dir or os.path.join(data_dir, "pretrain_tfrecords")
+  config = dataclasses.replace(given, corpus_dir=corpus_dir, vocab_file=vocab_file,
                                output_dir=output_dir)
   # Refuse a bad output dir before spending minutes on a corpus or a vocab.
   build_lib.check_output_dir(output_dir, config.overwrite)
 
-  if options.corpus_dir is None and not _has_files(corpus_dir):
+  if not given.corpus_dir and not _has_files(corpus_dir):
     t0 = time.time()
     log(f"no corpus given: harvesting the built-in default corpus (Python documentation) "
         f"into {corpus_dir}")
-    size = default_corpus.write_default_corpus(corpus_dir, options.default_corpus_bytes)
+    size = default_corpus.write_default_corpus(corpus_dir, DEFAULT_CORPUS_BYTES)
     log(f"  {size:,} bytes in {time.time() - t0:.0f}s")
-  if options.vocab_file is None and not os.path.exists(vocab_file):
+  if not given.vocab_file and not os.path.exists(vocab_file):
     t0 = time.time()
-    log(f"no vocab given: learning a {options.vocab_size}-token WordPiece vocabulary from "
+    log(f"no vocab given: learning a {vocab_size}-token WordPiece vocabulary from "
         f"{corpus_dir} into {vocab_file}")
-    decision = learned_normalization(config)
-    normalization = decision.normalization
-    log(f"  the text {normalization}: {decision.reason}; "
+    normalization, reason = learned_normalization(config)
+    log(f"  the text {normalization}: {reason}; "
         f"{normalization_lib.flag_that_changes(normalization)}")
-    learn_vocab_from_corpus(corpus_dir, vocab_file, options.vocab_size, *normalization)
+    learn_vocab_from_corpus(corpus_dir, vocab_file, vocab_size, *normalization)
     normalization_lib.write(os.path.dirname(os.path.abspath(vocab_file)), normalization)
     log(f"  {len(vocab_lib.load_vocab(vocab_file)):,} tokens in {time.time() - t0:.0f}s")
   t0 = time.time()
   stats = build_lib.build(config)
   log(f"wrote {output_dir} in {time.time() - t0:.1f}s")
   vocab_folder = os.path.dirname(os.path.abspath(vocab_file))
-  if options.vocab_file is None and normalization_lib.read(vocab_folder) is None:
+  if not given.vocab_file and normalization_lib.read(vocab_folder) is None:
     # The data dir's vocabulary, read by the later steps: its normalisation beside it.
     normalization_lib.write(vocab_folder, normalization_lib.read(output_dir))
-  build_lib.print_summary(stats, output_dir, stream=sys.stdout)
+  build_lib.print_summary(stats, output_dir)
   return stats
 
 

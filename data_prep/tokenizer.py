@@ -54,7 +54,7 @@ def _char_class(member: np.ndarray) -> str:
 
 
 class _Patterns:
-  """Character classes of BERT's rules, compiled once per process."""
+  """Character classes of BERT's rules, compiled once per process (get_patterns)."""
 
   def __init__(self):
     code_points = np.arange(sys.maxunicode + 1)
@@ -79,10 +79,7 @@ class _Patterns:
         f"{_char_class(~(space | punctuation))}{{{ref.MAX_WORD_CHARS + 1},}}")
 
 
-@functools.cache
-def get_patterns() -> _Patterns:
-  """The tokenizer's compiled patterns, compiled at the first call."""
-  return _Patterns()
+get_patterns = functools.cache(_Patterns)  # compiled at the first call
 
 
 # Pure-ASCII text (most English) needs only byte operations: drop control characters,
@@ -211,7 +208,7 @@ class _WordPieces(dict):
 
 
 class Tokenizer:
-  """BERT WordPiece over batches of lines; ids identical to ReferenceTokenizer's."""
+  """BERT WordPiece over batches of lines; ids identical to BERT's (the tests' reference)."""
 
   def __init__(self, vocab: Vocab, lower_case: bool = True, accents: bool = True):
     self.vocab = vocab
@@ -219,9 +216,6 @@ class Tokenizer:
     if LONG_WORD_MARK in vocab.ids:
       raise ValueError(f"{vocab.path}: holds U+E000, which this tokenizer reserves")
     self._words = _WordPieces(vocab)
-
-  def normalize(self, text: str) -> bytes:
-    return normalize(text, self.lower_case, self.accents)
 
   def batch_ids(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
     """Token ids of many lines (no "\\n" inside): flat int32 ids and row offsets.
@@ -232,7 +226,8 @@ class Tokenizer:
       return np.zeros([0], np.int32), np.zeros([1], np.int64)
     table = self._words
     table.bound()
-    spaced = _space_punctuation(self.normalize("\n".join(lines)))
+    spaced = _space_punctuation(normalize("\n".join(lines), self.lower_case,
+                                          self.accents))
     words = spaced.replace(b"\n", b" " + _LINE_END + b" ").split()
     # A dict lookup per word (C-level map), then numpy gathers each word's ids.
     rows = np.fromiter(map(table.__getitem__, words), np.int64, len(words))

@@ -15,7 +15,6 @@ from model.config import (INIT_SCHEMES, ModelChoice, ModelConfig, check_model_na
                           check_vocab_size)
 from data_prep import records
 from data_prep.vocab import load_vocab
-from runs.model_files import RESULTS_TXT
 from util import hparams
 from training.settings import RunFields, ScaleSettings
 
@@ -225,10 +224,6 @@ class PretrainingConfig(RunFields, ScaleSettings, ModelChoice):
   @property
   def max_predictions_per_seq(self) -> int:
     return records.max_predictions_per_seq(self.mask_prob, self.max_seq_length)
-
-  @property
-  def results_txt(self) -> str:
-    return os.path.join(self.model_dir, RESULTS_TXT)
 
   def model_config(self) -> ModelConfig:
     """The discriminator's sizes; the generator's follow via generator_config()."""

@@ -35,7 +35,6 @@ import tensorflow as tf
 import tf_keras
 
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
-FIXED_METRICS = ("disc_auc_fixed", "disc_state_cosine")
 DISC_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
                 "disc_precision", "disc_recall", "disc_replaced_rate")
 
@@ -86,10 +85,6 @@ class PretrainingMetrics:
     if self._metrics["disc_loss"].count > 0:  # discriminator outputs were seen
       names += DISC_METRICS
     return {name: float(self._metrics[name].result()) for name in names}
-
-  def reset(self):
-    for metric in self._metrics.values():
-      metric.reset_state()
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:

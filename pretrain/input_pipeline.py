@@ -1,10 +1,9 @@
-"""The pre-training input pipeline: TFRecord shards -> batches of int32 features.
+"""The pre-training input pipeline: TFRecord shards -> batches of int32 features, and
+the shards' checks before training.
 
 Shards are read in parallel (interleaved in a fixed order, so a run is reproducible and
-its iterator can be checkpointed), shuffled, repeated and prefetched. Files are checked
-before training: none found (says which command builds them), a file that is not a
-TFRecord file, a sequence length other than max_seq_length. Records written with static
-masks keep them (the objective uses them as they are).
+its iterator can be checkpointed), shuffled, repeated and prefetched. Records written
+with static masks keep them (the objective uses them as they are).
 """
 
 import glob
@@ -20,7 +19,6 @@ from pretrain.config import PretrainingConfig
 from util import cli
 
 SHUFFLE_BUFFER = 1000  # examples; kept small because checkpoints hold the buffer
-DEFAULT_DATA_DIR = PretrainingConfig.data_dir
 
 
 class InputError(ValueError):
@@ -30,7 +28,7 @@ class InputError(ValueError):
 def build_command(config: PretrainingConfig) -> str:
   """The command that writes the data this config expects."""
   command = "python build_pretraining_dataset.py"
-  if os.path.normpath(config.data_dir) != os.path.normpath(DEFAULT_DATA_DIR):
+  if os.path.normpath(config.data_dir) != os.path.normpath(PretrainingConfig.data_dir):
     command += f" --data-dir {config.data_dir}"
   return command
 
@@ -117,8 +115,7 @@ def token_log_frequencies(files: List[str], vocab_size: int, special_ids: Sequen
   return np.log(smoothed / smoothed.sum())
 
 
-def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float] = None
-                ) -> Optional[int]:
+def check_files(files: List[str], max_seq_length: int, mask_prob: float) -> Optional[int]:
   """Checks each shard's first record; returns the static-mask length, or None.
 
   Records with static masks must have been masked as this run would mask (given its
@@ -139,8 +136,7 @@ def check_files(files: List[str], max_seq_length: int, mask_prob: Optional[float
                        f"{max_seq_length}")
     if "masked_lm_positions" in features:
       static_length = len(features["masked_lm_positions"].int64_list.value)
-      expected = (records.max_predictions_per_seq(mask_prob, max_seq_length)
-                  if mask_prob is not None else static_length)
+      expected = records.max_predictions_per_seq(mask_prob, max_seq_length)
       if static_length != expected:
         raise InputError(
             f"{path}: records carry static masks of {static_length} positions (built "

@@ -19,12 +19,6 @@ from pretrain.objectives import objective_for
 SpecialTokens = collections.namedtuple("SpecialTokens", ["cls_id", "sep_id", "mask_id"])
 
 
-def special_tokens_from_vocab(vocab_file: str) -> SpecialTokens:
-  """The ids of [CLS], [SEP] and [MASK] in a (validated) BERT vocab.txt."""
-  vocab = load_vocab(vocab_file)
-  return SpecialTokens(vocab.cls_id, vocab.sep_id, vocab.mask_id)
-
-
 class PretrainingModel(tf_keras.Model):
   """The networks of the config's objective.
 
@@ -34,11 +28,13 @@ class PretrainingModel(tf_keras.Model):
   """
 
   def __init__(self, config: PretrainingConfig,
-               special_tokens: Optional[SpecialTokens] = None, **kwargs):
-    kwargs.setdefault("name", "pretraining_model")
-    super().__init__(**kwargs)
+               special_tokens: Optional[SpecialTokens] = None):
+    super().__init__(name="pretraining_model")
     self.pretraining_config = config
-    self.special_tokens = special_tokens or special_tokens_from_vocab(config.vocab_file)
+    if special_tokens is None:
+      vocab = load_vocab(config.vocab_file)
+      special_tokens = SpecialTokens(vocab.cls_id, vocab.sep_id, vocab.mask_id)
+    self.special_tokens = special_tokens
     self.model_config = config.model_config()
     self.electra = ElectraPair(self.model_config)
     self.two_tower = None

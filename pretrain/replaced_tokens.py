@@ -17,6 +17,7 @@ import tensorflow as tf
 from data_prep import masking, normalization, records
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
+from model.config import check_vocab_size
 from runs.pretrained import open_weights
 from pretrain.objectives import losses
 
@@ -57,10 +58,8 @@ class Scorer:
     vocab = load_vocab(vocab_file)
     self.pair = weights.load_pair(part="pair" if corrupt else "discriminator")
     config = self.pair.model_config
-    if len(vocab) != config.vocab_size:
-      raise ValueError(f"{vocab.path} has {len(vocab)} tokens but {checkpoint} has a "
-                       f"vocabulary of {config.vocab_size}; pass the model's vocab.txt "
-                       "with --vocab")
+    check_vocab_size(vocab.path, len(vocab), config.vocab_size, checkpoint,
+                     "pass the model's vocab.txt with --vocab")
     self.vocab = vocab
     self.tokenizer = Tokenizer(vocab, *text_normalization)
     self.max_pieces = config.max_position_embeddings - 2  # [CLS] and [SEP]

@@ -194,8 +194,11 @@ class Pretrainer:
                "global_step": int(self.loop.train_step.global_step.numpy())}
     if self.loop.chief:
       record_eval(self.config, results)
-      if write:
-        write_results(self.config, results)
+      if write:  # "name = value" lines, as the original's, and a JSON beside them
+        model_files.write(self.config.model_dir, RESULTS_TXT, "".join(
+            f"{name} = {results[name]}\n" for name in sorted(results)))
+        model_files.write(self.config.model_dir,
+                          os.path.splitext(RESULTS_TXT)[0] + ".json", results)
     return results
 
   def export(self, step: Optional[int] = None) -> Optional[str]:
@@ -252,13 +255,6 @@ def record_eval(config: PretrainingConfig, results: Dict[str, float]):
     plot_curves(config.model_dir)  # the eval markers join the training curves
 
 
-def write_results(config: PretrainingConfig, results: Dict[str, float]):
-  """unsup_results.txt ("name = value" lines, as the original) and a JSON beside it."""
-  model_files.write(config.model_dir, RESULTS_TXT,
-                    "".join(f"{name} = {results[name]}\n" for name in sorted(results)))
-  model_files.write(config.model_dir, os.path.splitext(RESULTS_TXT)[0] + ".json", results)
-
-
 def run(config: PretrainingConfig, export_steps: Sequence[int] = ()) -> Dict[str, float]:
   """do_train, then export, then do_eval, as the config asks, then the export of kept
   training checkpoints at `export_steps`; returns eval results. A signal stops it saved,
@@ -298,7 +294,7 @@ def _run(config: PretrainingConfig, export_steps: Sequence[int]) -> Dict[str, fl
   if config.do_eval:
     results = trainer.evaluate()
     if trainer.loop.chief:
-      print(f"eval results ({config.results_txt}):", flush=True)
+      print(f"eval results ({os.path.join(config.model_dir, RESULTS_TXT)}):", flush=True)
       for name in sorted(results):
         print(f"  {name} = {results[name]:.4f}" if isinstance(results[name], float)
               else f"  {name} = {results[name]}", flush=True)

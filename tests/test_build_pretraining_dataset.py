@@ -27,7 +27,7 @@ from data_prep import corpus as corpus_lib
 from data_prep import examples as examples_lib
 from data_prep import prepare as prepare_lib
 from data_prep.records import feature_spec
-from data_prep import reference_tokenizer as ref
+from tests import reference_tokenizer as ref
 from data_prep import tokenizer as tokenizer_lib
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import VocabError, load_vocab
@@ -143,8 +143,8 @@ def test_packing_draws_ten_percent_single_segment_and_five_percent_short_targets
     if example:
       built.append(example)
   n = len(built)
-  single = np.mean([not e.has_second_segment for e in built])
-  content = np.array([e.num_real - 2 - e.has_second_segment for e in built])
+  single = np.mean([e.num_real == e.a_end for e in built])
+  content = np.array([e.num_real - 2 - (e.num_real > e.a_end) for e in built])
   assert abs(single - 0.1) < 4 * np.sqrt(0.1 * 0.9 / n)
   p_short = 0.05 * 96 / 124
   assert abs(np.mean(content <= 100) - p_short) < 4 * np.sqrt(p_short * (1 - p_short) / n)
@@ -170,7 +170,8 @@ def test_two_processes_do_not_depend_on_scheduling(tmp_path, small_corpus, vocab
   serial.mkdir()
   total = build_config.Stats()
   for job, spans in reversed(list(enumerate(corpus_lib.split_work(files, 2)))):
-    total.add(build_lib.write_part(cfg, job, spans, 2, str(serial)))
+    total.add(build_lib.write_part(build_lib.with_normalization(cfg), job, spans, 2,
+                                   str(serial)))
   assert file_bytes(tmp_path / "spawned") == file_bytes(serial)
   untimed = lambda s: dataclasses.replace(s, loop_seconds=0, loop_cpu_seconds=0)
   assert untimed(stats) == untimed(total)
@@ -240,7 +241,8 @@ def test_default_build_imports_no_tensorflow_and_writes_berts_tokens(
     assert built.returncode == 0, built.stderr
   # The same bytes as a build whose tokenizer is BERT's rules in plain Python.
   monkeypatch.setattr(tokenizer_lib, "Tokenizer", ReferenceBatches)
-  cfg = config(corpus, vocab_file, tmp_path / "reference", num_processes=2)
+  cfg = build_lib.with_normalization(config(corpus, vocab_file, tmp_path / "reference",
+                                            num_processes=2))
   (tmp_path / "reference").mkdir()
   parts = corpus_lib.split_work(corpus_lib.list_files(str(corpus)), 2)
   for job, spans in enumerate(parts):  # in this process, where the patch holds
@@ -471,11 +473,10 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path, small_corpus, vocab_f
 
 
 @pytest.mark.slow
-def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path):
-  options = prepare_lib.PrepareOptions(data_dir=str(tmp_path / "data"), vocab_size=4000,
-                                       default_corpus_bytes=400_000,
-                                       build=build_config.BuildConfig(progress=False))
-  stats = prepare_lib.prepare(options, log=lambda *_: None)
+def test_default_run_harvests_english_learns_a_vocab_and_builds(tmp_path, monkeypatch):
+  monkeypatch.setattr(prepare_lib, "DEFAULT_CORPUS_BYTES", 400_000)
+  stats = prepare_lib.prepare(build_config.BuildConfig(progress=False),
+                              str(tmp_path / "data"), 4000, log=lambda *_: None)
   data = tmp_path / "data"
   assert sorted(os.listdir(data)) == ["corpus", "pretrain_tfrecords",
                                       "tokenizer_config.json", "vocab.txt"]

@@ -21,7 +21,7 @@ import build_pretraining_dataset
 import run_finetuning
 import run_pretraining
 from data_prep import normalization
-from data_prep import reference_tokenizer as ref
+from tests import reference_tokenizer as ref
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import Vocab, load_vocab
 from export import registry

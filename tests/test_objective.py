@@ -12,7 +12,6 @@ from scipy.special import log_softmax, softmax
 from data_prep import masking
 from data_prep.vocab import VocabError
 from pretrain import eval_metrics
-from pretrain import model as pretrain_model
 from pretrain.objectives import Electra, Electric, MaskedLM, losses, objective_for
 from pretrain.objectives.masked_lm import mask_batch
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS, PretrainingMetrics
@@ -270,9 +269,10 @@ def test_missing_vocab_and_bad_variant_are_clear_errors(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
   with pytest.raises(VocabError, match=r"missing \[MASK\]"):
-    pretrain_model.special_tokens_from_vocab(str(vocab))
+    PretrainingModel(tiny_config(vocab_file=str(vocab), vocab_size=5))
   vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-  assert pretrain_model.special_tokens_from_vocab(str(vocab)) == SpecialTokens(2, 3, 4)
+  assert PretrainingModel(tiny_config(vocab_file=str(vocab), vocab_size=6)
+                          ).special_tokens == SpecialTokens(2, 3, 4)
 
 
 def test_fixed_corruption_draws_from_the_batch_unigram_and_is_fixed():

@@ -35,7 +35,7 @@ def test_batches_cover_every_record_in_order_for_eval(tiny_data):
   files = input_pipeline.input_files(config)
   assert [os.path.basename(f) for f in files] == [
       "pretrain_data.tfrecord-0-of-2", "pretrain_data.tfrecord-1-of-2"]
-  assert input_pipeline.check_files(files, 16) is None
+  assert input_pipeline.check_files(files, 16, 0.15) is None
   batches = list(input_pipeline.make_dataset(files, 5, 16, training=False).take(2))
   ids = np.concatenate([b["input_ids"].numpy() for b in batches])
   assert batches[0]["input_ids"].dtype == tf.int32 and ids.shape == (10, 16)
@@ -72,7 +72,6 @@ def test_static_masks_are_read(tmp_path):
   path = str(tmp_path / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1")
   write_records(path, [[101, 5, 6, 102]] * 4, 8,
                 static_masks=[([1, 2, 0], [5, 6, 0], [1.0, 1.0, 0.0])] * 4)
-  assert input_pipeline.check_files([path], 8) == 3
   # Masks drawn with mask_prob 0.375 (int((0.375 + 0.005) * 8) = 3 positions) serve a run
   # of that mask_prob, and are refused by a run that would mask fewer.
   assert input_pipeline.check_files([path], 8, mask_prob=0.375) == 3
@@ -99,7 +98,7 @@ def test_corrupt_file_is_named(tiny_data):
   bad.write_bytes(b"this is not a tfrecord file at all, just text" * 3)
   files = input_pipeline.input_files(small_config(str(root)))
   with pytest.raises(input_pipeline.InputError, match=f"{bad}: not a readable TFRecord"):
-    input_pipeline.check_files(files, 16)
+    input_pipeline.check_files(files, 16, 0.15)
 
 
 def test_truncated_file_is_located(tiny_data):
@@ -107,7 +106,7 @@ def test_truncated_file_is_located(tiny_data):
   path = root / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
   path.write_bytes(path.read_bytes()[:-30])  # the first record stays readable
   files = input_pipeline.input_files(small_config(str(root)))
-  assert input_pipeline.check_files(files, 16) is None
+  assert input_pipeline.check_files(files, 16, 0.15) is None
   located = input_pipeline.locate_corrupt_file(files)
   # Plain words, none of TensorFlow's op names or graph context.
   assert re.fullmatch(rf"{re.escape(str(path))}: corrupt TFRecord file \(the record at "
@@ -125,7 +124,7 @@ def test_sequence_length_mismatch_is_named(tiny_data):
   files = input_pipeline.input_files(small_config(str(root)))
   with pytest.raises(input_pipeline.InputError, match=(
       r"tfrecord-0-of-2: records hold sequences of length 16 but max_seq_length is 128")):
-    input_pipeline.check_files(files, 128)
+    input_pipeline.check_files(files, 128, 0.15)
 
 
 def test_token_log_frequencies_count_real_non_special_tokens(tmp_path):

@@ -50,4 +50,4 @@ def test_recipe_discriminator_beats_its_base_rate(data):
   assert 0.05 < rate < 0.2  # ~85% of 15% masked, less the generator's correct guesses
   assert results["disc_loss"] < binary_entropy(rate)
   assert results["disc_auc"] > 0.6
-  assert os.path.exists(config.results_txt)
+  assert os.path.exists(os.path.join(config.model_dir, "results", "unsup_results.txt"))

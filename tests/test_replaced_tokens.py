@@ -144,6 +144,15 @@ def test_bad_input_one_line(model, tmp_path, capsys):
   for flags, message in cases:
     code, out, err = run(capsys, "--checkpoint", model, *flags)
     assert (code, out, err) == (2, "", message)
+  # A vocabulary of another size than the model's (the one check, model/config.py's).
+  small = tmp_path / "small" / "vocab.txt"
+  small.parent.mkdir()
+  small.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+  size = len(load_vocab(str(model / "vocab.txt")))
+  code, _, err = run(capsys, "--checkpoint", model, "--vocab", small, "--text", "x")
+  assert code == 2 and err.splitlines()[-1] == (
+      f"error: {small} holds 5 tokens but {model} has a vocabulary of {size}; pass the "
+      "model's vocab.txt with --vocab")
   (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
   code, _, err = run(capsys, "--checkpoint", model, "--input", tmp_path / "latin1.txt")
   assert code == 2 and err.startswith(f"error: {tmp_path / 'latin1.txt'}: not UTF-8")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from data_prep import reference_tokenizer as ref
+from tests import reference_tokenizer as ref
 from tools import tokenize as tokenize_command
 from data_prep.tokenizer import Tokenizer, basic_words
 from data_prep.vocab import load_vocab

@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from data_prep import reference_tokenizer as ref
+from tests import reference_tokenizer as ref
 from data_prep import vocab as vocab_lib
 from tests.helpers import shared_path
 

@@ -62,8 +62,7 @@ def main():
     check_output("--output", args.output, {f"run {name}": path for name, path in runs.items()})
     scalars = EVAL_SCALARS if args.eval else SCALARS
     panels = {k: {} for k in scalars}
-    for run in args.runs:
-      name, _, model_dir = run.partition("=")
+    for name, model_dir in runs.items():
       config = read_run_record(os.path.join(model_dir, PRETRAINING_RECORD))["config"]
       tokens = config["train_batch_size"] * config["max_seq_length"]
       if args.eval:

@@ -1,9 +1,7 @@
 """What this CPU means for the commands: `python -m tools.cpu`.
 
-Prints the CPU's model and the flags that change TensorFlow's kernels, whether oneDNN is
-on and who chose it (TensorFlow's default, this project's start-up, or you through
-TF_ENABLE_ONEDNN_OPTS: util/cpu.py says why), whether mixed_bfloat16 pays here, and the
-float32 peak the runs' "of peak" figures divide by, or why it is unknown.
+docs/pretraining.md, "This CPU", says what it prints; also the float32 peak the runs'
+"of peak" figures divide by, or why it is unknown.
 """
 
 import argparse

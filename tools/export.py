@@ -5,25 +5,9 @@
       [--calibration-examples N] [--data-dir DATA] [--seed S] [--smoothing-alpha A|none]
       [--outlier-channels K]
 
-(`python -m tools.export_lite`, its former name, runs the same.) DIR is a fine-tuned
-model directory of run_finetuning.py (<model_dir>_<trial>) of one task: sentence
-classification or regression, tagging (chunking, named entities, parts of speech) or
-question answering (SQuAD 1.1/2.0,
-MRQA). OUT, a new folder, receives model_float32.tflite, model_dynamic_int8.tflite and
-model_full_int8.tflite (litert, the default; the full-int8 model calibrated on N
-examples of the task's training split, read under DATA, by default the run's
-data_dir; with --smoothing-alpha its dense layers' input outliers first migrated into
-their weights: export/smoothing.py; its FFN outputs and residual sums split into two
-int8 tensors, each block's K outlier channels apart: export/outlier_groups.py),
-model_float32.onnx and model_dynamic_int8.onnx (onnx), both with "all"; with those,
-vocab.txt, deploy.json and reader.py, which tokenizes as the project does and runs a
-model file with ai-edge-litert or onnxruntime alone, giving --predict's records.
-The other forms: litert_mixed_int8 (model_mixed_int8.tflite: full int8 with the FFNs
-and residual sums float32, the FFN weights int8, for real pre-trained encoders, whose
-activation outliers int8 clips), saved_model, huggingface (a transformers directory, of any of the
-three families; a QA model fine-tuned with joint_prediction false, and for SQuAD
-2.0-style tasks answerable_classifier false) and original (the encoder in the original
-checkpoint format).
+DIR is a fine-tuned trial dir of run_finetuning.py (<model_dir>_<trial>) of any task
+family; OUT, a new folder, receives the forms' files (docs/deploying.md lists each
+form's). `python -m tools.export_lite`, its former name, runs the same.
 """
 
 import argparse

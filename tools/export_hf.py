@@ -4,15 +4,10 @@
       [--part discriminator|generator] [--vocab FILE] [--cased]
 
 DIR is a pre-trained checkpoint in the original format (run_pretraining.py's export/,
-a released model, or a prefix): its discriminator becomes ElectraForPreTraining, its
-generator (--part generator) ElectraForMaskedLM. DIR may also be a fine-tuned model
-directory (<model_dir>_<trial>, holding finetuning_config.json): a sentence task's
-becomes ElectraForSequenceClassification with the task's labels (a regression for
-STS-B-like tasks), a tagging task's ElectraForTokenClassification, a QA task's
-ElectraForQuestionAnswering (fine-tuned with joint_prediction false, and for SQuAD
-2.0-style tasks answerable_classifier false: transformers' head has neither). HF_DIR receives config.json, model.safetensors, vocab.txt, tokenizer_config.json
-and special_tokens_map.json, each file whole or not at all (export/huggingface.py).
-Nothing here needs torch.
+a released model, or a prefix) or a fine-tuned trial dir (<model_dir>_<trial>); which
+transformers class each becomes, and which fine-tuned heads are refused:
+docs/deploying.md. Every file is written whole or not at all (export/huggingface.py);
+nothing here needs torch.
 """
 
 import argparse

@@ -1,16 +1,12 @@
 """FLOPs of a pre-training run: `python -m tools.flops --model-name electra_small`.
 
-Loads the pre-training config as run_pretraining.py does (same --model-name, --data-dir,
---hparams) and prints training FLOPs per step and over num_train_steps, inference FLOPs
-per sequence and parameter counts, counted as the original's flops_computation.py
-(model/flops.py). vocab_size follows <data-dir>/vocab.txt when that exists and
-vocab_size is left at its default, as pre-training does; otherwise it is the config's.
+The config loaded as run_pretraining.py loads it (same flags); what it prints and how it
+counts: docs/pretraining.md, "FLOPs".
 """
 
 import argparse
 import dataclasses
 import json
-import os
 import sys
 
 from util import startup  # pylint: disable=unused-import  # first: sets TensorFlow's environment
@@ -87,11 +83,10 @@ def main(argv=None) -> int:
 
   def report() -> int:
     try:
-      config = pretrain_config.load_config(args.model_name, args.data_dir,
-                                           hparams.parse_hparams(args.hparams))
-      if os.path.isfile(config.vocab_file):
-        config = config.with_vocab_file_size()
-      result = summary(config, args.output_frac)
+      # vocab_size follows the vocabulary, where there is one (load_config).
+      result = summary(pretrain_config.load_config(args.model_name, args.data_dir,
+                                                   hparams.parse_hparams(args.hparams)),
+                       args.output_frac)
     except TypeError as e:  # a hyperparameter of the wrong type: bad input, not a bug
       raise ValueError(str(e)) from None
     print(json.dumps(result) if args.json else describe(result))

@@ -2,11 +2,9 @@
 
     python -m tools.hparams_reference --output docs/hparams.md
 
-Every field of both phases is declared once, with `hparams.field` (its type, default,
-allowed values, part in a run's record and help). This writes them as one table per
-config: pre-training, fine-tuning, each task family's own fields, the fields both phases
-share and the model's sizes. tests/test_hparams_reference.py checks that the committed
-page is what this writes now.
+Every field of both phases is declared once, with `hparams.field`; this writes them as
+one table per config. tests/test_hparams_reference.py checks that the committed page is
+what this writes now.
 """
 
 import argparse
@@ -34,16 +32,6 @@ def _type_name(kind) -> str:
   return getattr(kind, "__name__", str(kind))
 
 
-def _default(f: dataclasses.Field) -> str:
-  value = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-  return f"`{json.dumps(value)}`"
-
-
-def _allowed(f: dataclasses.Field) -> str:
-  allowed = f.metadata.get("allowed")
-  return _cell(str(allowed)) if allowed is not None else "-"
-
-
 def _cell(text: str) -> str:
   return text.replace("|", "\\|")
 
@@ -66,7 +54,11 @@ def table(cls, own_only: bool = False, record: bool = True) -> str:
   for f in fields:
     if f.metadata.get("group"):
       out.append(f"| **{_cell(f.metadata['group'])}** |" + " |" * (len(head) - 1))
-    row = [f"`{f.name}`", _type_name(f.type), _default(f), _allowed(f)]
+    default = (f.default if f.default_factory is dataclasses.MISSING
+               else f.default_factory())
+    allowed = f.metadata.get("allowed")
+    row = [f"`{f.name}`", _type_name(f.type), f"`{json.dumps(default)}`",
+           "-" if allowed is None else _cell(str(allowed))]
     if record:
       row += ["may change" if f.metadata.get("resumable") else "fixed",
               "compared" if f.metadata.get("meaning") else ""]

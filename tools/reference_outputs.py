@@ -3,16 +3,11 @@
   python -m tools.reference_outputs --checkpoint CKPT [--config CONFIG.json] \
       --inputs IN.npz --output OUT.npz
 
-CKPT is a checkpoint prefix or a directory holding one (as a released zip unpacks),
-run_pretraining.py's model dir, a Hugging Face ELECTRA directory, or a folder holding
-the discriminator's and the generator's; a checkpoint of one network gives its outputs.
-IN.npz holds int32 input_ids, input_mask, segment_ids [batch, seq]. OUT.npz receives
-float32 discriminator_hidden [batch, seq, H], discriminator_logits [batch, seq],
-generator_hidden [batch, seq, h] and generator_logits [batch, seq, vocab] (those of the
-networks the checkpoint holds), computed in
-inference mode (no dropout). CONFIG.json holds the original's BertConfig fields plus
-generator_hidden_size and generator_layers; without it the sizes come from the
-checkpoint's variable shapes.
+CKPT is any pre-trained checkpoint the project reads (docs/pretraining.md, "Released
+checkpoints"). OUT.npz receives float32 discriminator_hidden [batch, seq, H],
+discriminator_logits [batch, seq], generator_hidden [batch, seq, h] and
+generator_logits [batch, seq, vocab] of the networks CKPT holds, in inference mode;
+without CONFIG.json the sizes come from the checkpoint's variable shapes.
 """
 
 import argparse

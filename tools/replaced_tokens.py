@@ -3,14 +3,8 @@
   python -m tools.replaced_tokens --checkpoint DIR (--text "..." | --input FILE)
       [--json] [--corrupt [--seed N]] [--vocab FILE] [--cased]
 
-DIR is a pre-trained model: run_pretraining.py's export/, an original checkpoint, a
-Hugging Face ELECTRA discriminator directory, or (for --corrupt, which needs the
-generator too) a folder holding the discriminator's and the generator's. Each word-piece
-is printed with its replaced probability, * marking those above 0.5; --input scores
-each line of FILE. --corrupt first masks 15% of the word-pieces and lets the generator
-fill them (sampled, seeded by --seed), then shows which replacements were caught.
---json prints one JSON object per line of input. The work is in
-pretrain/replaced_tokens.py.
+What it prints and which models it reads: docs/deploying.md, "The discriminator as a
+tool"; the work is in pretrain/replaced_tokens.py.
 """
 
 import argparse

@@ -1,12 +1,6 @@
-"""The pre-training objectives, one class per file: masked LM (masked_lm.py, BERT's),
-ELECTRA (electra.py) and Electric (electric.py), over the pieces in losses.py.
-
-Each answers for its step (`compute`, top to bottom), the scalars it logs, its eval
-outputs, the variables and parts it trains and its FLOPs and memory per step; the config's `objective` names one
-(the original's switches electra_objective and electric_objective are its aliases). A
-new objective is a class (most extend Electra) and a line in OBJECTIVES, its name in the
-config's choices (pretrain/config.py OBJECTIVES).
-"""
+"""The pre-training objectives by the config's `objective`: masked LM (masked_lm.py,
+BERT's), ELECTRA (electra.py) and Electric (electric.py); a new one: docs/architecture.md,
+"How to extend it"."""
 
 from pretrain import config as pretrain_config
 from pretrain.objectives.electra import Electra
