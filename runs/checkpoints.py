@@ -112,9 +112,9 @@ class RunCheckpoints:
   """
 
   def __init__(self, strategy, objects: Dict, model_dir: str, keep: int,
-               record_name: str, worker: int, chief: bool):
+               record_name: str, worker: int):
     self.strategy, self.model_dir, self.keep = strategy, model_dir, keep
-    self.record_name, self.worker, self.chief = record_name, worker, chief
+    self.record_name, self.worker, self.chief = record_name, worker, worker == 0
     self.objects = objects  # model, optimizer, step: what a checkpoint holds
     # Outside the strategy's scope: a string for the host, not a value to mirror.
     self._record = tf.Variable("", dtype=tf.string, trainable=False, name=RECORD_KEY)

@@ -177,7 +177,7 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
       raise
     previous, unknown = None, True
   if previous is None:  # a new run's folder, or someone's
-    others = unwritten(model_dir, [*run_patterns(config_name, written), *beside])
+    others = unwritten(model_dir, [config_name, *written, *beside])
     if others:
       raise hparams.HParamsError(
           f"{model_dir} holds no run ({config_name}), and what no run writes "
@@ -215,12 +215,6 @@ def start_over(model_dir: str, config_name: str, written: Sequence[str]):
           flush=True)
 
 
-def run_patterns(config_name: str, written: Sequence[str]) -> List[str]:
-  """Everything a run writes in its model dir, as glob patterns relative to it: its
-  record and `written`."""
-  return [config_name, *written]
-
-
 def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
   """The entries of model_dir that none of `patterns` names (nor leads into), hidden ones
   (writes' temporaries) aside."""
@@ -231,9 +225,10 @@ def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
 
 
 def delete_run(model_dir: str, config_name: str, written: Sequence[str]) -> List[str]:
-  """Deletes what a run writes in model_dir (run_patterns) and the folders that leaves
-  empty, model_dir included; returns the entries left, which no run wrote."""
-  patterns = run_patterns(config_name, written)
+  """Deletes what a run writes in model_dir (its record and `written`, glob patterns
+  relative to it) and the folders that leaves empty, model_dir included; returns the
+  entries left, which no run wrote."""
+  patterns = [config_name, *written]
   for pattern in patterns:
     for path in glob.glob(os.path.join(glob.escape(model_dir), pattern)):
       if os.path.isdir(path) and not os.path.islink(path):

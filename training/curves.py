@@ -79,12 +79,7 @@ def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
   more is drawn as faint points under their moving average. `marked` ({name: {label:
   points}}, same form) is drawn as markers only, in the panel of the same name.
   Written atomically; returns the path (None when there is nothing to draw)."""
-  return save_figure(draw_panels(panels, xlabel, columns, smoothed, marked), png_path)
-
-
-def save_figure(fig, png_path: str) -> Optional[str]:
-  """Writes `fig` (None: nothing) to png_path atomically; the path."""
-  png = figure_png(fig)
+  png = figure_png(draw_panels(panels, xlabel, columns, smoothed, marked))
   if png is None:
     return None
   with files.atomic_write(png_path, "wb") as f:

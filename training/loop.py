@@ -21,7 +21,7 @@ from runs.checkpoints import RunCheckpoints
 from runs.model_files import drop_log_rows_after
 from training import stopping
 from training.curves import plot_curves
-from training.runtime import is_chief, lost_peer, precision_note
+from training.runtime import lost_peer, precision_note
 from training.step import TrainStep
 from training.step_log import StepLog, first_step_note
 from util import stderr
@@ -75,11 +75,11 @@ class TrainLoop:
                settings: LoopSettings):
     self.train_step = step = TrainStep(strategy, model, optimizer, objective, settings)
     self.strategy, self.settings, self.stops = strategy, settings, step.stops
-    self.chief = is_chief(strategy)
+    self.chief = step.worker == 0
     self.checkpoints = RunCheckpoints(
         strategy, {"model": model, "optimizer": optimizer, "step": step.global_step},
         settings.model_dir, settings.keep_checkpoint_max, settings.record_name,
-        step.worker, self.chief)
+        step.worker)
     # The step the last run() started from (its restored checkpoint's, else 0): a phase
     # running the loop in stages tells from it which stages a checkpoint had passed.
     self.start_step = 0
