@@ -1,14 +1,9 @@
 """The training loop that pre-training and fine-tuning share, around the step it holds
-(training/step.py: the objective's gradients, replicas, XLA, gradient accumulation, loss
-scaling).
-
-From the run's latest checkpoint (runs/checkpoints.py: step, model, optimizer slots,
-the data iterator and the dropout generators, restored exactly) to num_train_steps: a
-guard that stops on a NaN/inf loss without saving over the last good checkpoint,
-SIGINT/SIGTERM save-then-exit (training/stopping.py: on several workers, a signal to any
-one stops them all after the same step), one line when a peer worker is lost, the log
-(training/step_log.py) and, at the end, a PNG of the training curves.
-"""
+(training/step.py): from the run's latest checkpoint (runs/checkpoints.py) to
+num_train_steps, with a guard that stops on a NaN/inf loss without saving over the last
+good checkpoint, a save-then-stop at a signal (training/stopping.py: on several workers,
+all after the same step), one line when a peer worker is lost, the log
+(training/step_log.py) and, at the end, a PNG of the training curves."""
 
 import contextlib
 import dataclasses
@@ -84,8 +79,6 @@ class TrainLoop:
     # running the loop in stages tells from it which stages a checkpoint had passed.
     self.start_step = 0
 
-  # ---- the loop ----------------------------------------------------------------
-
   def run(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
           init_fn: Optional[Callable[[], None]] = None) -> Dict[str, float]:
     """Trains from the latest checkpoint (else `init_fn()`) to num_train_steps.
@@ -155,7 +148,7 @@ class TrainLoop:
           last_saved = self.checkpoints.save(step)
           self.stops.saved(step, last_saved)
         if stopped_by:
-          raise self.stops.interrupted(stopped_by, step, last_saved)
+          raise self.stops.interrupted(stopped_by)
     except tf.errors.OpError as e:
       lost = lost_peer(e, self.strategy)
       if lost is None:

@@ -93,7 +93,7 @@ class StopRequests:
     if self.workers > 1:
       self._request.assign(tf.zeros([self.workers]))
     if stopped_by:
-      raise self.interrupted(stopped_by, *self.last_save)
+      raise self.interrupted(stopped_by)
 
   def saved(self, step: int, path: str):
     """The loop's last save (or the checkpoint it resumed from), which a stop names."""
@@ -143,11 +143,11 @@ class StopRequests:
     return {worker: signal.Signals(int(number)).name
             for worker, number in enumerate(requests.numpy()) if number}
 
-  def interrupted(self, stopped_by: Dict[int, str], step: int,
-                  saved: str) -> TrainingInterrupted:
-    """The error to stop with, once every worker has saved (the exchange that waits for
-    all: a chief whose save failed never makes it, and the others then end as with a
-    lost peer)."""
+  def interrupted(self, stopped_by: Dict[int, str]) -> TrainingInterrupted:
+    """The error to stop with, naming the last save, once every worker has saved (the
+    exchange that waits for all: a chief whose save failed never makes it, and the
+    others then end as with a lost peer)."""
+    step, saved = self.last_save
     if self.workers == 1:
       return TrainingInterrupted(f"{stopped_by[0]} at step {step}: saved {saved}; run "
                                  "the same command again to resume")
