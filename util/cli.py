@@ -73,13 +73,11 @@ def check_flags(parser, args, **rules) -> None:
   a default of None is not checked."""
   from util import hparams  # pylint: disable=import-outside-toplevel
   for dest, rule in rules.items():
-    rule = dict(rule)
     value = getattr(args, dest)
     if value is None:  # left at a default of none
       continue
-    try:
-      setattr(args, dest, hparams.check_flag("--" + dest.replace("_", "-"), value,
-                                             rule.pop("kind", int), **rule))
+    try:  # rule's "kind" is check_flag's own
+      setattr(args, dest, hparams.check_flag("--" + dest.replace("_", "-"), value, **rule))
     except hparams.HParamsError as e:
       parser.error(str(e))
 

@@ -91,15 +91,10 @@ def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
                                      "meaning": meaning, "help": help, "group": group})
 
 
-def resumable_fields(cls) -> tuple:
-  """The fields of dataclass `cls` (or its instance) declared resumable."""
-  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable"))
-
-
-def meaning_fields(cls) -> tuple:
-  """The fields of dataclass `cls` (or its instance) that give trained weights their
-  meaning."""
-  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("meaning"))
+def marked_fields(cls, mark: str) -> tuple:
+  """The fields of dataclass `cls` (or its instance) declared with `mark`, "resumable"
+  or "meaning"."""
+  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(mark))
 
 
 _INVALID = object()
