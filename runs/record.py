@@ -125,11 +125,6 @@ def read_run_record(path: str) -> Dict:
   return check_record_shape(path, read_json(path))
 
 
-# Every message that suggests overwrite_model_dir says what it costs.
-OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
-                    "included, and start over")
-
-
 def check_run_folder(model_dir: str, data_dir: str, deletes: str = ""):
   """Refuses a model dir that is the data dir or its models folder, or a folder holding
   either: a run's folder is its own, beside the inputs and the other runs. `deletes`:
@@ -176,17 +171,17 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     if not overwrite or evaluating:
       raise
     previous, unknown = None, True
-  if previous is None:  # a new run's folder, or someone's
+  if previous is None:  # a new run's folder, someone's, or a run of unknown settings
     others = unwritten(model_dir, [config_name, *written, *beside])
     if others:
       raise hparams.HParamsError(
           f"{model_dir} holds no run ({config_name}), and what no run writes "
           f"({cli.listed(others)}); a run's model dir is a folder of its own: give "
           "another --model-name or model_dir")
-  if unknown:
-    start_over(model_dir, config_name, written)
+    if unknown:
+      start_over(model_dir, config_name, written)
     return
-  if previous is None or "signature" not in previous:  # unsigned: nothing to compare
+  if "signature" not in previous:  # unsigned: nothing to compare
     return
   new, old = json.loads(json.dumps(signature)), previous["signature"]
   if evaluating:
@@ -203,7 +198,8 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   if not overwrite:
     raise hparams.HParamsError(
         f"{model_dir} holds a run with a different config ({shown}); use another "
-        f"model_dir, or {OVERWRITE_ADVICE}")
+        "model_dir, or set \"overwrite_model_dir\": true to delete that run, checkpoints "
+        "included, and start over")
   start_over(model_dir, config_name, written)
 
 
