@@ -271,9 +271,7 @@ def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
     return worker_position(strategy)[1] * cpu.cpu_peak_flops(precision)
   name = tf.config.experimental.get_device_details(
       tf.config.list_physical_devices("GPU")[0]).get("device_name", "")
-  peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), None)
-  if peak is None:
-    return 0.0
+  peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), (0.0, 0.0))
   return strategy.num_replicas_in_sync * peak[precision != "float32"]
 
 
