@@ -7,7 +7,7 @@ The library's packages never import this one: benches use the seams the commands
 the phases' dataset_fn), so what they time is what the commands run.
 
 Their flags are checked as they are parsed, as the tools' are: numbers by
-util/cli.py's check_flags, files by its check_files, lists by choice_list here; a
+util/cli.py's check_flags, files by check_files and lists by choice_list here; a
 failing child process is one line (bench/child.py's ChildFailed).
 """
 
@@ -32,3 +32,14 @@ def choice_list(choices):
           f"{', '.join(choices)}")
     return values
   return parse
+
+
+def check_files(parser, args, *dests: str) -> None:
+  """Refuses (parser.error) a flag naming no file, which a bench would otherwise meet
+  minutes in, in a child process (not for a flag left at a default of None)."""
+  for dest in dests:
+    value = getattr(args, dest)
+    if value is not None and not os.path.isfile(value):
+      parser.error(f"--{dest.replace('_', '-')} {value}: "
+                   f"{'a directory' if os.path.isdir(value) else 'no such file'}; "
+                   "expected a file")

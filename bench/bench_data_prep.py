@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from bench import BERT_VOCAB, ROOT, SHARED_DATA, child
+from bench import BERT_VOCAB, ROOT, SHARED_DATA, check_files, child
 from util import cli
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -179,7 +179,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   args = parser.parse_args(argv)
   cli.check_flags(parser, args, sample_every={"at_least": 1},
                   python_lines={"at_least": 1})
-  cli.check_files(parser, args, "corpus", "vocab")
+  check_files(parser, args, "corpus", "vocab")
   return args
 
 

@@ -38,7 +38,7 @@ import os
 import sys
 import tempfile
 
-from bench import BERT_VOCAB, child, choice_list, peers
+from bench import BERT_VOCAB, check_files, child, choice_list, peers
 from bench.steps import CLOCKS, time_first_and_steps
 from util import cli
 
@@ -161,7 +161,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   # --seq-length as build_pretraining_dataset.py's --max-seq-length: room for text.
   cli.check_flags(parser, args, batch_size={"at_least": 1}, seq_length={"at_least": 8},
                   steps={"at_least": 1}, rounds={"at_least": 1}, threads={"at_least": 0})
-  cli.check_files(parser, args, "vocab_file")
+  check_files(parser, args, "vocab_file")
   return args
 
 

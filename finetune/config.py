@@ -157,7 +157,7 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
     """The fields that fix a trial's trained weights: every one not declared resumable,
     the sections' under "sections" (resume.check_resume compares nested dicts)."""
     def fixed(settings) -> Dict[str, Any]:
-      resumable = hparams.resumable_fields(settings)
+      resumable = hparams.marked_fields(settings, "resumable")
       return {k: v for k, v in dataclasses.asdict(settings).items() if k not in resumable}
     return {**{k: v for k, v in fixed(self).items() if k != "sections"},
             "sections": {name: fixed(s) for name, s in self.sections.items()}}

@@ -587,7 +587,7 @@ def plot_history(trials, path: str):
   keys = {k for t in trials for h in t["history"] for k in h if k not in ("epoch", "step")}
   return curves.plot_panels(
       {key: {f"trial {t['trial']}": [(h["epoch"], h[key]) for h in t["history"] if key in h]
-             for t in trials} for key in keys}, "epoch", path, columns=2)
+             for t in trials} for key in keys}, "epoch", path)
 
 
 def run(config: FinetuningConfig, log=print) -> Dict[str, object]:

@@ -22,7 +22,7 @@ def run_signature(config: PretrainingConfig,
   """What fixes the trained weights: the model's sizes, the start (`start`, the opened
   init_checkpoint, by its record_name) and every field a resumed run may not change
   (the fields declare which: hparams.field's resumable)."""
-  resumable = hparams.resumable_fields(config)
+  resumable = hparams.marked_fields(config, "resumable")
   values = {k: v for k, v in config.to_dict().items() if k not in resumable}
   values.update(run_normalization(config).fields())  # never null, fitted or not
   values["init_checkpoint"] = record_name(start)
@@ -42,8 +42,8 @@ def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] 
                         config.overwrite_model_dir, **layout)
   else:
     record.check_resume(config.model_dir, RUN_CONFIG,
-                        {k: v for k, v in signature.items()
-                         if k == "model" or k in hparams.meaning_fields(config)},
+                        {k: v for k, v in signature.items() if k == "model"
+                         or k in hparams.marked_fields(config, "meaning")},
                         overwrite=False, evaluating=True, **layout)
 
 
@@ -55,7 +55,7 @@ def write_run_config(config: PretrainingConfig, step: int = 0,
   history = record.settings_history(
       config.model_dir, RUN_CONFIG,
       {k: v for k, v in config.to_dict().items()
-       if k in hparams.resumable_fields(config)}, step)
+       if k in hparams.marked_fields(config, "resumable")}, step)
   # What the first step started from (init_scheme does not apply to a checkpoint's
   # weights, whatever the config says); kept as the run's first write recorded it.
   first = (record.read_record(config.model_dir, RUN_CONFIG) or {}).get("start") or (

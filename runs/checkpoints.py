@@ -104,17 +104,14 @@ def kept_checkpoints(model_dir: str, note: Callable[[str], None],
 
 
 class RunCheckpoints:
-  """A training loop's checkpoints in its model dir: the latest that reads whole,
-  restored with the input's position, and saved every so often with the record's copy.
-
-  On several workers every one must save (collective ops); only the chief's copy is
-  kept, the others' go to scratch folders removed when the run ends.
-  """
+  """A training loop's checkpoints in its model dir. On several workers every one must
+  save (collective ops); only the chief's copy is kept, the others' go to scratch
+  folders removed when the run ends."""
 
   def __init__(self, strategy, objects: Dict, model_dir: str, keep: int,
-               record_name: str, worker: int, chief: bool):
+               record_name: str, worker: int):
     self.strategy, self.model_dir, self.keep = strategy, model_dir, keep
-    self.record_name, self.worker, self.chief = record_name, worker, chief
+    self.record_name, self.worker, self.chief = record_name, worker, worker == 0
     self.objects = objects  # model, optimizer, step: what a checkpoint holds
     # Outside the strategy's scope: a string for the host, not a value to mirror.
     self._record = tf.Variable("", dtype=tf.string, trainable=False, name=RECORD_KEY)
@@ -143,12 +140,8 @@ class RunCheckpoints:
                                       checkpoint_name=CHECKPOINT_NAME)
 
   def latest(self) -> Optional[str]:
-    """The newest of the model dir's checkpoints that reads whole (None if it has none).
-
-    A newer one that does not (a truncated file: a full disk, a copy cut short) is
-    skipped, saying why; when none reads, a CheckpointError names the newest's file.
-    Checkpoints on disk whose state file is gone are found and listed in it again.
-    """
+    """The newest of the model dir's checkpoints that reads whole (first_readable; None
+    if it has none), a lost state file written again (kept_checkpoints)."""
     note = (lambda line: print(line, flush=True)) if self.chief else (lambda _: None)
     paths = kept_checkpoints(self.model_dir, note, repair=self.chief)
     if paths and self._readable[0] != paths[-1]:  # each new state is checked once

@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import sys
-from typing import Dict, Optional
 
 import filelock
 
@@ -88,13 +87,6 @@ def read_holder(holder_path: str) -> str:
     return ""
 
 
-def is_chief_task(task_type: Optional[str], task_id: int, cluster: Dict) -> bool:
-  """Whether this task of a cluster (TF_CONFIG's) is its chief, which keeps the run's
-  files: the one "chief", else worker 0."""
-  return task_type in (None, "chief") or (
-      task_type == "worker" and task_id == 0 and "chief" not in cluster)
-
-
 def run_dir_lock(distribution_strategy: str, directory: str):
   """run_lock(directory), taken by the chief only: the workers of a multi-worker
   run share its directory. Decided from TF_CONFIG, before any strategy exists."""
@@ -104,7 +96,9 @@ def run_dir_lock(distribution_strategy: str, directory: str):
     except ValueError as e:
       raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
     task = cluster_config.get("task", {})
-    if not is_chief_task(task.get("type"), task.get("index", 0),
-                          cluster_config.get("cluster", {})):
+    chief = task.get("type") in (None, "chief") or (  # the one "chief", else worker 0
+        task.get("type") == "worker" and task.get("index", 0) == 0
+        and "chief" not in cluster_config.get("cluster", {}))
+    if not chief:
       return contextlib.nullcontext()
   return run_lock(directory)

@@ -125,11 +125,6 @@ def read_run_record(path: str) -> Dict:
   return check_record_shape(path, read_json(path))
 
 
-# Every message that suggests overwrite_model_dir says what it costs.
-OVERWRITE_ADVICE = ("set \"overwrite_model_dir\": true to delete that run, checkpoints "
-                    "included, and start over")
-
-
 def check_run_folder(model_dir: str, data_dir: str, deletes: str = ""):
   """Refuses a model dir that is the data dir or its models folder, or a folder holding
   either: a run's folder is its own, beside the inputs and the other runs. `deletes`:
@@ -176,17 +171,17 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
     if not overwrite or evaluating:
       raise
     previous, unknown = None, True
-  if previous is None:  # a new run's folder, or someone's
-    others = unwritten(model_dir, [*run_patterns(config_name, written), *beside])
+  if previous is None:  # a new run's folder, someone's, or a run of unknown settings
+    others = unwritten(model_dir, [config_name, *written, *beside])
     if others:
       raise hparams.HParamsError(
           f"{model_dir} holds no run ({config_name}), and what no run writes "
           f"({cli.listed(others)}); a run's model dir is a folder of its own: give "
           "another --model-name or model_dir")
-  if unknown:
-    start_over(model_dir, config_name, written)
+    if unknown:
+      start_over(model_dir, config_name, written)
     return
-  if previous is None or "signature" not in previous:  # unsigned: nothing to compare
+  if "signature" not in previous:  # unsigned: nothing to compare
     return
   new, old = json.loads(json.dumps(signature)), previous["signature"]
   if evaluating:
@@ -203,7 +198,8 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
   if not overwrite:
     raise hparams.HParamsError(
         f"{model_dir} holds a run with a different config ({shown}); use another "
-        f"model_dir, or {OVERWRITE_ADVICE}")
+        "model_dir, or set \"overwrite_model_dir\": true to delete that run, checkpoints "
+        "included, and start over")
   start_over(model_dir, config_name, written)
 
 
@@ -213,12 +209,6 @@ def start_over(model_dir: str, config_name: str, written: Sequence[str]):
   if kept:
     print(f"note: kept what no run writes in {model_dir}: {cli.listed(kept)}",
           flush=True)
-
-
-def run_patterns(config_name: str, written: Sequence[str]) -> List[str]:
-  """Everything a run writes in its model dir, as glob patterns relative to it: its
-  record and `written`."""
-  return [config_name, *written]
 
 
 def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
@@ -231,9 +221,10 @@ def unwritten(model_dir: str, patterns: Sequence[str]) -> List[str]:
 
 
 def delete_run(model_dir: str, config_name: str, written: Sequence[str]) -> List[str]:
-  """Deletes what a run writes in model_dir (run_patterns) and the folders that leaves
-  empty, model_dir included; returns the entries left, which no run wrote."""
-  patterns = run_patterns(config_name, written)
+  """Deletes what a run writes in model_dir (its record and `written`, glob patterns
+  relative to it) and the folders that leaves empty, model_dir included; returns the
+  entries left, which no run wrote."""
+  patterns = [config_name, *written]
   for pattern in patterns:
     for path in glob.glob(os.path.join(glob.escape(model_dir), pattern)):
       if os.path.isdir(path) and not os.path.islink(path):

@@ -20,12 +20,6 @@ class PretrainedStart:
   given: str  # as configured: a path, a release's name or a Hugging Face id
   weights: Weights
 
-  @property
-  def record_name(self) -> str:
-    if by_name.is_name(self.given):
-      return self.given
-    return os.path.abspath(self.weights.location)
-
 
 def open_start(path: str) -> Optional[PretrainedStart]:
   """The weights at `path` opened (a CheckpointError when they cannot be), or None for
@@ -34,5 +28,8 @@ def open_start(path: str) -> Optional[PretrainedStart]:
 
 
 def record_name(start: Optional[PretrainedStart]) -> str:
-  """How a run record names its start: record_name, or "" from random weights."""
-  return start.record_name if start else ""
+  """How a run record names its start ("" from random weights)."""
+  if not start:
+    return ""
+  return start.given if by_name.is_name(start.given) else os.path.abspath(
+      start.weights.location)

@@ -317,10 +317,11 @@ def test_a_pretraining_export_or_a_record_not_the_runs_is_named(tmp_path, capsys
 def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
   """An export killed (-9) leaves its temporary folder; the next export in the same
   place removes it, and never a live export's."""
-  code = ("import os, sys, time\nfrom util import files\n"
+  code = ("import os, sys, time\nimport filelock\nfrom util import files\n"
           "tmp = os.path.join(sys.argv[1], sys.argv[2])\nos.makedirs(tmp)\n"
           "open(os.path.join(tmp, 'model_float32.tflite'), 'wb').write(bytes(1000))\n"
-          "with files.in_progress(tmp):\n  print('held', flush=True)\n  time.sleep(600)\n")
+          "with filelock.FileLock(os.path.join(tmp, files.IN_PROGRESS)):\n"
+          "  print('held', flush=True)\n  time.sleep(600)\n")
   procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name],
                             cwd=os.path.dirname(os.path.dirname(__file__)),
                             stdout=subprocess.PIPE, text=True)

@@ -9,7 +9,7 @@ import tf_keras
 
 from model import dropout as dropout_lib
 from model.internals import block_layers, dropout_generator
-from training.runtime import set_precision, use_checkpointed_dropout
+from training.runtime import use_checkpointed_dropout
 from tests.helpers import one_layer
 
 
@@ -81,7 +81,8 @@ def test_the_gradient_is_the_mask_times_the_scale():
 def test_under_mixed_bfloat16_the_mask_is_the_float32_one():
   x = tf.random.stateless_uniform([16, 64], [7, 8], minval=1.0, maxval=2.0)
   kept = keyed_layer(0.2, seed=9)(x, training=True).numpy() != 0
-  set_precision("mixed_bfloat16")  # the conftest sets float32 back after the test
+  # The conftest sets float32 back after the test.
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   y = keyed_layer(0.2, seed=9)(x, training=True)
   assert y.dtype == tf.bfloat16
   np.testing.assert_array_equal(y.numpy() != 0, kept)

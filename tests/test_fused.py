@@ -7,12 +7,13 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 
 from model import encoder, fused
 from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel
-from training.runtime import set_precision, use_checkpointed_dropout
+from training.runtime import use_checkpointed_dropout
 from tests.helpers import (SPECIAL, dropout_states, make_batch, one_layer,
                            set_dropout_states, tiny_config)
 
@@ -140,7 +141,7 @@ def test_under_mixed_bfloat16_the_fused_layer_equals_the_unfused_one():
   another order), each a relative error up to 2^-8, a few such in a row before the
   float32 LayerNorm: 4 roundings of the tensor's largest value (seen: 0.4 on the output,
   at most 1.8 on the gradients)."""
-  set_precision("mixed_bfloat16")
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   layer, x = one_layer(0.5, seed=7)
   mask = np.ones([2, 6, 6], np.float32)
   mask[1, :, 4:] = 0  # the second sequence is 4 tokens and 2 of padding
@@ -175,7 +176,7 @@ def test_under_mixed_float16_the_layer_runs_tfm_own_call():
   under mixed_float16 the fused block's training call is tf-models-official's (no
   island in its trace), its output the unfused one bit for bit, dropout draws
   included."""
-  set_precision("mixed_float16")
+  tf_keras.mixed_precision.set_global_policy("mixed_float16")
   layer, x = one_layer(0.5, seed=7)
   mask = tf.ones([2, 6, 6])
   layer([x, mask])

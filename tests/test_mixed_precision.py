@@ -30,7 +30,6 @@ from pretrain.model import PretrainingModel, SpecialTokens
 from tests.helpers import Objective
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer
-from training.runtime import set_precision
 
 SPECIAL = SpecialTokens(cls_id=2, sep_id=3, mask_id=4)
 VOCAB = 60
@@ -99,7 +98,7 @@ def finetuning_loss(model):
 
 def loss_and_gradients(make_model, make_loss, batch, weights, policy):
   """(loss, outputs, gradients, model) of one step from `weights` under `policy`."""
-  set_precision(policy)
+  tf_keras.mixed_precision.set_global_policy(policy)
   try:
     model = make_model()
     model.set_weights(weights)
@@ -107,7 +106,7 @@ def loss_and_gradients(make_model, make_loss, batch, weights, policy):
       loss, outputs = make_loss(model)(batch)
     gradients = tape.gradient(loss, model.trainable_variables)
   finally:
-    set_precision("float32")
+    tf_keras.mixed_precision.set_global_policy("float32")
   return loss, outputs, [tf.convert_to_tensor(g) for g in gradients], model
 
 
@@ -167,7 +166,7 @@ def test_bf16_step_agrees_with_float32(phase):
 
 def test_bf16_training_step_keeps_float32_variables_and_slots(tmp_path):
   """One real TrainLoop step (AdamW with layer-wise rates, clipping) under bf16."""
-  set_precision("mixed_bfloat16")
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:
     model = make_finetuning_model()
     optimizer = create_optimizer(1e-3, 10, 0, 0.01, lr_multiplier=model.lr_multiplier(0.8))
@@ -180,7 +179,7 @@ def test_bf16_training_step_keeps_float32_variables_and_slots(tmp_path):
               Objective(lambda _, b, *__: (loss_fn(b)[0], {})), settings).run(
                   lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   finally:
-    set_precision("float32")
+    tf_keras.mixed_precision.set_global_policy("float32")
   assert all(v.dtype == tf.float32 for v in model.variables)
   slots = [v for v in optimizer.variables() if v.dtype.is_floating]
   assert slots and all(v.dtype == tf.float32 for v in slots)

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bench.bench_multi_worker import EPHEMERAL_PORTS, loopback_cluster
 from runs.checkpoints import RunCheckpoints
@@ -207,17 +208,17 @@ def test_precision_note_says_which_precision_pays_on_this_cpu(monkeypatch):
     if note:
       assert note.startswith("note: ") and '"mixed_bfloat16"' in note
   try:
-    runtime.set_precision("mixed_bfloat16")
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
     assert runtime.precision_note() is None  # on a CPU with bfloat16 arithmetic
     # 16-bit arithmetic a CPU does not have is emulated, many times slower: said.
     monkeypatch.setattr(cpu, "cpu_info",
                         lambda: cpu.CpuInfo("test", frozenset({"avx2"}), 2500.0))
     assert runtime.precision_note().startswith(
         'note: "mixed_precision": "mixed_bfloat16" on a CPU without bfloat16 arithmetic')
-    runtime.set_precision("mixed_float16")
+    tf_keras.mixed_precision.set_global_policy("mixed_float16")
     assert runtime.precision_note() == (
         'note: "mixed_precision": "mixed_float16" on a CPU: CPUs have no float16 '
         "arithmetic, so TensorFlow emulates it, many times slower than float32 (float16 "
         "is for GPUs); drop mixed_precision here")
   finally:
-    runtime.set_precision("float32")
+    tf_keras.mixed_precision.set_global_policy("float32")

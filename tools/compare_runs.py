@@ -77,7 +77,7 @@ def main():
           f"{step} steps ({step * tokens / 1e6:.1f}M tok): " + ", ".join(
               f"{k} {m[k]:.3f}" for k in scalars if k in m)
           for step, m in rows[::max(1, len(rows) // 6)]))
-    print(plot_panels(panels, "training tokens (millions)", args.output, columns=2))
+    print(plot_panels(panels, "training tokens (millions)", args.output))
     return 0
   return cli.run_command(draw)
 

@@ -71,20 +71,11 @@ def smoothing_window(n: int) -> int:
   return max(3, n // 10) | 1
 
 
-def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str,
-                columns: int = 3, smoothed: bool = False,
-                marked: Optional[Dict[str, Dict[str, list]]] = None) -> Optional[str]:
-  """One panel per name, one line per series label ("" for a single unlabeled line);
-  `panels` is {name: {label: [(x, y), ...]}}. `smoothed`: each series of 5 points or
-  more is drawn as faint points under their moving average. `marked` ({name: {label:
-  points}}, same form) is drawn as markers only, in the panel of the same name.
-  Written atomically; returns the path (None when there is nothing to draw)."""
-  return save_figure(draw_panels(panels, xlabel, columns, smoothed, marked), png_path)
-
-
-def save_figure(fig, png_path: str) -> Optional[str]:
-  """Writes `fig` (None: nothing) to png_path atomically; the path."""
-  png = figure_png(fig)
+def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str
+                ) -> Optional[str]:
+  """draw_panels' figure of `panels` in two columns, written atomically; returns the
+  path (None when there is nothing to draw)."""
+  png = figure_png(draw_panels(panels, xlabel, columns=2))
   if png is None:
     return None
   with files.atomic_write(png_path, "wb") as f:
@@ -107,10 +98,14 @@ def figure_png(fig) -> Optional[bytes]:
   return png.getvalue()
 
 
-def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int = 3,
+def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int,
                 smoothed: bool = False,
                 marked: Optional[Dict[str, Dict[str, list]]] = None):
-  """plot_panels' matplotlib figure (None when there is nothing to draw)."""
+  """One panel per name, one line per series label ("" for a single unlabeled line);
+  `panels` is {name: {label: [(x, y), ...]}}. `smoothed`: each series of 5 points or
+  more is drawn as faint points under their moving average. `marked` ({name: {label:
+  points}}, same form) is drawn as markers only, in the panel of the same name. The
+  matplotlib figure (None when there is nothing to draw)."""
   marked = marked or {}
   names = {name for source in (panels, marked) for name, series in source.items()
            if any(points for points in series.values())}
@@ -181,6 +176,6 @@ def draw_curves(log_path: str):
                 if isinstance(v, (int, float))}
   return draw_panels(
       {name: {"": [(s, e[name]) for s, e in entries.items() if name in e]}
-       for name in names}, "step", smoothed=True,
+       for name in names}, "step", columns=3, smoothed=True,
       marked={name: {"eval": [(s, r[name]) for s, r in evaluated.items() if name in r]}
               for name in eval_names})

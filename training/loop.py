@@ -1,14 +1,9 @@
 """The training loop that pre-training and fine-tuning share, around the step it holds
-(training/step.py: the objective's gradients, replicas, XLA, gradient accumulation, loss
-scaling).
-
-From the run's latest checkpoint (runs/checkpoints.py: step, model, optimizer slots,
-the data iterator and the dropout generators, restored exactly) to num_train_steps: a
-guard that stops on a NaN/inf loss without saving over the last good checkpoint,
-SIGINT/SIGTERM save-then-exit (training/stopping.py: on several workers, a signal to any
-one stops them all after the same step), one line when a peer worker is lost, the log
-(training/step_log.py) and, at the end, a PNG of the training curves.
-"""
+(training/step.py): from the run's latest checkpoint (runs/checkpoints.py) to
+num_train_steps, with a guard that stops on a NaN/inf loss without saving over the last
+good checkpoint, a save-then-stop at a signal (training/stopping.py: on several workers,
+all after the same step), one line when a peer worker is lost, the log
+(training/step_log.py) and, at the end, a PNG of the training curves."""
 
 import contextlib
 import dataclasses
@@ -21,7 +16,7 @@ from runs.checkpoints import RunCheckpoints
 from runs.model_files import drop_log_rows_after
 from training import stopping
 from training.curves import plot_curves
-from training.runtime import is_chief, lost_peer, precision_note
+from training.runtime import lost_peer, precision_note
 from training.step import TrainStep
 from training.step_log import StepLog, first_step_note
 from util import stderr
@@ -75,16 +70,14 @@ class TrainLoop:
                settings: LoopSettings):
     self.train_step = step = TrainStep(strategy, model, optimizer, objective, settings)
     self.strategy, self.settings, self.stops = strategy, settings, step.stops
-    self.chief = is_chief(strategy)
+    self.chief = step.worker == 0
     self.checkpoints = RunCheckpoints(
         strategy, {"model": model, "optimizer": optimizer, "step": step.global_step},
         settings.model_dir, settings.keep_checkpoint_max, settings.record_name,
-        step.worker, self.chief)
+        step.worker)
     # The step the last run() started from (its restored checkpoint's, else 0): a phase
     # running the loop in stages tells from it which stages a checkpoint had passed.
     self.start_step = 0
-
-  # ---- the loop ----------------------------------------------------------------
 
   def run(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
           init_fn: Optional[Callable[[], None]] = None) -> Dict[str, float]:
@@ -155,7 +148,7 @@ class TrainLoop:
           last_saved = self.checkpoints.save(step)
           self.stops.saved(step, last_saved)
         if stopped_by:
-          raise self.stops.interrupted(stopped_by, step, last_saved)
+          raise self.stops.interrupted(stopped_by)
     except tf.errors.OpError as e:
       lost = lost_peer(e, self.strategy)
       if lost is None:

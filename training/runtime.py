@@ -17,8 +17,7 @@ import tensorflow as tf
 import tf_keras
 
 from model.internals import configure_coordination_service
-from runs.lock import is_chief_task
-from training.settings import PRECISIONS, STRATEGIES, ScaleSettings
+from training.settings import STRATEGIES, ScaleSettings
 from util import cli, cpu, hparams, stderr
 
 
@@ -28,7 +27,7 @@ def start_run(settings: ScaleSettings, seed: int) -> tf.distribute.Strategy:
   the runtime's collective ops before the runtime starts."""
   strategy = make_strategy(settings.distribution_strategy, settings.tpu_address,
                            settings.cluster_wait_seconds)
-  set_precision(settings.mixed_precision)
+  tf_keras.mixed_precision.set_global_policy(settings.mixed_precision)
   use_checkpointed_dropout(seed)
   return strategy
 
@@ -103,7 +102,7 @@ def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirrore
       signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
       return strategy
     except tf.errors.DeadlineExceededError as e:
-      waited_for = _named_workers(e.message, resolver) or _other_workers(resolver)
+      waited_for = _worker_names(resolver, e.message) or _worker_names(resolver)
     # Raised past the except clause, which drops TensorFlow's error while its lines are
     # still taken out: the server it holds writes one more as it goes.
     raise ClusterError(
@@ -178,33 +177,23 @@ _PEER_ERROR_PREFIX = re.compile(r"^(Collective ops is aborted by: |Error reporte
                                 r"\S+: )+")
 
 
-def _worker_name(resolver, job: str, task: int) -> str:
-  """"worker <index> (<address>)", the index as worker_position counts."""
+def _worker_names(resolver, message: Optional[str] = None) -> List[str]:
+  """The cluster's other workers that `message` names (every other one without a
+  message), in order, once each, as "worker <index> (<address>)", the index as
+  worker_position counts."""
   cluster = resolver.cluster_spec().as_dict()
-  index = task + (1 if job == "worker" and "chief" in cluster else 0)
-  return f"worker {index} ({cluster[job][task]})"
-
-
-def _named_workers(message: str, resolver) -> List[str]:
-  """The cluster's other workers that an error message names, in order, once each."""
-  own = (resolver.task_type, resolver.task_id)
-  cluster = resolver.cluster_spec().as_dict()
-  named = []
-  for job, task in _TASK.findall(message):
-    task = int(task)
-    if (job, task) != own and task < len(cluster.get(job, [])):
-      name = _worker_name(resolver, job, task)
-      if name not in named:
-        named.append(name)
-  return named
-
-
-def _other_workers(resolver) -> List[str]:
-  """Every worker of the cluster but this one, by name."""
-  cluster = resolver.cluster_spec().as_dict()
-  return [_worker_name(resolver, job, task) for job in ("chief", "worker")
-          for task in range(len(cluster.get(job, [])))
-          if (job, task) != (resolver.task_type, resolver.task_id)]
+  if message is None:
+    tasks = [(job, task) for job in ("chief", "worker")
+             for task in range(len(cluster.get(job, [])))]
+  else:
+    tasks = [(job, int(task)) for job, task in _TASK.findall(message)]
+  names = []
+  for job, task in tasks:
+    if (job, task) != (resolver.task_type, resolver.task_id) and task < len(
+        cluster.get(job, [])):
+      index = task + (1 if job == "worker" and "chief" in cluster else 0)
+      names.append(f"worker {index} ({cluster[job][task]})")
+  return list(dict.fromkeys(names))
 
 
 def lost_peer(error: tf.errors.OpError, strategy: tf.distribute.Strategy
@@ -217,8 +206,8 @@ def lost_peer(error: tf.errors.OpError, strategy: tf.distribute.Strategy
   if (not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver
       or not isinstance(error, _PEER_ERRORS)):
     return None
-  others = _other_workers(resolver)
-  lost = _named_workers(error.message, resolver) or (others if len(others) == 1 else [])
+  others = _worker_names(resolver)
+  lost = _worker_names(resolver, error.message) or (others if len(others) == 1 else [])
   reason = _PEER_ERROR_PREFIX.sub("", cli.op_error_text(error)).rstrip(":")
   return " and ".join(lost) or "a peer worker", reason
 
@@ -232,13 +221,6 @@ def precision_note() -> Optional[str]:
                             cpu.cpu_info())
 
 
-def set_precision(policy: str):
-  """Sets the global Keras policy; must run before the model is built."""
-  if policy not in PRECISIONS:
-    raise ValueError(f"mixed_precision {policy!r}: expected one of {', '.join(PRECISIONS)}")
-  tf_keras.mixed_precision.set_global_policy(policy)
-
-
 def use_checkpointed_dropout(seed: int):
   """Dropout draws from tf.random.Generator variables, which checkpoints hold.
 
@@ -249,16 +231,9 @@ def use_checkpointed_dropout(seed: int):
   tf_keras.utils.set_random_seed(seed)
 
 
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-  resolver = getattr(strategy, "cluster_resolver", None)
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
-    return True
-  return is_chief_task(resolver.task_type, resolver.task_id,
-                        resolver.cluster_spec().as_dict())
-
-
 def worker_position(strategy: tf.distribute.Strategy):
-  """(this worker's index, number of workers) of a multi-worker run; (0, 1) otherwise."""
+  """(this worker's index, number of workers) of a multi-worker run, the chief's index
+  0; (0, 1) otherwise."""
   resolver = getattr(strategy, "cluster_resolver", None)
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
     cluster = resolver.cluster_spec().as_dict()
@@ -296,9 +271,7 @@ def peak_flops(strategy: tf.distribute.Strategy, precision: str) -> float:
     return worker_position(strategy)[1] * cpu.cpu_peak_flops(precision)
   name = tf.config.experimental.get_device_details(
       tf.config.list_physical_devices("GPU")[0]).get("device_name", "")
-  peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), None)
-  if peak is None:
-    return 0.0
+  peak = next((p for key, p in GPU_PEAK_FLOPS.items() if key in name), (0.0, 0.0))
   return strategy.num_replicas_in_sync * peak[precision != "float32"]
 
 

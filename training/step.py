@@ -145,7 +145,9 @@ class TrainStep:
     reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, reduced)
     grads = reduced[:len(pairs)]
     grad_norm = tf.linalg.global_norm(grads)
-    self._apply(list(zip(grads, [v for _, v in pairs])))
+    # All-reduced above, once (Keras' optimizers, legacy or not, take this flag).
+    self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]),
+                                   experimental_aggregate_gradients=False)
     scalars = {k: tf.add_n(v) / len(v) for k, v in scalars.items()}
     scalars["loss"] = tf.add_n(losses) / len(losses)
     scalars["grad_norm"] = grad_norm
@@ -169,10 +171,3 @@ class TrainStep:
     if self.loss_scaling:
       grads = self.optimizer.get_unscaled_gradients(grads)
     return grads, loss, {k: tf.cast(v, tf.float32) for k, v in scalars.items()}
-
-  def _apply(self, grads_and_vars):
-    kwargs = {}
-    if isinstance(self.optimizer, (tf_keras.optimizers.legacy.Optimizer,
-                                   tf_keras.mixed_precision.LossScaleOptimizer)):
-      kwargs["experimental_aggregate_gradients"] = False  # summed above, once
-    self.optimizer.apply_gradients(grads_and_vars, **kwargs)

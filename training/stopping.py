@@ -93,7 +93,7 @@ class StopRequests:
     if self.workers > 1:
       self._request.assign(tf.zeros([self.workers]))
     if stopped_by:
-      raise self.interrupted(stopped_by, *self.last_save)
+      raise self.interrupted(stopped_by)
 
   def saved(self, step: int, path: str):
     """The loop's last save (or the checkpoint it resumed from), which a stop names."""
@@ -101,28 +101,25 @@ class StopRequests:
     _Process.saved = f"step {step} (saved {path})"
 
   def in_step(self, context):
-    """What a replica adds to the step's all-reduce (None on one worker)."""
-    return (self.from_one_replica_per_worker(self._request, context)
-            if self.workers > 1 else None)
+    """What a replica adds to the step's all-reduce (None on one worker): this worker's
+    request from its first replica, zeros from its others, so that the sum over replicas
+    counts each worker's once."""
+    if self.workers == 1:
+      return None
+    first = self.worker * (self.strategy.num_replicas_in_sync // self.workers)
+    return self._request * tf.cast(tf.equal(context.replica_id_in_sync_group, first),
+                                   tf.float32)
 
   def received(self, reduced):
     """The all-reduced requests of a step, kept (alike on every replica already: this
     worker's first copy, no further exchange)."""
     self._requests.assign(self.strategy.experimental_local_results(reduced)[0])
 
-  def from_one_replica_per_worker(self, values, context):
-    """`values` from this worker's first replica, zeros from its others: summed over
-    replicas, each worker's count once."""
-    first = self.worker * (self.strategy.num_replicas_in_sync // self.workers)
-    return values * tf.cast(tf.equal(context.replica_id_in_sync_group, first),
-                            values.dtype)
-
-  def _summed_over_workers(self, values):
-    """The sum over workers of each one's `values` (float32, the same shape on all): an
-    exchange of its own, which returns only once every worker has made it."""
+  def _summed_over_workers(self):
+    """The sum over workers of their requests: an exchange of its own, which returns
+    only once every worker has made it."""
     per_replica = self.strategy.run(
-        lambda: self.from_one_replica_per_worker(tf.identity(values),
-                                                 tf.distribute.get_replica_context()))
+        lambda: self.in_step(tf.distribute.get_replica_context()))
     return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
   def request(self):
@@ -139,19 +136,19 @@ class StopRequests:
     requests = self._requests
     if exchange:
       self.request()
-      requests = self._sum_over_workers(self._request)
+      requests = self._sum_over_workers()
     return {worker: signal.Signals(int(number)).name
             for worker, number in enumerate(requests.numpy()) if number}
 
-  def interrupted(self, stopped_by: Dict[int, str], step: int,
-                  saved: str) -> TrainingInterrupted:
-    """The error to stop with, once every worker has saved (the exchange that waits for
-    all: a chief whose save failed never makes it, and the others then end as with a
-    lost peer)."""
+  def interrupted(self, stopped_by: Dict[int, str]) -> TrainingInterrupted:
+    """The error to stop with, naming the last save, once every worker has saved (the
+    exchange that waits for all: a chief whose save failed never makes it, and the
+    others then end as with a lost peer)."""
+    step, saved = self.last_save
     if self.workers == 1:
       return TrainingInterrupted(f"{stopped_by[0]} at step {step}: saved {saved}; run "
                                  "the same command again to resume")
-    self._sum_over_workers(self._request)
+    self._sum_over_workers()
     # The chief may be gone from here on, and with it the cluster's coordination
     # service: TensorFlow's lines about its lost heartbeats would follow the one line.
     stderr.python_lines_only()

@@ -5,7 +5,6 @@ The three top-level scripts and the tools run their work through `run_command`: 
 Ctrl-C or SIGTERM each become one line naming what failed. A bug keeps its traceback.
 """
 
-import os
 import re
 import sys
 from typing import Callable, Optional
@@ -73,13 +72,11 @@ def check_flags(parser, args, **rules) -> None:
   a default of None is not checked."""
   from util import hparams  # pylint: disable=import-outside-toplevel
   for dest, rule in rules.items():
-    rule = dict(rule)
     value = getattr(args, dest)
     if value is None:  # left at a default of none
       continue
-    try:
-      setattr(args, dest, hparams.check_flag("--" + dest.replace("_", "-"), value,
-                                             rule.pop("kind", int), **rule))
+    try:  # rule's "kind" is check_flag's own
+      setattr(args, dest, hparams.check_flag("--" + dest.replace("_", "-"), value, **rule))
     except hparams.HParamsError as e:
       parser.error(str(e))
 
@@ -108,17 +105,6 @@ def check_given(parser, args, *dests: str) -> None:
     value = getattr(args, dest)
     if value is not None and not value.strip():
       parser.error(f"--{dest.replace('_', '-')} {value!r}: expected a path")
-
-
-def check_files(parser, args, *dests: str) -> None:
-  """Refuses (parser.error) a flag naming no file, which a bench would otherwise meet
-  minutes in, in a child process (not for a flag left at a default of None)."""
-  for dest in dests:
-    value = getattr(args, dest)
-    if value is not None and not os.path.isfile(value):
-      parser.error(f"--{dest.replace('_', '-')} {value}: "
-                   f"{'a directory' if os.path.isdir(value) else 'no such file'}; "
-                   "expected a file")
 
 
 def add_vocab_flags(parser) -> None:

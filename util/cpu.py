@@ -44,10 +44,6 @@ class CpuInfo:
   mhz_is_max: bool = False
 
   @property
-  def x86(self) -> bool:
-    return "sse2" in self.flags
-
-  @property
   def tensorflow_enables_onednn(self) -> bool:
     return bool(self.flags & TF_ONEDNN_FLAGS)
 
@@ -142,6 +138,6 @@ def precision_note(policy: str, info: CpuInfo) -> Optional[str]:
 def onednn_choice(info: CpuInfo, environ=os.environ) -> Optional[str]:
   """The TF_ENABLE_ONEDNN_OPTS value to set: "1" on an x86 CPU where TensorFlow would
   leave oneDNN off, None where the user set it or TensorFlow's default stands."""
-  if ONEDNN_ENV in environ or not info.x86 or info.tensorflow_enables_onednn:
+  if ONEDNN_ENV in environ or "sse2" not in info.flags or info.tensorflow_enables_onednn:
     return None
   return "1"

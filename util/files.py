@@ -103,7 +103,7 @@ def atomic_directory(path: str, temp_name: str = "", log=print, what: str = "a w
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; give the usual permissions
   old = None
   try:
-    with in_progress(tmp):
+    with filelock.FileLock(os.path.join(tmp, IN_PROGRESS), fallback_to_soft=False):
       yield tmp
       if os.path.lexists(path):
         old = tmp + ".old"
@@ -122,13 +122,6 @@ def atomic_directory(path: str, temp_name: str = "", log=print, what: str = "a w
     raise
   if old:
     shutil.rmtree(old, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def in_progress(folder: str):
-  """Holds `folder`'s IN_PROGRESS lock for the block."""
-  with filelock.FileLock(os.path.join(folder, IN_PROGRESS), fallback_to_soft=False):
-    yield
 
 
 def remove_stale_folders(parent: str, log=print, what: str = "a write"):

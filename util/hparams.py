@@ -91,15 +91,10 @@ def field(default=dataclasses.MISSING, *, default_factory=dataclasses.MISSING,
                                      "meaning": meaning, "help": help, "group": group})
 
 
-def resumable_fields(cls) -> tuple:
-  """The fields of dataclass `cls` (or its instance) declared resumable."""
-  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable"))
-
-
-def meaning_fields(cls) -> tuple:
-  """The fields of dataclass `cls` (or its instance) that give trained weights their
-  meaning."""
-  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("meaning"))
+def marked_fields(cls, mark: str) -> tuple:
+  """The fields of dataclass `cls` (or its instance) declared with `mark`, "resumable"
+  or "meaning"."""
+  return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(mark))
 
 
 _INVALID = object()
@@ -180,13 +175,6 @@ def settable_names(cls) -> list:
   return field_names(cls) if listed is None else listed()
 
 
-def check_value(cls, name: str, value, shown_name: Optional[str] = None):
-  """`value` converted to field `name`'s type; HParamsError (naming the field
-  `shown_name`, by default `name`) if the field refuses it."""
-  kind, allowed = _settable(cls)[name]
-  return _checked(kind, allowed, value, shown_name or name)
-
-
 def check_flag(flag: str, value, kind=int, **allowed):
   """`value` of command-line flag `flag` (e.g. "--seed") converted to `kind`, as a
   field of that type with `allowed`'s values (field's at_least, above, at_most, below,
@@ -196,6 +184,7 @@ def check_flag(flag: str, value, kind=int, **allowed):
 
 
 def _checked(kind, allowed: Optional[Allowed], value, shown_name: str):
+  """`value` converted to `kind`; HParamsError naming `shown_name` if refused."""
   converted = _convert(kind, value)
   if converted is _INVALID or (allowed is not None and converted is not None and
                                not allowed.admits(converted)):
@@ -212,10 +201,10 @@ def check_fields(obj, flag_style: bool = False):
   """Checks every field of dataclass `obj` (call from __post_init__), converting 3.0 to
   3 for integers and 3 to 3.0 for numbers in place. `flag_style` names a field as the
   command-line flag it comes from (--num-processes), not as a hyperparameter."""
-  for name in _fields(type(obj)):
+  for name, (kind, allowed) in _fields(type(obj)).items():
     value = getattr(obj, name)
     shown = "--" + name.replace("_", "-") if flag_style else name
-    converted = check_value(type(obj), name, value, shown)
+    converted = _checked(kind, allowed, value, shown)
     if converted is not value:
       object.__setattr__(obj, name, converted)
 
@@ -231,7 +220,7 @@ def check_overrides(cls, overrides: Dict[str, Any], source: str = "--hparams",
     if name not in names:
       refuse_unknown(name, names, source, elsewhere)
     try:
-      checked[name] = check_value(cls, name, value)
+      checked[name] = _checked(*names[name], value, name)
     except HParamsError as e:
       raise HParamsError(f"{source}: {e}") from None
   return checked

@@ -27,18 +27,22 @@ class Progress:
   """
 
   def __init__(self, label: str, total: Optional[float], unit: str, start: float = 0,
-               interval: float = 2.0, stream=None):
+               interval: float = 2.0):
     self.label, self.total, self.unit = label, total, unit
     self.start_count = self.done = start
     self.interval = interval
-    self.stream = stream or sys.stderr
     self.t0 = self._last = time.time()
 
   def rate(self) -> float:
     elapsed = time.time() - self.t0
     return (self.done - self.start_count) / elapsed if elapsed > 0 else 0.0
 
-  def line(self, extra: Optional[Dict[str, str]] = None) -> str:
+  def update(self, done: float, extra: Optional[Dict[str, str]] = None, force=False):
+    self.done = done
+    now = time.time()
+    if not force and now - self._last < self.interval:
+      return
+    self._last = now
     rate = self.rate()
     parts = [f"{self.label} {format_count(self.done)}"]
     if self.total:
@@ -47,12 +51,5 @@ class Progress:
     parts += [f"{k} {v}" for k, v in (extra or {}).items()]
     if self.total and rate > 0:
       parts.append(f"ETA {format_duration((self.total - self.done) / rate)}")
-    parts.append(f"elapsed {format_duration(time.time() - self.t0)}")
-    return " | ".join(parts)
-
-  def update(self, done: float, extra: Optional[Dict[str, str]] = None, force=False):
-    self.done = done
-    now = time.time()
-    if force or now - self._last >= self.interval:
-      self._last = now
-      print(self.line(extra), file=self.stream, flush=True)
+    parts.append(f"elapsed {format_duration(now - self.t0)}")
+    print(" | ".join(parts), file=sys.stderr, flush=True)

@@ -1,15 +1,7 @@
-"""The environment TensorFlow reads as it loads; every command imports this first.
-
-Library rooms never import it: a program that embeds them keeps its own settings.
-Besides TensorFlow's environment it sets two things a newcomer would otherwise meet in
-the first seconds: Ctrl-C before the command's work begins (TensorFlow takes seconds to
-import) ends in one `interrupted:` line, not a traceback; and on a machine without a
-GPU, TensorFlow's "failed call to cuInit" error line (it looks for one whenever it
-starts) is not printed, while every other line it writes stays. And it turns
-TensorFlow's oneDNN kernels on where TensorFlow would leave them off but they measure
-faster (util/cpu.py), unless the user set TF_ENABLE_ONEDNN_OPTS; `python -m tools.cpu`
-says what was chosen and why.
-"""
+"""The environment TensorFlow reads as it loads, and what every command's start shares
+(Ctrl-C and SIGTERM in one line, no "failed call to cuInit" line without a GPU); every
+command imports this first. Library rooms never import it: a program that embeds them
+keeps its own settings."""
 
 import gc
 import glob
@@ -34,6 +26,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # importing TensorFlow takes less CPU (bench/RESULTS.md, "Start-up"). Garbage in cycles
 # is still collected, in larger batches.
 gc.set_threshold(50_000, 20, 20)
+# oneDNN on where TensorFlow would leave it off but it measures faster (util/cpu.py),
+# unless the user set TF_ENABLE_ONEDNN_OPTS; `python -m tools.cpu` says why.
 try:
   ONEDNN_CHOICE = cpu.onednn_choice(cpu.cpu_info())
 except ValueError as e:  # a bad ELECTRA_ASSUME_CPU
