@@ -10,6 +10,7 @@ it.
 """
 
 import dataclasses
+import os
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from finetune.errors import DataError
@@ -20,8 +21,7 @@ from util.hparams import unknown_name_message
 class Family:
   name: str
   task_type: type
-  # (task, data_dir, split, max_examples, tfds_data_dir, fetch_missing) -> examples: the
-  # first max_examples (all when None) of a split.
+  # (task, data_dir, split, tfds_data_dir, fetch_missing) -> a split's examples.
   read_examples: Callable[..., list]
   # () -> its TaskRunner subclass, imported only then (runners import TensorFlow).
   runner: Callable[[], type]
@@ -36,9 +36,9 @@ class Family:
 
 
 def task_file_splits(path: str, spec: dict, keys: Sequence[str]) -> Dict[str, str]:
-  """The split files (train, dev, test) a user's task file `path` names, each a name
-  relative to it; a DataError for a key outside `keys`, a missing name or training file,
-  or a split that names no file."""
+  """The paths of the split files (train, dev, test) a user's task file `path` names,
+  each relative to it; a DataError for a key outside `keys`, a missing name or training
+  file, or a split that names no file."""
   for key in spec:
     if key not in keys:
       raise DataError(f"{path}: " + unknown_name_message(key, keys, "task file key",
@@ -51,5 +51,5 @@ def task_file_splits(path: str, spec: dict, keys: Sequence[str]) -> Dict[str, st
     if split in spec:
       if not isinstance(spec[split], str) or not spec[split].strip():
         raise DataError(f'{path}: "{split}" must name its file, relative to the task file')
-      splits[split] = spec[split]
+      splits[split] = os.path.join(os.path.dirname(os.path.abspath(path)), spec[split])
   return splits

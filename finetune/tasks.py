@@ -58,16 +58,12 @@ def family_of(task) -> Family:
                   f"type {type(task).__name__} (finetune/tasks.py FAMILIES, register)")
 
 
-def read_examples(task, data_dir: str, split: str, max_examples: Optional[int] = None,
-                  tfds_data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
-  """The examples of one split of any task (the first `max_examples`, for debug runs).
-
-  Files under <data_dir>/finetuning_data come first; a GLUE or SQuAD task missing there
-  is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
-  `fetch_missing`, once TFDS has downloaded and prepared it there.
-  """
-  return family_of(task).read_examples(task, data_dir, split, max_examples,
-                                       tfds_data_dir, fetch_missing)
+def read_examples(task, data_dir: str, split: str, tfds_data_dir: Optional[str] = None,
+                  fetch_missing: bool = False) -> list:
+  """The examples of one split of any task: its files under <data_dir>/finetuning_data,
+  else TFDS's (finetune/tfds_source.py files_else_tfds)."""
+  return family_of(task).read_examples(task, data_dir, split, tfds_data_dir,
+                                       fetch_missing)
 
 
 # A user's task is given as the path of its task file, a JSON object.

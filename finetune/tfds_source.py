@@ -113,10 +113,7 @@ def files_else_tfds(find_file: Callable[[], str], read_file: Callable[[str], lis
   return read_file(path)
 
 
-def records(builder, split: str, max_examples: Optional[int] = None) -> Iterator[Dict]:
+def records(builder, split: str) -> Iterator[Dict]:
   """The split's records as NumPy values (text as bytes), in the stored order."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  dataset = builder.as_dataset(split=split, shuffle_files=False)
-  if max_examples is not None:
-    dataset = dataset.take(max_examples)
-  return iter(tfds.as_numpy(dataset))
+  return iter(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)))

@@ -72,8 +72,8 @@ def test_mrpc_byte_order_mark_is_not_part_of_the_header(shared_data_dir):
   with open(shared_path("glue", "MRPC", "train.tsv"), "rb") as f:
     assert f.read(3) == b"\xef\xbb\xbf"  # the file really has one
   task = tasks.get_task("glue/mrpc")
-  first = sentence_data.read_examples(task, shared_data_dir, "train", max_examples=1)
-  assert len(first) == 1 and first[0].label in ("0", "1")
+  first = sentence_data.read_examples(task, shared_data_dir, "train")
+  assert first[0].label in ("0", "1")
 
 
 def _write(path, lines):

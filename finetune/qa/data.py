@@ -388,20 +388,14 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
 
 
 def read_examples(task: QATask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[QAExample]:
-  """The first `max_examples` questions (all when None) of a split from the task's files
-  or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
-  `fetch_missing`) downloaded and prepared now."""
-  try:
-    path = split_file(task, data_dir, split)
-  except DataError as missing:
-    builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
-                                                   tfds_data_dir, fetch_missing)
-    if builder is None:
-      raise
-    return read_tfds(task, split, builder)[:max_examples]
-  return read_file(task, path, labelled=split not in task.test_splits)[:max_examples]
+  """The questions of a split (tfds_source.files_else_tfds)."""
+  return tfds_source.files_else_tfds(
+      lambda: split_file(task, data_dir, split),
+      lambda path: read_file(task, path, labelled=split not in task.test_splits),
+      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
+      fetch_missing)
 
 
 @dataclasses.dataclass

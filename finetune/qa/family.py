@@ -38,9 +38,7 @@ def load_task_file(path: str, spec: dict) -> data.QATask:
   "unanswerable" says whether some questions have no answer (SQuAD 2.0's scores and
   no-answer odds); when left out, the train and dev files say.
   """
-  folder = os.path.dirname(os.path.abspath(path))
-  files = {split: os.path.join(folder, name)
-           for split, name in task_file_splits(path, spec, _TASK_KEYS).items()}
+  files = task_file_splits(path, spec, _TASK_KEYS)
   unanswerable = spec.get("unanswerable")
   if unanswerable is None:
     unanswerable = any(_has_unanswerable(layout.own_file(files, split, spec["name"]))

@@ -12,7 +12,6 @@ max_seq_length - 3 (B when they tie); a single text keeps max_seq_length - 2 tok
 
 import csv
 import dataclasses
-import itertools
 import logging
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -201,13 +200,11 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
                           label=label)
 
 
-def read_split_file(task: SentenceTask, split: str, path: str,
-                    max_examples: Optional[int] = None) -> List[SentenceExample]:
+def read_split_file(task: SentenceTask, split: str, path: str) -> List[SentenceExample]:
   """Examples of `split` from one TSV/CSV file laid out as the task defines."""
   skipped = []
-  examples = list(itertools.islice(
-      iter_file(task, task.layout(split), path, f"{task.name} {split}",
-                split in task.test_splits, skipped), max_examples))
+  examples = list(iter_file(task, task.layout(split), path, f"{task.name} {split}",
+                            split in task.test_splits, skipped))
   if skipped:
     # The original skips QQP's broken rows too; say how many and show the first.
     logging.warning("%s: skipped %d malformed rows, first: %s", path, len(skipped),
@@ -261,15 +258,14 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
   return value
 
 
-def read_tfds(task: SentenceTask, split: str, builder,
-              max_examples: Optional[int] = None) -> List[SentenceExample]:
+def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
   """Examples from the prepared TFDS dataset of `builder`."""
   if split not in task.tfds_splits:
     raise DataError(f"task {task.name} has no split {split!r} in TFDS")
   labelled = split not in task.test_splits
   class_labels = task.tfds_labels or task.labels
   examples = []
-  for record in tfds_source.records(builder, task.tfds_splits[split], max_examples):
+  for record in tfds_source.records(builder, task.tfds_splits[split]):
     texts = [record[name].decode("utf-8") for name in task.tfds_features]
     label = None
     if labelled:
@@ -284,15 +280,14 @@ def read_tfds(task: SentenceTask, split: str, builder,
 
 
 def read_examples(task: SentenceTask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[SentenceExample]:
-  """Examples of a split from the task's files or, when they are missing, from TFDS:
-  prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
+  """The examples of a split (tfds_source.files_else_tfds)."""
   return tfds_source.files_else_tfds(
       lambda: split_file(task, data_dir, split),
-      lambda path: read_split_file(task, split, path, max_examples),
-      lambda builder: read_tfds(task, split, builder, max_examples), task.tfds_name,
-      tfds_data_dir, fetch_missing)
+      lambda path: read_split_file(task, split, path),
+      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
+      fetch_missing)
 
 
 def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):

@@ -24,7 +24,6 @@ ships this module.
 import dataclasses
 import json
 import logging
-import os
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -44,22 +43,12 @@ FORMATS = ("conll", "conllu", "jsonl")
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitFile:
-  """A split's accepted file names in the task folder (a user's task: one, beside its
-  task file)."""
-  file_names: Tuple[str, ...]
-
-
-def _splits(**names) -> Dict[str, SplitFile]:
-  return {split: SplitFile(tuple(files)) for split, files in names.items()}
-
-
-@dataclasses.dataclass(frozen=True)
 class TaggingTask:
   """A tagging task: its tags, their scheme, its files' splits and layout."""
   name: str
   tags: Tuple[str, ...]  # every tag its files may hold, in its scheme
-  splits: Dict[str, SplitFile]
+  # Each split's accepted file names in its folder ({} for a user's task: its `files`).
+  splits: Dict[str, Tuple[str, ...]]
   scheme: str = "iob2"
   folders: Tuple[str, ...] = ()  # accepted folder names under finetuning_data/
   aliases: Tuple[str, ...] = ()
@@ -70,7 +59,8 @@ class TaggingTask:
   file_format: str = "conll"
   word_column: int = 0
   tag_column: int = -1  # Python's index: -1 the last
-  files_dir: Optional[str] = None  # users' tasks: file names are relative to this
+  # A user's task (its task file, family.py): the path of each split's file.
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
   tfds_name: Optional[str] = None
   tfds_tags: str = "ner"  # the TFDS feature holding the tags (class ids)
 
@@ -115,7 +105,7 @@ XTREME_POS_LANGUAGES = ("af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "f
 
 # CoNLL-2000 has no dev set: the original reports the test set, so it is scored each
 # epoch. Its files: word, part of speech, chunk tag.
-CHUNKING = TaggingTask("chunk", CHUNK_TAGS, _splits(train=["train.txt"], test=["test.txt"]),
+CHUNKING = TaggingTask("chunk", CHUNK_TAGS, {"train": ("train.txt",), "test": ("test.txt",)},
                        folders=("chunk", "conll2000"), eval_splits=("test",),
                        test_splits=(), tag_column=2)
 
@@ -123,9 +113,9 @@ CHUNKING = TaggingTask("chunk", CHUNK_TAGS, _splits(train=["train.txt"], test=["
 def _conll_ner(name, folder, prefix, scheme) -> TaggingTask:
   """A CoNLL named-entity task: its files as the shared task shipped them (<prefix>.train,
   .testa, .testb) or named by split."""
-  return TaggingTask(name, NER_TAGS, _splits(
-      train=["train.txt", f"{prefix}.train"], dev=["dev.txt", f"{prefix}.testa"],
-      test=["test.txt", f"{prefix}.testb"]), scheme=scheme, folders=(folder,),
+  return TaggingTask(name, NER_TAGS, {
+      "train": ("train.txt", f"{prefix}.train"), "dev": ("dev.txt", f"{prefix}.testa"),
+      "test": ("test.txt", f"{prefix}.testb")}, scheme=scheme, folders=(folder,),
                      tfds_name=name)
 
 
@@ -136,8 +126,8 @@ TAGGING_TASKS = (
     # Spanish (word, entity) and Dutch (word, POS, entity), in IOB2.
     _conll_ner("conll2002/es", "conll2002_es", "esp", "iob2"),
     _conll_ner("conll2002/nl", "conll2002_nl", "ned", "iob2"),
-    *(TaggingTask(f"xtreme_pos/xtreme_pos_{lang}", UPOS, _splits(
-        train=["train.conllu"], dev=["dev.conllu"], test=["test.conllu"]),
+    *(TaggingTask(f"xtreme_pos/xtreme_pos_{lang}", UPOS, {
+        split: (f"{split}.conllu",) for split in ("train", "dev", "test")},
                   scheme="none", folders=(f"xtreme_pos_{lang}",),
                   aliases=(f"xtreme_pos/{lang}",), metrics=("accuracy",),
                   file_format="conllu", word_column=1, tag_column=3,
@@ -272,17 +262,13 @@ def scan_tags(path: str, file_format: str, word_column: int, tag_column: int
 
 
 def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
-  if split not in task.splits:
+  if split not in (task.files or task.splits):
     raise DataError(f"task {task.name} has no split {split!r} (it has "
-                    f"{', '.join(task.splits)})")
-  names = task.splits[split].file_names
-  if task.files_dir is not None:
-    path = os.path.join(task.files_dir, names[0])
-    if not os.path.isfile(path):
-      raise DataError(f"{path}: the {split} file of task {task.name} " + (
-          "is a directory" if os.path.isdir(path) else "does not exist"))
-    return path
-  return layout.find_split_file(data_dir, task.name, split, task.folders, names,
+                    f"{', '.join(task.files or task.splits)})")
+  if task.files:
+    return layout.own_file(task.files, split, task.name)
+  return layout.find_split_file(data_dir, task.name, split, task.folders,
+                                task.splits[split],
                                 f"{task.file_format.replace('conll', 'CoNLL')} format")
 
 
@@ -307,15 +293,13 @@ def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
 
 
 def read_examples(task: TaggingTask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[TaggingExample]:
-  """The first `max_examples` sentences (all when None) of a split from the task's
-  files or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
-  `fetch_missing`) downloaded and prepared now."""
+  """The sentences of a split (tfds_source.files_else_tfds)."""
   return tfds_source.files_else_tfds(
       lambda: split_file(task, data_dir, split), lambda path: read_file(task, path),
       lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)[:max_examples]
+      fetch_missing)
 
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:

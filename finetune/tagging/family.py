@@ -55,8 +55,7 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  splits = {split: data.SplitFile((name,)) for split, name in
-            task_file_splits(json_path, spec, _KEYS).items()}
+  files = task_file_splits(json_path, spec, _KEYS)
   file_format = spec.get("format", "conll")
   if file_format not in data.FORMATS:
     raise problem(unknown_name_message(str(file_format), data.FORMATS, '"format"',
@@ -67,7 +66,6 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
   for key, column in (("word_column", word_column), ("tag_column", tag_column)):
     if not isinstance(column, int) or isinstance(column, bool):
       raise problem(f'"{key}" must be a column index (0-based; -1 the last)')
-  files_dir = os.path.dirname(os.path.abspath(json_path))
   scheme = spec.get("scheme")
   if scheme is not None and scheme not in data.SCHEME_NAMES:
     raise problem(unknown_name_message(str(scheme), data.SCHEME_NAMES, '"scheme"',
@@ -86,8 +84,7 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
             f'{json_path}: "tags": ')
 
   if tags is None or scheme is None:
-    task = data.TaggingTask(spec["name"], (), splits, file_format=file_format,
-                            files_dir=files_dir)
+    task = data.TaggingTask(spec["name"], (), {}, file_format=file_format, files=files)
     train_path = data.split_file(task, "", "train")
     status = os.stat(train_path)
     first_line, inside, begin = _scanned(train_path, (status.st_mtime_ns, status.st_size),
@@ -110,10 +107,10 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
     raise problem('metric "f1" counts entities, and these tags have none (scheme '
                   '"none"); use "accuracy"')
   return data.TaggingTask(
-      spec["name"], tuple(tags), splits, scheme=scheme, metrics=tuple(task_metrics),
-      eval_splits=("dev",) if "dev" in splits else (),
-      test_splits=("test",) if "test" in splits else (), file_format=file_format,
-      word_column=word_column, tag_column=tag_column, files_dir=files_dir)
+      spec["name"], tuple(tags), {}, scheme=scheme, metrics=tuple(task_metrics),
+      eval_splits=("dev",) if "dev" in files else (),
+      test_splits=("test",) if "test" in files else (), file_format=file_format,
+      word_column=word_column, tag_column=tag_column, files=files)
 
 
 @dataclasses.dataclass(frozen=True)
