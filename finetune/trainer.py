@@ -177,8 +177,7 @@ class Finetuner:
       split = next(iter(task.eval_splits + task.test_splits))
       features = self.split(0, split).features
     example = {k: v[:1] for k, v in features.items()}
-    return FinetuningModel(self.model_config, heads).build_variables(
-        example, self.config.max_seq_length)
+    return FinetuningModel(self.model_config, heads).build_variables(example)
 
   def vocab_file(self) -> str:
     """A finished run's own copy of the vocabulary it read (its start may have moved
