@@ -10,6 +10,7 @@ it.
 """
 
 import dataclasses
+import functools
 import os
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
@@ -33,6 +34,19 @@ class Family:
   # A user's task from its task file (finetune/tasks.py: a JSON object naming the
   # family, its "family" key left out): (path, object) -> the task.
   load_task_file: Optional[Callable[[str, dict], object]] = None
+
+
+def read_once(read: Callable, path: str, *args):
+  """read(path, *args), read again only when the file changes (a run loads its tasks
+  several times)."""
+  status = os.stat(path)
+  return _read_version(read, path, status.st_mtime_ns, status.st_size, *args)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_version(read, path, mtime_ns, size, *args):
+  del mtime_ns, size  # the cache's key
+  return read(path, *args)
 
 
 def task_file_splits(path: str, spec: dict, keys: Sequence[str]) -> Dict[str, str]:

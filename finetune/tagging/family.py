@@ -3,11 +3,9 @@ tasks: chunking, named entities and parts of speech by name (data.py), and users
 from their task files."""
 
 import dataclasses
-import functools
-import os
 
 from finetune.errors import DataError
-from finetune.family import Family, task_file_splits
+from finetune.family import Family, read_once, task_file_splits
 from finetune.tagging import data
 from util import hparams
 from util.hparams import first_repeated, unknown_name_message
@@ -15,12 +13,6 @@ from util.hparams import first_repeated, unknown_name_message
 _KEYS = ("family", "name", "format", "word_column", "tag_column", "scheme", "tags",
          "metric", "metrics", "train", "dev", "test")
 METRICS = ("f1", "accuracy")
-
-
-@functools.lru_cache(maxsize=8)
-def _scanned(path: str, stamp, file_format: str, word_column: int, tag_column: int):
-  del stamp  # in the key: a file changed since is read again
-  return data.scan_tags(path, file_format, word_column, tag_column)
 
 
 def _infer_scheme(tags, where, inside: int, begin: int) -> str:
@@ -86,9 +78,8 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
   if tags is None or scheme is None:
     task = data.TaggingTask(spec["name"], (), {}, file_format=file_format, files=files)
     train_path = data.split_file(task, "", "train")
-    status = os.stat(train_path)
-    first_line, inside, begin = _scanned(train_path, (status.st_mtime_ns, status.st_size),
-                                         file_format, word_column, tag_column)
+    first_line, inside, begin = read_once(data.scan_tags, train_path, file_format,
+                                          word_column, tag_column)
     tags = tags or sorted(first_line)
     scheme = scheme or _infer_scheme(tags, where, inside, begin)
   for tag in tags if scheme != "none" else ():
