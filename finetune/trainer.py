@@ -72,8 +72,12 @@ class Finetuner:
     # does): a multi-worker strategy must configure the runtime first.
     self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
-    # Sizes come from the pre-trained checkpoint when there is one, else the config.
-    self.start = self.find_start()
+    # The pre-trained weights to start from (sizes come from them when there are any,
+    # else from the config): init_checkpoint (a bad path fails, in debug runs too), else
+    # (unless debug) the model model_name names in the data dir, its export/ or its run
+    # dir; none: random weights, with a warning.
+    self.start = (open_start(config.init_checkpoint) if config.init_checkpoint else
+                  None if config.debug else pretrained_in(config.pretrained_model_dir))
     if not self.start and not config.debug and not os.path.isfile(config.vocab_file):
       raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
                        f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
@@ -198,17 +202,6 @@ class Finetuner:
       raise ValueError(f"{path}: no such vocabulary; put the vocab.txt the model was "
                        "pre-trained with there, or set \"vocab_file\" in --hparams")
     return path
-
-  def find_start(self) -> Optional[PretrainedStart]:
-    """The pre-trained weights to start from, opened: init_checkpoint, else (unless
-    debug) the model model_name names in the data dir, its export/ or its run dir;
-    None when there are none (random weights, with a warning)."""
-    config = self.config
-    if config.init_checkpoint:  # a bad path fails, in debug runs too
-      return open_start(config.init_checkpoint)
-    if config.debug:
-      return None
-    return pretrained_in(config.pretrained_model_dir)
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (record.check_resume compares it): the

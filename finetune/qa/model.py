@@ -253,7 +253,6 @@ class QARunner(TaskRunner):
 
   @staticmethod
   def _write(path: str, value) -> str:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_write(path) as f:
       json.dump(value, f, indent=2)
     return path

@@ -413,22 +413,16 @@ def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: in
   return out
 
 
-def predicted_labels(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
-                     logits: np.ndarray) -> List[List[int]]:
-  """Each sentence's label ids, each word's from the window that owns it."""
-  best = logits.argmax(-1)
-  labels = [[0] * len(e.words) for e in examples]
-  for row, column in zip(*np.nonzero(features["word_owned"])):
-    word = features["first_word"][row] + column
-    labels[features["sentence_index"][row]][word] = int(best[row, column])
-  return labels
-
-
 def predicted_tags(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                    logits: np.ndarray, output_tags: Sequence[str]) -> List[List[str]]:
-  """Each sentence's predicted tags (a label's tag in output_tags)."""
-  return [[output_tags[k] for k in sentence]
-          for sentence in predicted_labels(examples, features, logits)]
+  """Each sentence's predicted tags, each word's label (its tag in output_tags) from the
+  window that owns it."""
+  best = logits.argmax(-1)
+  tags = [[output_tags[0]] * len(e.words) for e in examples]
+  for row, column in zip(*np.nonzero(features["word_owned"])):
+    word = features["first_word"][row] + column
+    tags[features["sentence_index"][row]][word] = output_tags[best[row, column]]
+  return tags
 
 
 def entities(example: TaggingExample, tags: Sequence[str]) -> List[Dict[str, object]]:

@@ -102,7 +102,6 @@ class TaggingRunner(TaskRunner):
       self._say_openings(split, [e.tags for e in examples], predicted)
       path = os.path.join(self.config.results_dir, f"{self.config.tasks_label}_tagging",
                           f"{self.task.name.replace('/', '_')}_{split}_eval.json")
-      os.makedirs(os.path.dirname(path), exist_ok=True)
       with atomic_write(path) as f:
         json.dump(tagging_metrics.entity_scores(gold, predicted), f, indent=2,
                   ensure_ascii=False)
