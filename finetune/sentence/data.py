@@ -79,9 +79,6 @@ class SentenceTask:
   def is_regression(self) -> bool:
     return self.labels is None
 
-  def label_id(self, label: str) -> int:
-    return self.labels.index(label)
-
   @property
   def files(self) -> Dict[str, str]:
     """A user's task's file of each split (none for the named tasks)."""
