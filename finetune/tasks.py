@@ -1,14 +1,7 @@
-"""The task registry: the task families, and every task by its TFDS-style name and its
-aliases.
-
-A family is one folder that declares itself in one record (finetune/family.py); FAMILIES
-lists them, and `register` adds one (a user's or a test's module). `get_task("glue/sst2")`,
-`get_task("sst")` (the original's name) and `get_task("my_task.json")` (a user's task
-file, read by the family its "family" key names, sentence when none) return task
-definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the
-original's multi-task runs take it; `read_examples(task, data_dir, split)` reads any
-task's split and `runner_for(task, ...)` is its family's runner. Per-task hyperparameter
-defaults live in configs/finetuning/task_defaults.json. Loads without TensorFlow.
+"""The task registry: the task families (FAMILIES, `register`), and every task by its
+TFDS-style name, its aliases (the original's names: "sst") or, a user's, the path of its
+task file. Per-task hyperparameter defaults live in
+configs/finetuning/task_defaults.json. Loads without TensorFlow.
 """
 
 import json
