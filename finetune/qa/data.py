@@ -36,7 +36,7 @@ from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
 from finetune.windows import doc_spans, max_context_owner
-from finetune.errors import DataError
+from finetune.errors import DataError, json_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,64 +237,47 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
   """MRQA jsonl: a header line, then one paragraph with its questions per line."""
   eid = 0
   # The MRQA release ships gzipped files; either form is read.
-  with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
+  opener = gzip.open if path.endswith(".gz") else open
+  for line_number, paragraph in json_lines(path, opener):
+    if not isinstance(paragraph, dict):
+      raise DataError(f"{path}:{line_number}: expected a JSON object per line")
+    if "header" in paragraph:
+      continue
+    where = f"{path}:{line_number}"
+    context = _text(paragraph, "context", where)
+    words, char_to_word = split_words(context)
+    for qa in paragraph.get("qas", []):
       try:
-        paragraph = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{line_number}:{e.colno}: invalid JSON: {e.msg}") from None
-      if not isinstance(paragraph, dict):
-        raise DataError(f"{path}:{line_number}: expected a JSON object per line")
-      if "header" in paragraph:
-        continue
-      where = f"{path}:{line_number}"
-      context = _text(paragraph, "context", where)
-      words, char_to_word = split_words(context)
-      for qa in paragraph.get("qas", []):
-        try:
-          # char_spans are inclusive [first, last] character offsets.
-          pairs = [(answer["text"], answer["char_spans"][0][0])
-                   for answer in qa["detected_answers"]]
-          qid, question = qa["qid"], qa["question"]
-        except (KeyError, IndexError, TypeError):
-          raise DataError(f"{where}: each question needs \"qid\", \"question\" and "
-                          "\"detected_answers\" with \"text\" and \"char_spans\"") from None
-        if not pairs:
-          raise DataError(f"{where}: question {qid} has no detected answers")
-        example = make_example(eid, qid, question, context, words, char_to_word, pairs,
-                               False, f"{where} question {qid}")
-        # Evaluation scores against every listed answer string, not only located ones.
-        yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
-                                  example.gold_texts)
-        eid += 1
+        # char_spans are inclusive [first, last] character offsets.
+        pairs = [(answer["text"], answer["char_spans"][0][0])
+                 for answer in qa["detected_answers"]]
+        qid, question = qa["qid"], qa["question"]
+      except (KeyError, IndexError, TypeError):
+        raise DataError(f"{where}: each question needs \"qid\", \"question\" and "
+                        "\"detected_answers\" with \"text\" and \"char_spans\"") from None
+      if not pairs:
+        raise DataError(f"{where}: question {qid} has no detected answers")
+      example = make_example(eid, qid, question, context, words, char_to_word, pairs,
+                             False, f"{where} question {qid}")
+      # Evaluation scores against every listed answer string, not only located ones.
+      yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
+                                example.gold_texts)
+      eid += 1
 
 
 def _line_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:
   """JSON lines of {"question", "context"[, "id"][, "answers"]}, one question each
   (labelled: "answers" as _answer_pairs reads them, empty for no answer)."""
   eid = 0
-  with open(path, "rb") as f:
-    for line_number, raw in enumerate(f, start=1):
-      where = f"{path}:{line_number}"
-      try:
-        line = raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        raise DataError(f"{where}: not UTF-8 text (byte {e.start} of the line)") from None
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{where}:{e.colno}: invalid JSON: {e.msg}") from None
-      if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object with \"question\" and "
-                        "\"context\"")
-      context = _text(record, "context", where)
-      yield _question(task, eid, record.get("id", str(line_number - 1)), record, context,
-                      *split_words(context), labelled, where)
-      eid += 1
+  for line_number, record in json_lines(path):
+    where = f"{path}:{line_number}"
+    if not isinstance(record, dict):
+      raise DataError(f"{where}: expected a JSON object with \"question\" and "
+                      "\"context\"")
+    context = _text(record, "context", where)
+    yield _question(task, eid, record.get("id", str(line_number - 1)), record, context,
+                    *split_words(context), labelled, where)
+    eid += 1
 
 
 def _file_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:

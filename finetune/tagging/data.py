@@ -22,7 +22,6 @@ ships this module.
 """
 
 import dataclasses
-import json
 import logging
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -31,7 +30,7 @@ import numpy as np
 
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
-from finetune.errors import DataError, at
+from finetune.errors import DataError, at, json_lines
 from finetune.windows import doc_spans, max_context_owner
 from finetune.tagging.metrics import entity_spans
 
@@ -189,20 +188,9 @@ def _conll_sentences(path: str, file_format: str, word_column: int, tag_column: 
     yield lines, words, tags
 
 
-def _json_lines(path: str) -> Iterator[Tuple[int, object]]:
-  """(line number, its JSON value) of each line that is not blank."""
-  with _open(path) as f:
-    for number, line in enumerate(f, start=1):
-      if line.strip():
-        try:
-          yield number, json.loads(line)
-        except json.JSONDecodeError as e:
-          raise at(path, number, f"invalid JSON: {e.msg}") from None
-
-
 def _json_sentences(path: str) -> Iterator[Tuple[List[int], List[str], List[str]]]:
   """Each sentence of a JSON-lines file of {"words": [...], "tags": [...]}."""
-  for number, record in _json_lines(path):
+  for number, record in json_lines(path):
     if not (isinstance(record, dict) and all(
         isinstance(record.get(k), list) and all(isinstance(x, str) for x in record[k])
         for k in ("words", "tags"))):
@@ -308,7 +296,7 @@ def read_sentences(path: str) -> Iterator[TaggingExample]:
 blank lines skipped."""
   try:
     if path.endswith(".jsonl"):
-      for number, record in _json_lines(path):
+      for number, record in json_lines(path):
         words = record.get("words") if isinstance(record, dict) else None
         if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
           raise at(path, number, 'expected a JSON object with "words", a list of strings')
