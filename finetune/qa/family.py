@@ -13,16 +13,8 @@ _TASK_KEYS = ("name", "train", "dev", "test", "unanswerable")
 
 
 def load_task_file(path: str, spec: dict) -> data.QATask:
-  """A user's question-answering task from its task file, e.g.
-
-    {"family": "qa", "name": "faq", "train": "train.jsonl", "dev": "dev.json",
-     "unanswerable": true}
-
-  Each file (a path relative to the task file) is a SQuAD JSON document or JSON lines of
-  {"question", "context"[, "id"], "answers"}; a test file's answers are not read.
-  "unanswerable" says whether some questions have no answer (SQuAD 2.0's scores and
-  no-answer odds); when left out, the train and dev files say.
-  """
+  """A user's question-answering task from its task file (docs/finetuning.md, "A
+  question-answering task of your own")."""
   files = task_file_splits(path, spec, _TASK_KEYS)
   unanswerable = spec.get("unanswerable")
   if unanswerable is None:

@@ -2,15 +2,11 @@
 entities, XTREME's part of speech, and users' own from their task files), their files
 or else TFDS, the tag schemes, and the model's inputs.
 
-A split is CoNLL columns (one word a line, its word and tag columns chosen by index,
-any whitespace between them, a blank line between sentences, `-DOCSTART-` lines
-skipped), CoNLL-U (FORM and UPOS; comments and multiword or empty-node lines skipped)
-or JSON lines of {"words": [...], "tags": [...]}; a malformed line, an unknown tag or an
-empty sentence is an error at file:line. A task's tags are in one scheme: IOB1, IOB2
-(BIO) or BIOES, whose entities conlleval reads alike (metrics.py), or none (tags
-without entities: part of speech). An entity task trains, as the original does, on the
-BIOES labels of its entities (a last word E-, a one-word entity S-); its predictions go
-back to IOB2 tags (BIOES for a BIOES task).
+A split is CoNLL columns, CoNLL-U or JSON lines (docs/finetuning.md, "A tagging task of
+your own"); a malformed line, an unknown tag or an empty sentence is an error at
+file:line. An entity task trains, as the original does, on the BIOES labels of its
+entities (a last word E-, a one-word entity S-); its predictions go back to IOB2 tags
+(BIOES for a BIOES task).
 
 Features: each word is WordPiece-tokenized on its own and its label sits on its first
 piece (word_positions). A sentence longer than max_seq_length - 2 pieces is read in

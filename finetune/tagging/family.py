@@ -16,8 +16,7 @@ METRICS = ("f1", "accuracy")
 
 
 def _infer_scheme(tags, where, inside: int, begin: int) -> str:
-  """The scheme of tags no "scheme" names: none without B-/I-/E-/S- tags, BIOES with
-  E- or S-, else IOB1 when more entities open with I- than with B-, else IOB2."""
+  """The scheme of tags no "scheme" names (docs/finetuning.md's rule)."""
   entity = [t for t in tags if t[:2] in ("B-", "I-", "E-", "S-")]
   if not entity:
     return "none"
@@ -32,18 +31,8 @@ def _infer_scheme(tags, where, inside: int, begin: int) -> str:
 
 
 def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
-  """A user's tagging task described by a JSON file (`spec`, its object), e.g.
-
-    {"family": "tagging", "name": "ner", "format": "conll", "tag_column": 3,
-     "train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
-
-  "format": "conll" (the word and tag columns by 0-based index, "word_column" 0 and
-  "tag_column" -1, the last, by default), "conllu" (FORM and UPOS unless given) or
-  "jsonl". "tags" lists every tag (else the training file's are read), "scheme" names
-  theirs (iob1, iob2 or bio, bioes or iobes, none; else read from the tags), "metric"
-  is f1 (entities; the default with a scheme of entities) or accuracy (words; the
-  default for tags without entities). File paths are relative to the JSON file.
-  """
+  """A user's tagging task from its task file, `spec` its object (docs/finetuning.md,
+  "A tagging task of your own")."""
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
