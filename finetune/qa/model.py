@@ -132,12 +132,6 @@ class SpanHead(tf_keras.layers.Layer):
           tf.squeeze(self.answerable_dense(features), -1), tf.float32)
     return outputs
 
-  def get_config(self):
-    return {**super().get_config(), "joint_prediction": self.joint_prediction,
-            "beam_size": self.beam_size,
-            "answerable_classifier": self.answerable_classifier,
-            "answerable_uses_start_logits": self.answerable_uses_start_logits}
-
 
 def span_loss(outputs, batch, answerable_weight: float) -> tf.Tensor:
   """Per-window float32 loss: mean of start and end cross-entropies (+ answerability)."""

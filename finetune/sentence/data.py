@@ -13,7 +13,6 @@ max_seq_length - 3 (B when they tie); a single text keeps max_seq_length - 2 tok
 import csv
 import dataclasses
 import logging
-import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -73,19 +72,12 @@ class SentenceTask:
   tfds_labels: Optional[Tuple[str, ...]] = None
   submission_files: Dict[str, str] = dataclasses.field(default_factory=dict)  # GLUE's
   train_split: str = "train"
-  files_dir: Optional[str] = None    # users' tasks: file names are relative to this
+  # A user's task (its task file, family.py): the path of each split's file.
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def is_regression(self) -> bool:
     return self.labels is None
-
-  @property
-  def files(self) -> Dict[str, str]:
-    """A user's task's file of each split (none for the named tasks)."""
-    if self.files_dir is None:
-      return {}
-    return {split: os.path.join(self.files_dir, layout.file_names[0])
-            for split, layout in self.splits.items()}
 
   def layout(self, split: str) -> "SplitLayout":
     """Where `split`'s file is and which columns hold what; a DataError for a split the

@@ -169,19 +169,20 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
     if name not in sentence_metrics.SENTENCE_METRICS:
       raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric",
                                          list_valid=True))
-  splits = {}
+  splits, files = {}, {}
   for split in ("train", "dev", "test"):
     if split in spec:
       label = None if split == "test" and isinstance(columns["label"], int) \
           else columns["label"]
-      splits[split] = SplitLayout((spec[split],), text_a=columns["text_a"],
-                                  text_b=columns["text_b"], label=label, header=header)
+      splits[split] = SplitLayout((), text_a=columns["text_a"], text_b=columns["text_b"],
+                                  label=label, header=header)
+      files[split] = os.path.join(os.path.dirname(os.path.abspath(json_path)), spec[split])
   return SentenceTask(
       name=str(spec["name"]), folders=(), splits=splits, labels=labels,
       metrics=tuple(task_metrics), eval_splits=("dev",) if "dev" in splits else (),
       test_splits=("test",) if "test" in splits else (),
       symmetric=bool(spec.get("symmetric", False)), file_format=file_format,
-      files_dir=os.path.dirname(os.path.abspath(json_path)))
+      files=files)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,10 +40,6 @@ class SentenceHead(tf_keras.layers.Layer):
     x = tf.cast(x, tf.float32)
     return tf.squeeze(x, -1) if self.num_outputs == 1 else x
 
-  def get_config(self):
-    return {**super().get_config(), "num_outputs": self.num_outputs,
-            "dropout_rate": self.dropout.rate}
-
 
 def write_glue_submission(task: SentenceTask, split: str,
                           examples: Sequence[SentenceExample], predictions: Sequence,
