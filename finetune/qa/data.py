@@ -349,17 +349,13 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
   """Questions of the SQuAD dataset `builder` has prepared in TensorFlow Datasets."""
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
   paragraphs = []
-
-  def text(value: bytes) -> str:
-    return value.decode("utf-8")
-
   for record in tfds_source.records(builder, tfds_split):
     answers = record["answers"]
-    qa = {"id": text(record["id"]), "question": text(record["question"]),
+    qa = {"id": record["id"].decode(), "question": record["question"].decode(),
           "is_impossible": bool(record.get("is_impossible", False)),
-          "answers": [{"text": text(t), "answer_start": int(s)}
+          "answers": [{"text": t.decode(), "answer_start": int(s)}
                       for t, s in zip(answers["text"], answers["answer_start"])]}
-    context = text(record["context"])
+    context = record["context"].decode()
     # TFDS stores one record per question; questions on one paragraph come together.
     if paragraphs and paragraphs[-1]["context"] == context:
       paragraphs[-1]["qas"].append(qa)
