@@ -194,9 +194,6 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
   def model_config(self) -> ModelConfig:
     return ModelConfig.for_run(self)
 
-  def to_dict(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
-
   @classmethod
   def hyperparameter_names(cls) -> List[str]:
     """The names overrides may give: the run's fields and every family's section's."""

@@ -21,12 +21,6 @@ PROBE_TIMEOUT_SECONDS = 5
 NOT_PREPARED_LINE = "has no dataset_info.json"
 
 
-def _is_prepared(builder) -> bool:
-  from util import stderr  # pylint: disable=g-import-not-at-top
-  with stderr.without_lines(NOT_PREPARED_LINE):
-    return builder.is_prepared()
-
-
 def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
   """The TFDS builder of `name` when it is prepared in `data_dir`, else None."""
   if not name:
@@ -39,7 +33,9 @@ def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
     builder = tfds.builder(name, data_dir=data_dir)
   except Exception:  # pylint: disable=broad-except
     return None  # a name this TFDS version lacks is the same as "not prepared"
-  return builder if _is_prepared(builder) else None
+  from util import stderr  # pylint: disable=g-import-not-at-top
+  with stderr.without_lines(NOT_PREPARED_LINE):
+    return builder if builder.is_prepared() else None
 
 
 def unreachable_hosts(builder) -> List[str]:

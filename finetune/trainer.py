@@ -345,7 +345,7 @@ class Finetuner:
       scored = read_json(scores_path) if os.path.isfile(scores_path) else []
       with record.kept_once_trained(model_dir, RUN_CONFIG):
         record.write_record(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
-                            finetuning={**config.to_dict(),
+                            finetuning={**dataclasses.asdict(config),
                                         "vocab_file": os.path.abspath(self.vocab_path)},
                             model=self.model_config.to_dict())
         epochs = max(1, int(np.ceil(config.num_train_epochs)))
@@ -435,9 +435,10 @@ class Finetuner:
     max_seq_length when not given."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
     config.check_batch_split(batch, strategy.num_replicas_in_sync)
-    # Before any model call: one too big would never return.
     if lengths is None:
       lengths = np.array([config.max_seq_length])
+    values, counts = np.unique(lengths, return_counts=True)
+    # Before any model call: one too big would never return.
     pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
     runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
         self.model_config, config.max_seq_length, max(1, batch // pieces),
@@ -458,7 +459,9 @@ class Finetuner:
         log_every_steps=config.log_every_steps, use_xla=config.use_xla,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         tokens_per_step=batch * float(np.mean(lengths)),
-        flops_per_step=mean_step_flops(self.model_config, lengths, batch),
+        flops_per_step=float(np.average(  # the mean over the batches' lengths
+            [model_flops.finetuning_flops_per_step(self.model_config, int(length), batch)
+             for length in values], weights=counts)),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
         record_name=RUN_CONFIG, plot_curves=config.write_curves)
@@ -515,13 +518,6 @@ class Finetuner:
             .map(lambda i, length: padding.cut(
                 {k: tf.gather(v, i) for k, v in tensors.items()}, length, keys))
             .prefetch(tf.data.AUTOTUNE))
-
-
-def mean_step_flops(model_config, lengths: np.ndarray, batch_size: int) -> float:
-  """The mean training FLOPs of steps on batches of these lengths."""
-  values, counts = np.unique(lengths, return_counts=True)
-  return float(np.average([model_flops.finetuning_flops_per_step(
-      model_config, int(length), batch_size) for length in values], weights=counts))
 
 
 def num_train_steps(num_features: int, config: FinetuningConfig) -> int:
