@@ -67,3 +67,16 @@ def task_file_splits(path: str, spec: dict, keys: Sequence[str]) -> Dict[str, st
         raise DataError(f'{path}: "{split}" must name its file, relative to the task file')
       splits[split] = os.path.join(os.path.dirname(os.path.abspath(path)), spec[split])
   return splits
+
+
+def task_file_metrics(path: str, spec: dict, known, default) -> Tuple[str, ...]:
+  """The metrics a user's task file `path` names ("metric", or a "metrics" list), each
+  one of `known`; `default` (a list) when it names none."""
+  names = spec.get("metrics", [spec["metric"]] if "metric" in spec else default)
+  if not isinstance(names, list) or not names:
+    raise DataError(f'{path}: "metrics" must be a non-empty list of metric names')
+  for name in names:
+    if name not in known:
+      raise DataError(f"{path}: " + unknown_name_message(str(name), known, "metric",
+                                                         list_valid=True))
+  return tuple(names)

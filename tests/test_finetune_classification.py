@@ -313,7 +313,7 @@ def test_custom_tsv_regression_task_by_column_index(tmp_path):
 
 
 @pytest.mark.parametrize("spec,expected", [
-    ({"lables": ["a", "b"]}, "unknown task description key 'lables'; did you mean 'labels'"),
+    ({"lables": ["a", "b"]}, "unknown task file key 'lables'; did you mean 'labels'"),
     ({"regression": True}, 'give either "labels"'),
     ({"labels": ["a", "b"], "metric": "acc"}, r"unknown metric 'acc'; did you mean "
      r"'mcc'\? \(expected one of accuracy, f1, mcc, pearson, spearman\)$"),

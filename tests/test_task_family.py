@@ -193,12 +193,12 @@ def test_a_registered_familys_settings_are_its_runs_section_only(toy_registered)
   assert list(toy.sections) == ["toy"]  # beam_size checked, then left out
   # Only its fixed fields sign the run; the record holds its whole section.
   assert toy.signed_fields()["sections"] == {"toy": {"first_word_vowels": 3}}
-  assert toy.to_dict()["sections"] == {"toy": {"first_word_vowels": 3,
+  assert dataclasses.asdict(toy)["sections"] == {"toy": {"first_word_vowels": 3,
                                                "toy_log_name": "toy"}}
   glue = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
                                      {"first_word_vowels": 3})
   assert glue.signed_fields()["sections"] == {"sentence": {"double_unordered": True}}
-  assert "max_query_length" not in str(glue.to_dict())
+  assert "max_query_length" not in str(dataclasses.asdict(glue))
   for overrides, message in (
       ({"first_word_vowels": -1}, "--hparams: first_word_vowels -1: expected an "
        "integer >= 0"),
@@ -227,7 +227,7 @@ def test_a_config_reads_back_from_its_record_with_its_sections():
   """What an export reads of a trial: the config its record holds, sections included."""
   config = finetune_config.load_config(
       "electra_small", ["squad/v1.1"], "data", {"max_query_length": 40, "doc_stride": 96})
-  record = json.loads(json.dumps(config.to_dict()))  # as the run writes it
+  record = json.loads(json.dumps(dataclasses.asdict(config)))  # as the run writes it
   again = finetune_config.FinetuningConfig.from_record(record)
   assert again.section("qa").max_query_length == 40
   assert again.section("qa").doc_stride == 96

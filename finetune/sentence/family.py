@@ -4,15 +4,14 @@ out, in the original ELECTRA folder names and GLUE's own, their TFDS names and t
 submission files) and users' (each read from its JSON description)."""
 
 import dataclasses
-import os
 
 from finetune.errors import DataError
-from finetune.family import Family
+from finetune.family import Family, task_file_metrics, task_file_splits
 from finetune.sentence import data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.data import SentenceTask, SplitLayout
 from util import hparams
-from util.hparams import first_repeated, unknown_name_message
+from util.hparams import first_repeated
 
 
 def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
@@ -133,10 +132,8 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  for key in spec:
-    if key not in _CUSTOM_KEYS:
-      raise problem(unknown_name_message(key, _CUSTOM_KEYS, "task description key"))
-  for key in ("name", "text_a", "label", "train"):
+  files = task_file_splits(json_path, spec, _CUSTOM_KEYS)
+  for key in ("text_a", "label"):
     if key not in spec:
       raise problem(f"missing {key!r}")
   regression = bool(spec.get("regression", False))
@@ -161,25 +158,15 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
       raise problem(f'"{role}" must be a column name or a 0-based index')
     if isinstance(column, str) and not header:
       raise problem(f'"{role}" names column {column!r} but "header" is false; use an index')
-  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
-                          ["spearman", "pearson"] if regression else ["accuracy"])
-  if not isinstance(task_metrics, list) or not task_metrics:
-    raise problem('"metrics" must be a non-empty list of metric names')
-  for name in task_metrics:
-    if name not in sentence_metrics.SENTENCE_METRICS:
-      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric",
-                                         list_valid=True))
-  splits, files = {}, {}
-  for split in ("train", "dev", "test"):
-    if split in spec:
-      label = None if split == "test" and isinstance(columns["label"], int) \
-          else columns["label"]
-      splits[split] = SplitLayout((), text_a=columns["text_a"], text_b=columns["text_b"],
-                                  label=label, header=header)
-      files[split] = os.path.join(os.path.dirname(os.path.abspath(json_path)), spec[split])
+  task_metrics = task_file_metrics(json_path, spec, sentence_metrics.SENTENCE_METRICS,
+                                   ["spearman", "pearson"] if regression else ["accuracy"])
+  splits = {split: SplitLayout(
+      (), text_a=columns["text_a"], text_b=columns["text_b"], header=header,
+      label=None if split == "test" and isinstance(columns["label"], int)
+      else columns["label"]) for split in files}
   return SentenceTask(
-      name=str(spec["name"]), folders=(), splits=splits, labels=labels,
-      metrics=tuple(task_metrics), eval_splits=("dev",) if "dev" in splits else (),
+      name=spec["name"], folders=(), splits=splits, labels=labels,
+      metrics=task_metrics, eval_splits=("dev",) if "dev" in splits else (),
       test_splits=("test",) if "test" in splits else (),
       symmetric=bool(spec.get("symmetric", False)), file_format=file_format,
       files=files)

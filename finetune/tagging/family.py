@@ -5,7 +5,7 @@ from their task files."""
 import dataclasses
 
 from finetune.errors import DataError
-from finetune.family import Family, read_once, task_file_splits
+from finetune.family import Family, read_once, task_file_metrics, task_file_splits
 from finetune.tagging import data
 from util import hparams
 from util.hparams import first_repeated, unknown_name_message
@@ -76,18 +76,13 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
     if tag != "O" and (prefix not in data.PREFIXES[scheme] or len(prefix) != 1 or not kind):
       raise DataError(f"{where(tag)}tag {tag!r} is outside the {scheme.upper()} scheme (O, "
                       f"{', '.join(p + '-TYPE' for p in data.PREFIXES[scheme])})")
-  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
-                          ["f1" if scheme != "none" else "accuracy"])
-  if not isinstance(task_metrics, list) or not task_metrics:
-    raise problem('"metrics" must be a non-empty list of metric names')
-  for name in task_metrics:
-    if name not in METRICS:
-      raise problem(unknown_name_message(str(name), METRICS, "metric", list_valid=True))
+  task_metrics = task_file_metrics(json_path, spec, METRICS,
+                                   ["f1" if scheme != "none" else "accuracy"])
   if "f1" in task_metrics and scheme == "none":
     raise problem('metric "f1" counts entities, and these tags have none (scheme '
                   '"none"); use "accuracy"')
   return data.TaggingTask(
-      spec["name"], tuple(tags), {}, scheme=scheme, metrics=tuple(task_metrics),
+      spec["name"], tuple(tags), {}, scheme=scheme, metrics=task_metrics,
       eval_splits=("dev",) if "dev" in files else (),
       test_splits=("test",) if "test" in files else (), file_format=file_format,
       word_column=word_column, tag_column=tag_column, files=files)
