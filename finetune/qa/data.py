@@ -2,13 +2,10 @@
 questions and MRQA jsonl read into questions, and their windows of [CLS] question [SEP]
 context [SEP].
 
-A question's context is split into whitespace-separated words as the original does (each
-CJK character a word of its own), every gold answer located by its character offset and
-mapped to the words it covers. An answer whose text is not found at its offset is kept
-with where it was (the runner leaves it out of training, as the original); malformed
-JSON, a missing or empty context or question, a repeated question id and impossible
-offsets are errors naming the file and position. A test split's questions are read
-without their answers.
+A question's context is split into words (split_words), every gold answer located by
+its character offset and mapped to the words it covers; what is refused, and what an
+answer not found at its offset does, is docs/finetuning.md's ("A question-answering
+task of your own"). A test split's questions are read without their answers.
 
 The windows are the original's featurization: every word of the context is
 WordPiece-tokenized on its own (so each piece knows its word), the question keeps
