@@ -355,6 +355,11 @@ def test_tfds_source_when_files_are_absent(tmp_path):
   # TFDS's own class names, mapped independently to the task's label strings.
   tfds_to_task = {"negative": "0", "positive": "1", "entailment": "entailment",
                   "neutral": "neutral", "contradiction": "contradiction"}
+  tfds_splits = {"glue/sst2": {"train": "train", "dev": "validation", "test": "test"},
+                 "glue/mnli": {"train": "train", "dev_matched": "validation_matched",
+                               "dev_mismatched": "validation_mismatched",
+                               "test_matched": "test_matched",
+                               "test_mismatched": "test_mismatched"}}
   for name, text_features in (("glue/sst2", ("sentence",)),
                               ("glue/mnli", ("premise", "hypothesis"))):
     task = tasks.get_task(name)
@@ -362,7 +367,7 @@ def test_tfds_source_when_files_are_absent(tmp_path):
     os.makedirs(builder.data_path)
     builder.info.write_to_directory(builder.data_path)  # marks it prepared
     with tfds.testing.mock_data(num_examples=5, data_dir=str(tmp_path)):
-      for split, tfds_split in task.tfds_splits.items():
+      for split, tfds_split in tfds_splits[name].items():
         examples = sentence_data.read_examples(task, str(tmp_path / "no_files"), split,
                                                 tfds_data_dir=str(tmp_path))
         records = list(tfds.as_numpy(builder.as_dataset(split=tfds_split,

@@ -65,7 +65,6 @@ class SentenceTask:
   file_format: str = "tsv"           # "tsv" (no quoting, like GLUE) or "csv"
   tfds_name: Optional[str] = None    # e.g. "glue/sst2"
   tfds_features: Tuple[str, ...] = ()           # TFDS feature names of text_a [, text_b]
-  tfds_splits: Dict[str, str] = dataclasses.field(default_factory=dict)
   # TFDS stores labels as class ids: the label strings of ids 0, 1, ... where they are
   # not `labels`' order (GLUE's 0/1 tasks name their classes, e.g.
   # not_equivalent/equivalent, in that order).
@@ -248,13 +247,14 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
 
 
 def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
-  """Examples from the prepared TFDS dataset of `builder`."""
-  if split not in task.tfds_splits:
-    raise DataError(f"task {task.name} has no split {split!r} in TFDS")
+  """Examples from the prepared TFDS dataset of `builder`: TFDS names GLUE's dev splits
+  validation (validation_matched, ...)."""
+  task.layout(split)  # a split the task lacks is refused
+  tfds_split = split.replace("dev", "validation")
   labelled = split not in task.test_splits
   class_labels = task.tfds_labels or task.labels
   examples = []
-  for record in tfds_source.records(builder, task.tfds_splits[split]):
+  for record in tfds_source.records(builder, tfds_split):
     texts = [record[name].decode("utf-8") for name in task.tfds_features]
     label = None
     if labelled:
@@ -264,7 +264,7 @@ def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
                                     text_b=texts[1] if len(texts) > 1 else None,
                                     label=label))
   if not examples:
-    raise DataError(f"TFDS {task.tfds_name} split {task.tfds_splits[split]} is empty")
+    raise DataError(f"TFDS {task.tfds_name} split {tfds_split} is empty")
   return examples
 
 

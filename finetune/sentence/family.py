@@ -25,7 +25,6 @@ def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
       name="glue/" + name, aliases=(original,),
       folders=(original, glue_folder), splits=splits, labels=labels,
       metrics=task_metrics, tfds_name="glue/" + name,
-      tfds_splits={"train": "train", "dev": "validation", "test": "test"},
       submission_files={"test": glue_folder + ".tsv"}, **kwargs)
 
 
@@ -86,9 +85,6 @@ GLUE_TASKS = (
         eval_splits=("dev_matched", "dev_mismatched"),
         test_splits=("test_matched", "test_mismatched"),
         tfds_name="glue/mnli", tfds_features=("premise", "hypothesis"),
-        tfds_splits={"train": "train", "dev_matched": "validation_matched",
-                     "dev_mismatched": "validation_mismatched",
-                     "test_matched": "test_matched", "test_mismatched": "test_mismatched"},
         submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
     _glue_tsv("qnli", "qnli", "QNLI", _ENTAILMENT, ("accuracy",),
               train=_INDEX_PAIR, test=_INDEX_PAIR_TEST,
@@ -108,7 +104,7 @@ GLUE_TASKS = (
                                     num_columns=3, column_names=("sentence1", "sentence2"))},
         eval_splits=(), test_splits=("test",), train_split="",
         tfds_name="glue/ax", tfds_features=("premise", "hypothesis"),
-        tfds_splits={"test": "test"}, submission_files={"test": "AX.tsv"}),
+        submission_files={"test": "AX.tsv"}),
 )
 
 
