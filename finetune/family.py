@@ -1,12 +1,9 @@
 """A task family's declaration: everything the registry (finetune/tasks.py) needs of a
-family, in one record its folder writes (family.py of sentence/, qa/, tagging/).
+family, in one record its folder writes (family.py of sentence/, qa/, tagging/); and the
+checks of users' task files the families share.
 
-A family is its task type (a frozen dataclass with at least name, aliases, train_split,
-eval_splits, test_splits and metrics), the tasks it names, its reader, its runner (the
-TaskRunner of finetune/runner.py, which makes its head, loss, scores and serving
-signature) and the config fields its runner reads (its section of a run's config). The record loads without
-TensorFlow (configs and --help stay fast): the runner is imported when a run asks for
-it.
+The record loads without TensorFlow (configs and --help stay fast): the runner is
+imported when a run asks for it.
 """
 
 import dataclasses
@@ -21,6 +18,8 @@ from util.hparams import unknown_name_message
 @dataclasses.dataclass(frozen=True)
 class Family:
   name: str
+  # A frozen dataclass with at least name, aliases, train_split, eval_splits,
+  # test_splits and metrics.
   task_type: type
   # (task, data_dir, split, tfds_data_dir, fetch_missing) -> a split's examples.
   read_examples: Callable[..., list]
@@ -28,8 +27,8 @@ class Family:
   runner: Callable[[], type]
   tasks: Tuple = ()  # its tasks by name (a user's tasks come from task files)
   # A frozen dataclass of the config fields its runner reads (hparams.field each, with
-  # its rules and help): the section a run of its tasks holds (FinetuningConfig.section); each
-  # name unique among every family's and FinetuningConfig's.
+  # its rules and help): the section a run of its tasks holds (FinetuningConfig.section);
+  # each name unique among every family's and FinetuningConfig's.
   settings: Optional[type] = None
   # A user's task from its task file (finetune/tasks.py: a JSON object naming the
   # family, its "family" key left out): (path, object) -> the task.
