@@ -27,7 +27,7 @@ class Family:
   runner: Callable[[], type]
   tasks: Tuple = ()  # its tasks by name (a user's tasks come from task files)
   # A frozen dataclass of the config fields its runner reads (hparams.field each, with
-  # its rules and help): the section a run of its tasks holds (FinetuningConfig.section);
+  # its rules and help): the section a run of its tasks holds (FinetuningConfig.sections);
   # each name unique among every family's and FinetuningConfig's.
   settings: Optional[type] = None
   # A user's task from its task file (finetune/tasks.py: a JSON object naming the

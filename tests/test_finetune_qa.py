@@ -433,7 +433,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad/v2.0 dev best_exact_match", "squad/v2.0 dev best_f1"}
 
   out = os.path.join(config.results_dir, "squad_v1.1,squad_v2.0_qa")
-  qa_settings = config.section("qa")
+  qa_settings = config.sections["qa"]
   read = lambda name: json.load(open(os.path.join(out, name), encoding="utf-8"))
   contexts = {q["id"]: p["context"] for a in as_v2(dev)["data"]
               for p in a["paragraphs"] for q in p["qas"]}

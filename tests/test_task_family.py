@@ -165,7 +165,7 @@ def test_the_finetuning_config_loads_without_tensorflow_or_the_metrics_libraries
   code = ("import sys\nfrom finetune import config\n"
           "c = config.load_config('electra_small', ['squad', 'glue/mrpc'], 'data',"
           " {'beam_size': 5})\n"
-          "print(c.section('qa').beam_size, c.section('sentence').double_unordered,"
+          "print(c.sections['qa'].beam_size, c.sections['sentence'].double_unordered,"
           " c.tasks_label)\n"
           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
           "('tensorflow', 'tf_keras', 'keras', 'sklearn', 'scipy')))\n")
@@ -189,7 +189,7 @@ def test_a_registered_familys_settings_are_its_runs_section_only(toy_registered)
   del toy_registered
   toy = finetune_config.load_config("electra_small", ["first_word"], "data",
                                     {"first_word_vowels": 3, "beam_size": 4})
-  assert toy.section("toy") == ToySettings(first_word_vowels=3)
+  assert toy.sections["toy"] == ToySettings(first_word_vowels=3)
   assert list(toy.sections) == ["toy"]  # beam_size checked, then left out
   # Only its fixed fields sign the run; the record holds its whole section.
   assert toy.signed_fields()["sections"] == {"toy": {"first_word_vowels": 3}}
@@ -229,6 +229,6 @@ def test_a_config_reads_back_from_its_record_with_its_sections():
       "electra_small", ["squad/v1.1"], "data", {"max_query_length": 40, "doc_stride": 96})
   record = json.loads(json.dumps(dataclasses.asdict(config)))  # as the run writes it
   again = finetune_config.FinetuningConfig.from_record(record)
-  assert again.section("qa").max_query_length == 40
-  assert again.section("qa").doc_stride == 96
+  assert again.sections["qa"].max_query_length == 40
+  assert again.sections["qa"].doc_stride == 96
   assert again == config

@@ -159,7 +159,7 @@ class QARunner(TaskRunner):
   @property
   def settings(self):
     """The run's question-answering section (finetune/qa/family.py QASettings)."""
-    return self.config.section("qa")
+    return self.config.sections["qa"]
 
   def prepare_examples(self, examples, split):
     if split != self.task.train_split:

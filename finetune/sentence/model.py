@@ -67,7 +67,7 @@ class SentenceRunner(TaskRunner):
 
   def prepare_examples(self, examples, split):
     if split == self.task.train_split and self.task.symmetric and \
-        self.config.section("sentence").double_unordered:
+        self.config.sections["sentence"].double_unordered:
       return sentence_data.both_orders(examples)  # MRPC, STS-B: both orders
     return examples
 

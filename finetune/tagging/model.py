@@ -57,7 +57,7 @@ class TaggingRunner(TaskRunner):
   @property
   def stride(self) -> int:
     """The run's tagging_stride (finetune/tagging/family.py TaggingSettings)."""
-    return self.config.section("tagging").tagging_stride
+    return self.config.sections["tagging"].tagging_stride
 
   def padded_outputs(self, outputs, max_length):
     return padding.pad_tokens(outputs, max_length)
