@@ -192,16 +192,6 @@ def _question(task: QATask, eid: int, qid, record, context: str, words, char_to_
                       is_impossible, where)
 
 
-def _load_squad_json(path: str):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-
-
 def _squad_examples(task: QATask, document, path: str,
                     labelled: bool = True) -> Iterator[QAExample]:
   """The questions of a document in the official SQuAD JSON layout (their answers
@@ -283,19 +273,23 @@ def _file_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExampl
   try:
     with open(path, encoding="utf-8") as f:
       first = next((line for line in f if line.strip()), "")
+      if not first:
+        raise DataError(f"{path}: empty file; expected a SQuAD JSON document or JSON "
+                        "lines of questions")
+      try:
+        record = json.loads(first)
+        is_lines = isinstance(record, dict) and ("question" in record or
+                                                 "context" in record)
+      except json.JSONDecodeError:
+        is_lines = False  # a SQuAD document spread over several lines
+      if is_lines:
+        return _line_examples(task, path, labelled)
+      f.seek(0)
+      return _squad_examples(task, json.load(f), path, labelled)
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-  if not first:
-    raise DataError(f"{path}: empty file; expected a SQuAD JSON document or JSON lines "
-                    "of questions")
-  try:
-    record = json.loads(first)
-    is_lines = isinstance(record, dict) and ("question" in record or "context" in record)
-  except json.JSONDecodeError:
-    is_lines = False  # a SQuAD document spread over several lines
-  if is_lines:
-    return _line_examples(task, path, labelled)
-  return _squad_examples(task, _load_squad_json(path), path, labelled)
 
 
 def read_questions(path: str) -> Iterator[QAExample]:
