@@ -316,18 +316,17 @@ class Finetuner:
       record.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir, written=TRIAL_FILES)
     runtime.use_checkpointed_dropout(seed)
-    train = self.train_features() if config.do_train else None
-    n = len(train["input_ids"]) if train is not None else 0
-    batch = config.train_batch_size
-    num_steps = num_train_steps(n, config)
-    if config.do_train and num_steps < 1:
-      raise ValueError(
-          f"{n} training features // train_batch_size {batch} = {n // batch} full "
-          f"batches x num_train_epochs {config.num_train_epochs:g} = "
-          f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
-          "raise num_train_epochs or lower train_batch_size")
     history, scores = [], None
     if config.do_train:
+      train = self.train_features()
+      n, batch = len(train["input_ids"]), config.train_batch_size
+      num_steps = num_train_steps(n, config)
+      if num_steps < 1:
+        raise ValueError(
+            f"{n} training features // train_batch_size {batch} = {n // batch} full "
+            f"batches x num_train_epochs {config.num_train_epochs:g} = "
+            f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
+            "raise num_train_epochs or lower train_batch_size")
       lengths = self.train_lengths(train, self.train_order(train, num_steps, seed))
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
                              on_step=self.prior_watch(num_steps), lengths=lengths)
