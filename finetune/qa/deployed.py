@@ -10,8 +10,8 @@ most max_answer_length pieces. They are ranked by start + end score, and the fir
 n_best_size distinct texts form the n-best list. A span's text is its word pieces
 joined back together, projected onto the original words' characters (final_span, the
 original's get_final_text; the words joined by one space, or none between CJK
-characters: span_words), so the answer keeps the context's case and punctuation but not the extra characters of
-a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
+characters: span_words), so the answer keeps the context's case and punctuation but not
+the extra characters of a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
 over its windows of the answerability logit (or of the [CLS] start + end scores without
 that classifier); "no answer" is chosen when it exceeds a threshold.
 

@@ -100,7 +100,8 @@ XTREME_POS_LANGUAGES = ("af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "f
 
 # CoNLL-2000 has no dev set: the original reports the test set, so it is scored each
 # epoch. Its files: word, part of speech, chunk tag.
-CHUNKING = TaggingTask("chunk", CHUNK_TAGS, {"train": ("train.txt",), "test": ("test.txt",)},
+CHUNKING = TaggingTask("chunk", CHUNK_TAGS,
+                       {"train": ("train.txt",), "test": ("test.txt",)},
                        folders=("chunk", "conll2000"), eval_splits=("test",),
                        test_splits=(), tag_column=2)
 
