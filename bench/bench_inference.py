@@ -353,7 +353,7 @@ def _dev_set(loaded, dev_examples: Optional[int] = None) -> tuple:
     pair = dev[0].text_b is not None
     columns = [[e.text_a for e in dev], [e.text_b for e in dev] if pair else None]
     gold.update(metrics=list(task.metrics), regression=task.is_regression,
-                labels=[float(e.label) if task.is_regression else task.label_id(e.label)
+                labels=[float(e.label) if task.is_regression else task.labels.index(e.label)
                         for e in dev])
   elif family == "tagging":
     from finetune.tagging.data import as_output_tags  # pylint: disable=import-outside-toplevel

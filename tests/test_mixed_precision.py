@@ -27,7 +27,7 @@ from model.config import ModelConfig
 from pretrain.config import load_config
 from pretrain.objectives import objective_for
 from pretrain.model import PretrainingModel, SpecialTokens
-from tests.helpers import Objective
+from tests.helpers import Objective, padded_batch
 from training.loop import LoopSettings, TrainLoop
 from training.optimization import create_optimizer
 
@@ -74,7 +74,8 @@ def make_finetuning_model():
                                       num_hidden_layers=1, num_attention_heads=2,
                                       intermediate_size=64, embedding_size=24,
                                       max_position_embeddings=16, **NO_DROPOUT))
-  return FinetuningModel(config, {"t": SentenceHead(3, 0.0)}).build_variables()
+  return FinetuningModel(config, {"t": SentenceHead(3, 0.0)}).build_variables(
+      padded_batch(VOCAB, seq=16))
 
 
 def pretraining_loss(model):

@@ -185,7 +185,7 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
   for line, (qid, _, context) in zip(lines, questions):
     assert line["answer"] == answers[qid]
     assert line["no_answer_score"] == pytest.approx(null_odds[qid], abs=1e-5)
-    assert line["no_answer"] == (null_odds[qid] > config.section("qa").qa_na_threshold)
+    assert line["no_answer"] == (null_odds[qid] > config.sections["qa"].qa_na_threshold)
     assert line["probability"] == pytest.approx(next(
         e["probability"] for e in nbest[qid] if e["text"] == answers[qid]), abs=1e-6)
     # The span is where the answer sits in the context, whitespace as the words join.

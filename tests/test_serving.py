@@ -150,8 +150,8 @@ def test_squad_exports_answer_as_predict(tmp_path, tmp_path_factory):
     path, want[name] = predict_questions(tmp_path, config, questions)
   windows = np.bincount(qa_data.featurize(
       Tokenizer(load_vocab(config.vocab_file)), list(qa_data.read_questions(str(path))),
-      config.max_seq_length, config.section("qa").max_query_length,
-      config.section("qa").doc_stride).example_index)
+      config.max_seq_length, config.sections["qa"].max_query_length,
+      config.sections["qa"].doc_stride).example_index)
   assert windows.max() >= 5 and windows.min() == 1  # long paragraphs and short contexts
   outputs = call_in_clean_process(*[
       {"path": os.path.join(f"{config.model_dir}_1", serving.SAVED_MODEL),

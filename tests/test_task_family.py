@@ -41,18 +41,17 @@ class FirstWordTask:
   metrics: tuple = ("accuracy",)
 
 
-READ = []  # (task name, split, max_examples) of each read, in order
+READ = []  # (task name, split) of each read, in order
 
 
-def read_first_word(task, data_dir, split, max_examples=None, tfds_data_dir=None,
-                    fetch_missing=False):
+def read_first_word(task, data_dir, split, tfds_data_dir=None, fetch_missing=False):
   del data_dir, tfds_data_dir, fetch_missing
-  READ.append((task.name, split, max_examples))
+  READ.append((task.name, split))
   rng = random.Random(split)
   texts = [" ".join(rng.choice(WORDS) for _ in range(4))
            for _ in range(64 if split == "train" else 16)]
   return [SentenceExample(i, text, None, text.startswith("cat"))
-          for i, text in enumerate(texts)][:max_examples]
+          for i, text in enumerate(texts)]
 
 
 class FirstWordRunner(TaskRunner):
@@ -118,7 +117,7 @@ def test_a_toy_family_registered_in_one_place_runs_through_the_script(
   assert ("toy/first_word: no serving SavedModel (its family declares no serving: "
           "finetune/serving.py Serving)\n") in out.out
   # The family's reader read both splits, the debug run's 100 examples at most.
-  assert sorted(READ) == [("toy/first_word", "dev", None), ("toy/first_word", "train", None)]
+  assert sorted(READ) == [("toy/first_word", "dev"), ("toy/first_word", "train")]
   results = data / "models" / "electra_small" / "results" / "toy_first_word_results.json"
   report = json.loads(results.read_text())
   assert list(report["summary"]) == ["toy/first_word dev accuracy"]
@@ -166,7 +165,7 @@ def test_the_finetuning_config_loads_without_tensorflow_or_the_metrics_libraries
   code = ("import sys\nfrom finetune import config\n"
           "c = config.load_config('electra_small', ['squad', 'glue/mrpc'], 'data',"
           " {'beam_size': 5})\n"
-          "print(c.section('qa').beam_size, c.section('sentence').double_unordered,"
+          "print(c.sections['qa'].beam_size, c.sections['sentence'].double_unordered,"
           " c.tasks_label)\n"
           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
           "('tensorflow', 'tf_keras', 'keras', 'sklearn', 'scipy')))\n")
@@ -190,16 +189,16 @@ def test_a_registered_familys_settings_are_its_runs_section_only(toy_registered)
   del toy_registered
   toy = finetune_config.load_config("electra_small", ["first_word"], "data",
                                     {"first_word_vowels": 3, "beam_size": 4})
-  assert toy.section("toy") == ToySettings(first_word_vowels=3)
+  assert toy.sections["toy"] == ToySettings(first_word_vowels=3)
   assert list(toy.sections) == ["toy"]  # beam_size checked, then left out
   # Only its fixed fields sign the run; the record holds its whole section.
   assert toy.signed_fields()["sections"] == {"toy": {"first_word_vowels": 3}}
-  assert toy.to_dict()["sections"] == {"toy": {"first_word_vowels": 3,
+  assert dataclasses.asdict(toy)["sections"] == {"toy": {"first_word_vowels": 3,
                                                "toy_log_name": "toy"}}
   glue = finetune_config.load_config("electra_small", ["glue/mrpc"], "data",
                                      {"first_word_vowels": 3})
   assert glue.signed_fields()["sections"] == {"sentence": {"double_unordered": True}}
-  assert "max_query_length" not in str(glue.to_dict())
+  assert "max_query_length" not in str(dataclasses.asdict(glue))
   for overrides, message in (
       ({"first_word_vowels": -1}, "--hparams: first_word_vowels -1: expected an "
        "integer >= 0"),
@@ -228,8 +227,8 @@ def test_a_config_reads_back_from_its_record_with_its_sections():
   """What an export reads of a trial: the config its record holds, sections included."""
   config = finetune_config.load_config(
       "electra_small", ["squad/v1.1"], "data", {"max_query_length": 40, "doc_stride": 96})
-  record = json.loads(json.dumps(config.to_dict()))  # as the run writes it
+  record = json.loads(json.dumps(dataclasses.asdict(config)))  # as the run writes it
   again = finetune_config.FinetuningConfig.from_record(record)
-  assert again.section("qa").max_query_length == 40
-  assert again.section("qa").doc_stride == 96
+  assert again.sections["qa"].max_query_length == 40
+  assert again.sections["qa"].doc_stride == 96
   assert again == config

@@ -2,13 +2,10 @@
 questions and MRQA jsonl read into questions, and their windows of [CLS] question [SEP]
 context [SEP].
 
-A question's context is split into whitespace-separated words as the original does (each
-CJK character a word of its own), every gold answer located by its character offset and
-mapped to the words it covers. An answer whose text is not found at its offset is kept
-with where it was (the runner leaves it out of training, as the original); malformed
-JSON, a missing or empty context or question, a repeated question id and impossible
-offsets are errors naming the file and position. A test split's questions are read
-without their answers.
+A question's context is split into words (split_words), every gold answer located by
+its character offset and mapped to the words it covers; what is refused, and what an
+answer not found at its offset does, is docs/finetuning.md's ("A question-answering
+task of your own"). A test split's questions are read without their answers.
 
 The windows are the original's featurization: every word of the context is
 WordPiece-tokenized on its own (so each piece knows its word), the question keeps
@@ -36,7 +33,7 @@ from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
 from finetune.windows import doc_spans, max_context_owner
-from finetune.errors import DataError
+from finetune.errors import DataError, json_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,16 +192,6 @@ def _question(task: QATask, eid: int, qid, record, context: str, words, char_to_
                       is_impossible, where)
 
 
-def _load_squad_json(path: str):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-
-
 def _squad_examples(task: QATask, document, path: str,
                     labelled: bool = True) -> Iterator[QAExample]:
   """The questions of a document in the official SQuAD JSON layout (their answers
@@ -237,64 +224,47 @@ def _mrqa_examples(path: str) -> Iterator[QAExample]:
   """MRQA jsonl: a header line, then one paragraph with its questions per line."""
   eid = 0
   # The MRQA release ships gzipped files; either form is read.
-  with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
+  opener = gzip.open if path.endswith(".gz") else open
+  for line_number, paragraph in json_lines(path, opener):
+    if not isinstance(paragraph, dict):
+      raise DataError(f"{path}:{line_number}: expected a JSON object per line")
+    if "header" in paragraph:
+      continue
+    where = f"{path}:{line_number}"
+    context = _text(paragraph, "context", where)
+    words, char_to_word = split_words(context)
+    for qa in paragraph.get("qas", []):
       try:
-        paragraph = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{line_number}:{e.colno}: invalid JSON: {e.msg}") from None
-      if not isinstance(paragraph, dict):
-        raise DataError(f"{path}:{line_number}: expected a JSON object per line")
-      if "header" in paragraph:
-        continue
-      where = f"{path}:{line_number}"
-      context = _text(paragraph, "context", where)
-      words, char_to_word = split_words(context)
-      for qa in paragraph.get("qas", []):
-        try:
-          # char_spans are inclusive [first, last] character offsets.
-          pairs = [(answer["text"], answer["char_spans"][0][0])
-                   for answer in qa["detected_answers"]]
-          qid, question = qa["qid"], qa["question"]
-        except (KeyError, IndexError, TypeError):
-          raise DataError(f"{where}: each question needs \"qid\", \"question\" and "
-                          "\"detected_answers\" with \"text\" and \"char_spans\"") from None
-        if not pairs:
-          raise DataError(f"{where}: question {qid} has no detected answers")
-        example = make_example(eid, qid, question, context, words, char_to_word, pairs,
-                               False, f"{where} question {qid}")
-        # Evaluation scores against every listed answer string, not only located ones.
-        yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
-                                  example.gold_texts)
-        eid += 1
+        # char_spans are inclusive [first, last] character offsets.
+        pairs = [(answer["text"], answer["char_spans"][0][0])
+                 for answer in qa["detected_answers"]]
+        qid, question = qa["qid"], qa["question"]
+      except (KeyError, IndexError, TypeError):
+        raise DataError(f"{where}: each question needs \"qid\", \"question\" and "
+                        "\"detected_answers\" with \"text\" and \"char_spans\"") from None
+      if not pairs:
+        raise DataError(f"{where}: question {qid} has no detected answers")
+      example = make_example(eid, qid, question, context, words, char_to_word, pairs,
+                             False, f"{where} question {qid}")
+      # Evaluation scores against every listed answer string, not only located ones.
+      yield dataclasses.replace(example, gold_texts=tuple(qa.get("answers", [])) or
+                                example.gold_texts)
+      eid += 1
 
 
 def _line_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:
   """JSON lines of {"question", "context"[, "id"][, "answers"]}, one question each
   (labelled: "answers" as _answer_pairs reads them, empty for no answer)."""
   eid = 0
-  with open(path, "rb") as f:
-    for line_number, raw in enumerate(f, start=1):
-      where = f"{path}:{line_number}"
-      try:
-        line = raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        raise DataError(f"{where}: not UTF-8 text (byte {e.start} of the line)") from None
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{where}:{e.colno}: invalid JSON: {e.msg}") from None
-      if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object with \"question\" and "
-                        "\"context\"")
-      context = _text(record, "context", where)
-      yield _question(task, eid, record.get("id", str(line_number - 1)), record, context,
-                      *split_words(context), labelled, where)
-      eid += 1
+  for line_number, record in json_lines(path):
+    where = f"{path}:{line_number}"
+    if not isinstance(record, dict):
+      raise DataError(f"{where}: expected a JSON object with \"question\" and "
+                      "\"context\"")
+    context = _text(record, "context", where)
+    yield _question(task, eid, record.get("id", str(line_number - 1)), record, context,
+                    *split_words(context), labelled, where)
+    eid += 1
 
 
 def _file_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExample]:
@@ -303,19 +273,23 @@ def _file_examples(task: QATask, path: str, labelled: bool) -> Iterator[QAExampl
   try:
     with open(path, encoding="utf-8") as f:
       first = next((line for line in f if line.strip()), "")
+      if not first:
+        raise DataError(f"{path}: empty file; expected a SQuAD JSON document or JSON "
+                        "lines of questions")
+      try:
+        record = json.loads(first)
+        is_lines = isinstance(record, dict) and ("question" in record or
+                                                 "context" in record)
+      except json.JSONDecodeError:
+        is_lines = False  # a SQuAD document spread over several lines
+      if is_lines:
+        return _line_examples(task, path, labelled)
+      f.seek(0)
+      return _squad_examples(task, json.load(f), path, labelled)
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-  if not first:
-    raise DataError(f"{path}: empty file; expected a SQuAD JSON document or JSON lines "
-                    "of questions")
-  try:
-    record = json.loads(first)
-    is_lines = isinstance(record, dict) and ("question" in record or "context" in record)
-  except json.JSONDecodeError:
-    is_lines = False  # a SQuAD document spread over several lines
-  if is_lines:
-    return _line_examples(task, path, labelled)
-  return _squad_examples(task, _load_squad_json(path), path, labelled)
 
 
 def read_questions(path: str) -> Iterator[QAExample]:
@@ -366,17 +340,13 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
   """Questions of the SQuAD dataset `builder` has prepared in TensorFlow Datasets."""
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
   paragraphs = []
-
-  def text(value: bytes) -> str:
-    return value.decode("utf-8")
-
   for record in tfds_source.records(builder, tfds_split):
     answers = record["answers"]
-    qa = {"id": text(record["id"]), "question": text(record["question"]),
+    qa = {"id": record["id"].decode(), "question": record["question"].decode(),
           "is_impossible": bool(record.get("is_impossible", False)),
-          "answers": [{"text": text(t), "answer_start": int(s)}
+          "answers": [{"text": t.decode(), "answer_start": int(s)}
                       for t, s in zip(answers["text"], answers["answer_start"])]}
-    context = text(record["context"])
+    context = record["context"].decode()
     # TFDS stores one record per question; questions on one paragraph come together.
     if paragraphs and paragraphs[-1]["context"] == context:
       paragraphs[-1]["qas"].append(qa)
@@ -388,20 +358,14 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
 
 
 def read_examples(task: QATask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[QAExample]:
-  """The first `max_examples` questions (all when None) of a split from the task's files
-  or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
-  `fetch_missing`) downloaded and prepared now."""
-  try:
-    path = split_file(task, data_dir, split)
-  except DataError as missing:
-    builder = tfds_source.instead_of_missing_files(missing, task.tfds_name,
-                                                   tfds_data_dir, fetch_missing)
-    if builder is None:
-      raise
-    return read_tfds(task, split, builder)[:max_examples]
-  return read_file(task, path, labelled=split not in task.test_splits)[:max_examples]
+  """The questions of a split (tfds_source.files_else_tfds)."""
+  return tfds_source.files_else_tfds(
+      lambda: split_file(task, data_dir, split),
+      lambda path: read_file(task, path, labelled=split not in task.test_splits),
+      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
+      fetch_missing)
 
 
 @dataclasses.dataclass

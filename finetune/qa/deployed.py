@@ -8,10 +8,10 @@ logits) are kept when both ends lie in the context, the start is in the window w
 its piece has the most context, the end does not precede the start and the span has at
 most max_answer_length pieces. They are ranked by start + end score, and the first
 n_best_size distinct texts form the n-best list. A span's text is its word pieces
-joined back together, projected onto the original words' characters (get_final_text;
-the words joined by one space, or none between CJK characters: span_words),
-so the answer keeps the context's case and punctuation but not the extra characters of
-a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
+joined back together, projected onto the original words' characters (final_span, the
+original's get_final_text; the words joined by one space, or none between CJK
+characters: span_words), so the answer keeps the context's case and punctuation but not
+the extra characters of a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
 over its windows of the answerability logit (or of the [CLS] start + end scores without
 that classifier); "no answer" is chosen when it exceeds a threshold.
 
@@ -85,13 +85,6 @@ def final_span(pred_text: str, orig_text: str, lower_case: bool = True,
     return whole  # pred_text starts or ends with a space
   return (orig_positions[tok_to_stripped[start]],
           orig_positions[tok_to_stripped[end]] + 1)
-
-
-def get_final_text(pred_text: str, orig_text: str, lower_case: bool = True,
-                   accents: bool = True) -> str:
-  """The text of final_span: the answer in the context's own characters."""
-  start, end = final_span(pred_text, orig_text, lower_case, accents)
-  return orig_text[start:end]
 
 
 def span_words(example: QAExample, word_starts, first: int, last: int

@@ -2,48 +2,24 @@
 users' tasks (each read from its task file)."""
 
 import dataclasses
-import functools
-import os
 
 from finetune import layout
 from finetune.errors import DataError
-from finetune.family import Family, task_file_splits
+from finetune.family import Family, read_once, task_file_splits
 from finetune.qa import data
 from util import hparams
 
 _TASK_KEYS = ("name", "train", "dev", "test", "unanswerable")
 
 
-def _has_unanswerable(path: str) -> bool:
-  """data.has_unanswerable, read once per version of the file (a run loads its tasks
-  several times)."""
-  stat = os.stat(path)
-  return _read_unanswerable(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=None)
-def _read_unanswerable(path: str, mtime_ns: int, size: int) -> bool:
-  del mtime_ns, size  # the cache's key
-  return data.has_unanswerable(path)
-
-
 def load_task_file(path: str, spec: dict) -> data.QATask:
-  """A user's question-answering task from its task file, e.g.
-
-    {"family": "qa", "name": "faq", "train": "train.jsonl", "dev": "dev.json",
-     "unanswerable": true}
-
-  Each file (a path relative to the task file) is a SQuAD JSON document or JSON lines of
-  {"question", "context"[, "id"], "answers"}; a test file's answers are not read.
-  "unanswerable" says whether some questions have no answer (SQuAD 2.0's scores and
-  no-answer odds); when left out, the train and dev files say.
-  """
-  folder = os.path.dirname(os.path.abspath(path))
-  files = {split: os.path.join(folder, name)
-           for split, name in task_file_splits(path, spec, _TASK_KEYS).items()}
+  """A user's question-answering task from its task file (docs/finetuning.md, "A
+  question-answering task of your own")."""
+  files = task_file_splits(path, spec, _TASK_KEYS)
   unanswerable = spec.get("unanswerable")
   if unanswerable is None:
-    unanswerable = any(_has_unanswerable(layout.own_file(files, split, spec["name"]))
+    unanswerable = any(read_once(data.has_unanswerable,
+                                 layout.own_file(files, split, spec["name"]))
                        for split in ("train", "dev") if split in files)
   elif not isinstance(unanswerable, bool):
     raise DataError(f'{path}: "unanswerable" must be true or false, got {unanswerable!r}')

@@ -132,12 +132,6 @@ class SpanHead(tf_keras.layers.Layer):
           tf.squeeze(self.answerable_dense(features), -1), tf.float32)
     return outputs
 
-  def get_config(self):
-    return {**super().get_config(), "joint_prediction": self.joint_prediction,
-            "beam_size": self.beam_size,
-            "answerable_classifier": self.answerable_classifier,
-            "answerable_uses_start_logits": self.answerable_uses_start_logits}
-
 
 def span_loss(outputs, batch, answerable_weight: float) -> tf.Tensor:
   """Per-window float32 loss: mean of start and end cross-entropies (+ answerability)."""
@@ -165,7 +159,7 @@ class QARunner(TaskRunner):
   @property
   def settings(self):
     """The run's question-answering section (finetune/qa/family.py QASettings)."""
-    return self.config.section("qa")
+    return self.config.sections["qa"]
 
   def prepare_examples(self, examples, split):
     if split != self.task.train_split:
@@ -253,7 +247,6 @@ class QARunner(TaskRunner):
 
   @staticmethod
   def _write(path: str, value) -> str:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_write(path) as f:
       json.dump(value, f, indent=2)
     return path

@@ -33,39 +33,32 @@ def split_context(context: tf.Tensor) -> tf.RaggedTensor:
                                            nrows=chars.nrows())
 
 
-def qa_windows(module: serving.ServingModule, question, words, config):
-  """finetune/qa/data.py's featurize: the model inputs of every window [N, L] and its
-  question [N]."""
-  length, tokenizer = module.length, module.tokenizer
-  question = tf.strings.reduce_join(tf_text.regex_split(
-      question, tokenizer.split_pattern), axis=1, separator=" ")  # str.split() joined
-  query = module.tokenize(question)[:, :config.max_query_length]
-  # Each word tokenized alone, as featurize's.
-  context = tf.RaggedTensor.from_row_splits(module.tokenize(words.values),
-                                            words.row_splits).merge_dims(1, 2)
-  room = length - 3 - query.row_lengths()
-  with tf.control_dependencies([tf.debugging.assert_positive(room, message=(
-      f"question pieces leave no room for the context in max_seq_length {length}; "
-      f"the model was exported with max_query_length {config.max_query_length}"))]):
-    windows, _, _, pieces = serving.doc_windows(context, room,
-                                                tf.minimum(room, config.doc_stride))
-  example = windows.value_rowids()
-  ids, segments = tf_text.combine_segments([tf.gather(query, example), pieces],
-                                           module.cls_id, module.sep_id)
-  return serving.model_inputs(ids, segments, length), example
-
-
 def qa_function(module: serving.ServingModule, runner):
   """question [B], context [B] -> the head's outputs on every window [N, ...] (those of
-  the token-ids files) and window_question [N], the question each window is of."""
-  spec = tf.TensorSpec([None], tf.string)
+  the token-ids files) and window_question [N], the question each window is of. The
+  windows are finetune/qa/data.py featurize's."""
+  spec, length, config = tf.TensorSpec([None], tf.string), module.length, runner.settings
 
   @tf.function(input_signature=[spec, spec], autograph=False)
-  def windows(question, context):
-    inputs, example = qa_windows(module, question, split_context(context),
-                                 runner.settings)
+  def answer_windows(question, context):
+    question = tf.strings.reduce_join(tf_text.regex_split(
+        question, module.tokenizer.split_pattern), axis=1, separator=" ")  # str.split()
+    query = module.tokenize(question)[:, :config.max_query_length]
+    words = split_context(context)  # each word tokenized alone, as featurize's
+    pieces = tf.RaggedTensor.from_row_splits(module.tokenize(words.values),
+                                             words.row_splits).merge_dims(1, 2)
+    room = length - 3 - query.row_lengths()
+    with tf.control_dependencies([tf.debugging.assert_positive(room, message=(
+        f"question pieces leave no room for the context in max_seq_length {length}; "
+        f"the model was exported with max_query_length {config.max_query_length}"))]):
+      windows, _, _, pieces = serving.doc_windows(pieces, room,
+                                                  tf.minimum(room, config.doc_stride))
+    example = windows.value_rowids()
+    ids, segments = tf_text.combine_segments([tf.gather(query, example), pieces],
+                                             module.cls_id, module.sep_id)
+    inputs = serving.model_inputs(ids, segments, length)
     return {**module.head(runner, inputs), "window_question": example}
-  return windows
+  return answer_windows
 
 
 # The deploy.json fields of the run's QA settings the reader reads.

@@ -12,9 +12,7 @@ max_seq_length - 3 (B when they tie); a single text keeps max_seq_length - 2 tok
 
 import csv
 import dataclasses
-import itertools
 import logging
-import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -67,29 +65,18 @@ class SentenceTask:
   file_format: str = "tsv"           # "tsv" (no quoting, like GLUE) or "csv"
   tfds_name: Optional[str] = None    # e.g. "glue/sst2"
   tfds_features: Tuple[str, ...] = ()           # TFDS feature names of text_a [, text_b]
-  tfds_splits: Dict[str, str] = dataclasses.field(default_factory=dict)
   # TFDS stores labels as class ids: the label strings of ids 0, 1, ... where they are
   # not `labels`' order (GLUE's 0/1 tasks name their classes, e.g.
   # not_equivalent/equivalent, in that order).
   tfds_labels: Optional[Tuple[str, ...]] = None
   submission_files: Dict[str, str] = dataclasses.field(default_factory=dict)  # GLUE's
   train_split: str = "train"
-  files_dir: Optional[str] = None    # users' tasks: file names are relative to this
+  # A user's task (its task file, family.py): the path of each split's file.
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def is_regression(self) -> bool:
     return self.labels is None
-
-  def label_id(self, label: str) -> int:
-    return self.labels.index(label)
-
-  @property
-  def files(self) -> Dict[str, str]:
-    """A user's task's file of each split (none for the named tasks)."""
-    if self.files_dir is None:
-      return {}
-    return {split: os.path.join(self.files_dir, layout.file_names[0])
-            for split, layout in self.splits.items()}
 
   def layout(self, split: str) -> "SplitLayout":
     """Where `split`'s file is and which columns hold what; a DataError for a split the
@@ -201,13 +188,11 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
                           label=label)
 
 
-def read_split_file(task: SentenceTask, split: str, path: str,
-                    max_examples: Optional[int] = None) -> List[SentenceExample]:
+def read_split_file(task: SentenceTask, split: str, path: str) -> List[SentenceExample]:
   """Examples of `split` from one TSV/CSV file laid out as the task defines."""
   skipped = []
-  examples = list(itertools.islice(
-      iter_file(task, task.layout(split), path, f"{task.name} {split}",
-                split in task.test_splits, skipped), max_examples))
+  examples = list(iter_file(task, task.layout(split), path, f"{task.name} {split}",
+                            split in task.test_splits, skipped))
   if skipped:
     # The original skips QQP's broken rows too; say how many and show the first.
     logging.warning("%s: skipped %d malformed rows, first: %s", path, len(skipped),
@@ -261,15 +246,15 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
   return value
 
 
-def read_tfds(task: SentenceTask, split: str, builder,
-              max_examples: Optional[int] = None) -> List[SentenceExample]:
-  """Examples from the prepared TFDS dataset of `builder`."""
-  if split not in task.tfds_splits:
-    raise DataError(f"task {task.name} has no split {split!r} in TFDS")
+def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
+  """Examples from the prepared TFDS dataset of `builder`: TFDS names GLUE's dev splits
+  validation (validation_matched, ...)."""
+  task.layout(split)  # a split the task lacks is refused
+  tfds_split = split.replace("dev", "validation")
   labelled = split not in task.test_splits
   class_labels = task.tfds_labels or task.labels
   examples = []
-  for record in tfds_source.records(builder, task.tfds_splits[split], max_examples):
+  for record in tfds_source.records(builder, tfds_split):
     texts = [record[name].decode("utf-8") for name in task.tfds_features]
     label = None
     if labelled:
@@ -279,20 +264,19 @@ def read_tfds(task: SentenceTask, split: str, builder,
                                     text_b=texts[1] if len(texts) > 1 else None,
                                     label=label))
   if not examples:
-    raise DataError(f"TFDS {task.tfds_name} split {task.tfds_splits[split]} is empty")
+    raise DataError(f"TFDS {task.tfds_name} split {tfds_split} is empty")
   return examples
 
 
 def read_examples(task: SentenceTask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[SentenceExample]:
-  """Examples of a split from the task's files or, when they are missing, from TFDS:
-  prepared in `tfds_data_dir`, or (with `fetch_missing`) downloaded and prepared now."""
+  """The examples of a split (tfds_source.files_else_tfds)."""
   return tfds_source.files_else_tfds(
       lambda: split_file(task, data_dir, split),
-      lambda path: read_split_file(task, split, path, max_examples),
-      lambda builder: read_tfds(task, split, builder, max_examples), task.tfds_name,
-      tfds_data_dir, fetch_missing)
+      lambda path: read_split_file(task, split, path),
+      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
+      fetch_missing)
 
 
 def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):

@@ -4,15 +4,14 @@ out, in the original ELECTRA folder names and GLUE's own, their TFDS names and t
 submission files) and users' (each read from its JSON description)."""
 
 import dataclasses
-import os
 
 from finetune.errors import DataError
-from finetune.family import Family
+from finetune.family import Family, task_file_metrics, task_file_splits
 from finetune.sentence import data
 from finetune.sentence import metrics as sentence_metrics
 from finetune.sentence.data import SentenceTask, SplitLayout
 from util import hparams
-from util.hparams import first_repeated, unknown_name_message
+from util.hparams import first_repeated
 
 
 def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
@@ -26,7 +25,6 @@ def _glue_tsv(name, original, glue_folder, labels, task_metrics, train, test,
       name="glue/" + name, aliases=(original,),
       folders=(original, glue_folder), splits=splits, labels=labels,
       metrics=task_metrics, tfds_name="glue/" + name,
-      tfds_splits={"train": "train", "dev": "validation", "test": "test"},
       submission_files={"test": glue_folder + ".tsv"}, **kwargs)
 
 
@@ -87,9 +85,6 @@ GLUE_TASKS = (
         eval_splits=("dev_matched", "dev_mismatched"),
         test_splits=("test_matched", "test_mismatched"),
         tfds_name="glue/mnli", tfds_features=("premise", "hypothesis"),
-        tfds_splits={"train": "train", "dev_matched": "validation_matched",
-                     "dev_mismatched": "validation_mismatched",
-                     "test_matched": "test_matched", "test_mismatched": "test_mismatched"},
         submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
     _glue_tsv("qnli", "qnli", "QNLI", _ENTAILMENT, ("accuracy",),
               train=_INDEX_PAIR, test=_INDEX_PAIR_TEST,
@@ -109,7 +104,7 @@ GLUE_TASKS = (
                                     num_columns=3, column_names=("sentence1", "sentence2"))},
         eval_splits=(), test_splits=("test",), train_split="",
         tfds_name="glue/ax", tfds_features=("premise", "hypothesis"),
-        tfds_splits={"test": "test"}, submission_files={"test": "AX.tsv"}),
+        submission_files={"test": "AX.tsv"}),
 )
 
 
@@ -133,10 +128,8 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  for key in spec:
-    if key not in _CUSTOM_KEYS:
-      raise problem(unknown_name_message(key, _CUSTOM_KEYS, "task description key"))
-  for key in ("name", "text_a", "label", "train"):
+  files = task_file_splits(json_path, spec, _CUSTOM_KEYS)
+  for key in ("text_a", "label"):
     if key not in spec:
       raise problem(f"missing {key!r}")
   regression = bool(spec.get("regression", False))
@@ -161,27 +154,18 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
       raise problem(f'"{role}" must be a column name or a 0-based index')
     if isinstance(column, str) and not header:
       raise problem(f'"{role}" names column {column!r} but "header" is false; use an index')
-  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
-                          ["spearman", "pearson"] if regression else ["accuracy"])
-  if not isinstance(task_metrics, list) or not task_metrics:
-    raise problem('"metrics" must be a non-empty list of metric names')
-  for name in task_metrics:
-    if name not in sentence_metrics.SENTENCE_METRICS:
-      raise problem(unknown_name_message(name, sentence_metrics.SENTENCE_METRICS, "metric",
-                                         list_valid=True))
-  splits = {}
-  for split in ("train", "dev", "test"):
-    if split in spec:
-      label = None if split == "test" and isinstance(columns["label"], int) \
-          else columns["label"]
-      splits[split] = SplitLayout((spec[split],), text_a=columns["text_a"],
-                                  text_b=columns["text_b"], label=label, header=header)
+  task_metrics = task_file_metrics(json_path, spec, sentence_metrics.SENTENCE_METRICS,
+                                   ["spearman", "pearson"] if regression else ["accuracy"])
+  splits = {split: SplitLayout(
+      (), text_a=columns["text_a"], text_b=columns["text_b"], header=header,
+      label=None if split == "test" and isinstance(columns["label"], int)
+      else columns["label"]) for split in files}
   return SentenceTask(
-      name=str(spec["name"]), folders=(), splits=splits, labels=labels,
-      metrics=tuple(task_metrics), eval_splits=("dev",) if "dev" in splits else (),
+      name=spec["name"], folders=(), splits=splits, labels=labels,
+      metrics=task_metrics, eval_splits=("dev",) if "dev" in splits else (),
       test_splits=("test",) if "test" in splits else (),
       symmetric=bool(spec.get("symmetric", False)), file_format=file_format,
-      files_dir=os.path.dirname(os.path.abspath(json_path)))
+      files=files)
 
 
 @dataclasses.dataclass(frozen=True)

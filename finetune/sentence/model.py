@@ -13,7 +13,6 @@ import tensorflow as tf
 import tf_keras
 
 from finetune import prior_watch
-from finetune.errors import DataError
 from finetune.runner import TaskRunner, label_entropy
 from finetune.sentence import data as sentence_data
 from finetune.sentence import deployed
@@ -41,23 +40,13 @@ class SentenceHead(tf_keras.layers.Layer):
     x = tf.cast(x, tf.float32)
     return tf.squeeze(x, -1) if self.num_outputs == 1 else x
 
-  def get_config(self):
-    return {**super().get_config(), "num_outputs": self.num_outputs,
-            "dropout_rate": self.dropout.rate}
-
 
 def write_glue_submission(task: SentenceTask, split: str,
                           examples: Sequence[SentenceExample], predictions: Sequence,
                           out_dir: str) -> str:
   """Writes test predictions as GLUE's server takes them (index, prediction); its path.
-
-  `predictions` are label strings or label ids (classification) or scores (regression,
-  clipped to the task's range), in the order of `examples`.
-  """
-  if split not in task.submission_files:
-    raise DataError(f"task {task.name} has no GLUE submission file for split {split!r}")
-  if len(predictions) != len(examples):
-    raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+  `predictions` are label ids (classification) or scores (regression, clipped to the
+  task's range), in the order of `examples`."""
   path = os.path.join(out_dir, task.submission_files[split])
   with atomic_write(path) as f:
     f.write("index\tprediction\n")
@@ -65,7 +54,7 @@ def write_glue_submission(task: SentenceTask, split: str,
       if task.is_regression:
         low, high = task.label_range or (float("-inf"), float("inf"))
         prediction = f"{min(max(float(prediction), low), high):.3f}"
-      elif not isinstance(prediction, str):
+      else:
         prediction = task.labels[int(prediction)]
       f.write(f"{example.eid}\t{prediction}\n")
   return path
@@ -78,7 +67,7 @@ class SentenceRunner(TaskRunner):
 
   def prepare_examples(self, examples, split):
     if split == self.task.train_split and self.task.symmetric and \
-        self.config.section("sentence").double_unordered:
+        self.config.sections["sentence"].double_unordered:
       return sentence_data.both_orders(examples)  # MRPC, STS-B: both orders
     return examples
 
@@ -89,7 +78,8 @@ class SentenceRunner(TaskRunner):
     elif self.task.is_regression:
       out["label"] = np.array([float(e.label) for e in examples], np.float32)
     else:
-      out["label"] = np.array([self.task.label_id(e.label) for e in examples], np.float32)
+      out["label"] = np.array([self.task.labels.index(e.label) for e in examples],
+                              np.float32)
     return out
 
   def make_head(self, model_config):

@@ -2,15 +2,11 @@
 entities, XTREME's part of speech, and users' own from their task files), their files
 or else TFDS, the tag schemes, and the model's inputs.
 
-A split is CoNLL columns (one word a line, its word and tag columns chosen by index,
-any whitespace between them, a blank line between sentences, `-DOCSTART-` lines
-skipped), CoNLL-U (FORM and UPOS; comments and multiword or empty-node lines skipped)
-or JSON lines of {"words": [...], "tags": [...]}; a malformed line, an unknown tag or an
-empty sentence is an error at file:line. A task's tags are in one scheme: IOB1, IOB2
-(BIO) or BIOES, whose entities conlleval reads alike (metrics.py), or none (tags
-without entities: part of speech). An entity task trains, as the original does, on the
-BIOES labels of its entities (a last word E-, a one-word entity S-); its predictions go
-back to IOB2 tags (BIOES for a BIOES task).
+A split is CoNLL columns, CoNLL-U or JSON lines (docs/finetuning.md, "A tagging task of
+your own"); a malformed line, an unknown tag or an empty sentence is an error at
+file:line. An entity task trains, as the original does, on the BIOES labels of its
+entities (a last word E-, a one-word entity S-); its predictions go back to IOB2 tags
+(BIOES for a BIOES task).
 
 Features: each word is WordPiece-tokenized on its own and its label sits on its first
 piece (word_positions). A sentence longer than max_seq_length - 2 pieces is read in
@@ -22,9 +18,7 @@ ships this module.
 """
 
 import dataclasses
-import json
 import logging
-import os
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -32,7 +26,7 @@ import numpy as np
 
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
-from finetune.errors import DataError, at
+from finetune.errors import DataError, at, json_lines
 from finetune.windows import doc_spans, max_context_owner
 from finetune.tagging.metrics import entity_spans
 
@@ -44,22 +38,12 @@ FORMATS = ("conll", "conllu", "jsonl")
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitFile:
-  """A split's accepted file names in the task folder (a user's task: one, beside its
-  task file)."""
-  file_names: Tuple[str, ...]
-
-
-def _splits(**names) -> Dict[str, SplitFile]:
-  return {split: SplitFile(tuple(files)) for split, files in names.items()}
-
-
-@dataclasses.dataclass(frozen=True)
 class TaggingTask:
   """A tagging task: its tags, their scheme, its files' splits and layout."""
   name: str
   tags: Tuple[str, ...]  # every tag its files may hold, in its scheme
-  splits: Dict[str, SplitFile]
+  # Each split's accepted file names in its folder ({} for a user's task: its `files`).
+  splits: Dict[str, Tuple[str, ...]]
   scheme: str = "iob2"
   folders: Tuple[str, ...] = ()  # accepted folder names under finetuning_data/
   aliases: Tuple[str, ...] = ()
@@ -70,7 +54,8 @@ class TaggingTask:
   file_format: str = "conll"
   word_column: int = 0
   tag_column: int = -1  # Python's index: -1 the last
-  files_dir: Optional[str] = None  # users' tasks: file names are relative to this
+  # A user's task (its task file, family.py): the path of each split's file.
+  files: Dict[str, str] = dataclasses.field(default_factory=dict)
   tfds_name: Optional[str] = None
   tfds_tags: str = "ner"  # the TFDS feature holding the tags (class ids)
 
@@ -115,7 +100,8 @@ XTREME_POS_LANGUAGES = ("af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "f
 
 # CoNLL-2000 has no dev set: the original reports the test set, so it is scored each
 # epoch. Its files: word, part of speech, chunk tag.
-CHUNKING = TaggingTask("chunk", CHUNK_TAGS, _splits(train=["train.txt"], test=["test.txt"]),
+CHUNKING = TaggingTask("chunk", CHUNK_TAGS,
+                       {"train": ("train.txt",), "test": ("test.txt",)},
                        folders=("chunk", "conll2000"), eval_splits=("test",),
                        test_splits=(), tag_column=2)
 
@@ -123,9 +109,9 @@ CHUNKING = TaggingTask("chunk", CHUNK_TAGS, _splits(train=["train.txt"], test=["
 def _conll_ner(name, folder, prefix, scheme) -> TaggingTask:
   """A CoNLL named-entity task: its files as the shared task shipped them (<prefix>.train,
   .testa, .testb) or named by split."""
-  return TaggingTask(name, NER_TAGS, _splits(
-      train=["train.txt", f"{prefix}.train"], dev=["dev.txt", f"{prefix}.testa"],
-      test=["test.txt", f"{prefix}.testb"]), scheme=scheme, folders=(folder,),
+  return TaggingTask(name, NER_TAGS, {
+      "train": ("train.txt", f"{prefix}.train"), "dev": ("dev.txt", f"{prefix}.testa"),
+      "test": ("test.txt", f"{prefix}.testb")}, scheme=scheme, folders=(folder,),
                      tfds_name=name)
 
 
@@ -136,8 +122,8 @@ TAGGING_TASKS = (
     # Spanish (word, entity) and Dutch (word, POS, entity), in IOB2.
     _conll_ner("conll2002/es", "conll2002_es", "esp", "iob2"),
     _conll_ner("conll2002/nl", "conll2002_nl", "ned", "iob2"),
-    *(TaggingTask(f"xtreme_pos/xtreme_pos_{lang}", UPOS, _splits(
-        train=["train.conllu"], dev=["dev.conllu"], test=["test.conllu"]),
+    *(TaggingTask(f"xtreme_pos/xtreme_pos_{lang}", UPOS, {
+        split: (f"{split}.conllu",) for split in ("train", "dev", "test")},
                   scheme="none", folders=(f"xtreme_pos_{lang}",),
                   aliases=(f"xtreme_pos/{lang}",), metrics=("accuracy",),
                   file_format="conllu", word_column=1, tag_column=3,
@@ -199,20 +185,9 @@ def _conll_sentences(path: str, file_format: str, word_column: int, tag_column: 
     yield lines, words, tags
 
 
-def _json_lines(path: str) -> Iterator[Tuple[int, object]]:
-  """(line number, its JSON value) of each line that is not blank."""
-  with _open(path) as f:
-    for number, line in enumerate(f, start=1):
-      if line.strip():
-        try:
-          yield number, json.loads(line)
-        except json.JSONDecodeError as e:
-          raise at(path, number, f"invalid JSON: {e.msg}") from None
-
-
 def _json_sentences(path: str) -> Iterator[Tuple[List[int], List[str], List[str]]]:
   """Each sentence of a JSON-lines file of {"words": [...], "tags": [...]}."""
-  for number, record in _json_lines(path):
+  for number, record in json_lines(path):
     if not (isinstance(record, dict) and all(
         isinstance(record.get(k), list) and all(isinstance(x, str) for x in record[k])
         for k in ("words", "tags"))):
@@ -272,17 +247,13 @@ def scan_tags(path: str, file_format: str, word_column: int, tag_column: int
 
 
 def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
-  if split not in task.splits:
+  if split not in (task.files or task.splits):
     raise DataError(f"task {task.name} has no split {split!r} (it has "
-                    f"{', '.join(task.splits)})")
-  names = task.splits[split].file_names
-  if task.files_dir is not None:
-    path = os.path.join(task.files_dir, names[0])
-    if not os.path.isfile(path):
-      raise DataError(f"{path}: the {split} file of task {task.name} " + (
-          "is a directory" if os.path.isdir(path) else "does not exist"))
-    return path
-  return layout.find_split_file(data_dir, task.name, split, task.folders, names,
+                    f"{', '.join(task.files or task.splits)})")
+  if task.files:
+    return layout.own_file(task.files, split, task.name)
+  return layout.find_split_file(data_dir, task.name, split, task.folders,
+                                task.splits[split],
                                 f"{task.file_format.replace('conll', 'CoNLL')} format")
 
 
@@ -307,15 +278,13 @@ def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
 
 
 def read_examples(task: TaggingTask, data_dir: str, split: str,
-                  max_examples: Optional[int] = None, tfds_data_dir: Optional[str] = None,
+                  tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> List[TaggingExample]:
-  """The first `max_examples` sentences (all when None) of a split from the task's
-  files or, when they are missing, from TFDS: prepared in `tfds_data_dir`, or (with
-  `fetch_missing`) downloaded and prepared now."""
+  """The sentences of a split (tfds_source.files_else_tfds)."""
   return tfds_source.files_else_tfds(
       lambda: split_file(task, data_dir, split), lambda path: read_file(task, path),
       lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)[:max_examples]
+      fetch_missing)
 
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:
@@ -324,7 +293,7 @@ def read_sentences(path: str) -> Iterator[TaggingExample]:
 blank lines skipped."""
   try:
     if path.endswith(".jsonl"):
-      for number, record in _json_lines(path):
+      for number, record in json_lines(path):
         words = record.get("words") if isinstance(record, dict) else None
         if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
           raise at(path, number, 'expected a JSON object with "words", a list of strings')
@@ -429,22 +398,16 @@ def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: in
   return out
 
 
-def predicted_labels(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
-                     logits: np.ndarray) -> List[List[int]]:
-  """Each sentence's label ids, each word's from the window that owns it."""
-  best = logits.argmax(-1)
-  labels = [[0] * len(e.words) for e in examples]
-  for row, column in zip(*np.nonzero(features["word_owned"])):
-    word = features["first_word"][row] + column
-    labels[features["sentence_index"][row]][word] = int(best[row, column])
-  return labels
-
-
 def predicted_tags(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                    logits: np.ndarray, output_tags: Sequence[str]) -> List[List[str]]:
-  """Each sentence's predicted tags (a label's tag in output_tags)."""
-  return [[output_tags[k] for k in sentence]
-          for sentence in predicted_labels(examples, features, logits)]
+  """Each sentence's predicted tags, each word's label (its tag in output_tags) from the
+  window that owns it."""
+  best = logits.argmax(-1)
+  tags = [[output_tags[0]] * len(e.words) for e in examples]
+  for row, column in zip(*np.nonzero(features["word_owned"])):
+    word = features["first_word"][row] + column
+    tags[features["sentence_index"][row]][word] = output_tags[best[row, column]]
+  return tags
 
 
 def entities(example: TaggingExample, tags: Sequence[str]) -> List[Dict[str, object]]:

@@ -3,11 +3,9 @@ tasks: chunking, named entities and parts of speech by name (data.py), and users
 from their task files."""
 
 import dataclasses
-import functools
-import os
 
 from finetune.errors import DataError
-from finetune.family import Family, task_file_splits
+from finetune.family import Family, read_once, task_file_metrics, task_file_splits
 from finetune.tagging import data
 from util import hparams
 from util.hparams import first_repeated, unknown_name_message
@@ -17,15 +15,8 @@ _KEYS = ("family", "name", "format", "word_column", "tag_column", "scheme", "tag
 METRICS = ("f1", "accuracy")
 
 
-@functools.lru_cache(maxsize=8)
-def _scanned(path: str, stamp, file_format: str, word_column: int, tag_column: int):
-  del stamp  # in the key: a file changed since is read again
-  return data.scan_tags(path, file_format, word_column, tag_column)
-
-
 def _infer_scheme(tags, where, inside: int, begin: int) -> str:
-  """The scheme of tags no "scheme" names: none without B-/I-/E-/S- tags, BIOES with
-  E- or S-, else IOB1 when more entities open with I- than with B-, else IOB2."""
+  """The scheme of tags no "scheme" names (docs/finetuning.md's rule)."""
   entity = [t for t in tags if t[:2] in ("B-", "I-", "E-", "S-")]
   if not entity:
     return "none"
@@ -40,23 +31,12 @@ def _infer_scheme(tags, where, inside: int, begin: int) -> str:
 
 
 def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
-  """A user's tagging task described by a JSON file (`spec`, its object), e.g.
-
-    {"family": "tagging", "name": "ner", "format": "conll", "tag_column": 3,
-     "train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
-
-  "format": "conll" (the word and tag columns by 0-based index, "word_column" 0 and
-  "tag_column" -1, the last, by default), "conllu" (FORM and UPOS unless given) or
-  "jsonl". "tags" lists every tag (else the training file's are read), "scheme" names
-  theirs (iob1, iob2 or bio, bioes or iobes, none; else read from the tags), "metric"
-  is f1 (entities; the default with a scheme of entities) or accuracy (words; the
-  default for tags without entities). File paths are relative to the JSON file.
-  """
+  """A user's tagging task from its task file, `spec` its object (docs/finetuning.md,
+  "A tagging task of your own")."""
   def problem(text):
     return DataError(f"{json_path}: {text}")
 
-  splits = {split: data.SplitFile((name,)) for split, name in
-            task_file_splits(json_path, spec, _KEYS).items()}
+  files = task_file_splits(json_path, spec, _KEYS)
   file_format = spec.get("format", "conll")
   if file_format not in data.FORMATS:
     raise problem(unknown_name_message(str(file_format), data.FORMATS, '"format"',
@@ -67,7 +47,6 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
   for key, column in (("word_column", word_column), ("tag_column", tag_column)):
     if not isinstance(column, int) or isinstance(column, bool):
       raise problem(f'"{key}" must be a column index (0-based; -1 the last)')
-  files_dir = os.path.dirname(os.path.abspath(json_path))
   scheme = spec.get("scheme")
   if scheme is not None and scheme not in data.SCHEME_NAMES:
     raise problem(unknown_name_message(str(scheme), data.SCHEME_NAMES, '"scheme"',
@@ -86,12 +65,10 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
             f'{json_path}: "tags": ')
 
   if tags is None or scheme is None:
-    task = data.TaggingTask(spec["name"], (), splits, file_format=file_format,
-                            files_dir=files_dir)
+    task = data.TaggingTask(spec["name"], (), {}, file_format=file_format, files=files)
     train_path = data.split_file(task, "", "train")
-    status = os.stat(train_path)
-    first_line, inside, begin = _scanned(train_path, (status.st_mtime_ns, status.st_size),
-                                         file_format, word_column, tag_column)
+    first_line, inside, begin = read_once(data.scan_tags, train_path, file_format,
+                                          word_column, tag_column)
     tags = tags or sorted(first_line)
     scheme = scheme or _infer_scheme(tags, where, inside, begin)
   for tag in tags if scheme != "none" else ():
@@ -99,21 +76,16 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
     if tag != "O" and (prefix not in data.PREFIXES[scheme] or len(prefix) != 1 or not kind):
       raise DataError(f"{where(tag)}tag {tag!r} is outside the {scheme.upper()} scheme (O, "
                       f"{', '.join(p + '-TYPE' for p in data.PREFIXES[scheme])})")
-  task_metrics = spec.get("metrics", [spec["metric"]] if "metric" in spec else
-                          ["f1" if scheme != "none" else "accuracy"])
-  if not isinstance(task_metrics, list) or not task_metrics:
-    raise problem('"metrics" must be a non-empty list of metric names')
-  for name in task_metrics:
-    if name not in METRICS:
-      raise problem(unknown_name_message(str(name), METRICS, "metric", list_valid=True))
+  task_metrics = task_file_metrics(json_path, spec, METRICS,
+                                   ["f1" if scheme != "none" else "accuracy"])
   if "f1" in task_metrics and scheme == "none":
     raise problem('metric "f1" counts entities, and these tags have none (scheme '
                   '"none"); use "accuracy"')
   return data.TaggingTask(
-      spec["name"], tuple(tags), splits, scheme=scheme, metrics=tuple(task_metrics),
-      eval_splits=("dev",) if "dev" in splits else (),
-      test_splits=("test",) if "test" in splits else (), file_format=file_format,
-      word_column=word_column, tag_column=tag_column, files_dir=files_dir)
+      spec["name"], tuple(tags), {}, scheme=scheme, metrics=task_metrics,
+      eval_splits=("dev",) if "dev" in files else (),
+      test_splits=("test",) if "test" in files else (), file_format=file_format,
+      word_column=word_column, tag_column=tag_column, files=files)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,15 +31,11 @@ class TaggingHead(tf_keras.layers.Layer):
 
   def __init__(self, num_labels: int, **kwargs):
     super().__init__(**kwargs)
-    self.num_labels = num_labels
     self.dense = tf_keras.layers.Dense(num_labels, name="dense")
 
   def call(self, sequence_output, batch, training=None):
     words = tf.gather(sequence_output, batch["word_positions"], batch_dims=1)
     return tf.cast(self.dense(words), tf.float32)
-
-  def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels}
 
 
 class TaggingRunner(TaskRunner):
@@ -61,7 +57,7 @@ class TaggingRunner(TaskRunner):
   @property
   def stride(self) -> int:
     """The run's tagging_stride (finetune/tagging/family.py TaggingSettings)."""
-    return self.config.section("tagging").tagging_stride
+    return self.config.sections["tagging"].tagging_stride
 
   def padded_outputs(self, outputs, max_length):
     return padding.pad_tokens(outputs, max_length)
@@ -102,7 +98,6 @@ class TaggingRunner(TaskRunner):
       self._say_openings(split, [e.tags for e in examples], predicted)
       path = os.path.join(self.config.results_dir, f"{self.config.tasks_label}_tagging",
                           f"{self.task.name.replace('/', '_')}_{split}_eval.json")
-      os.makedirs(os.path.dirname(path), exist_ok=True)
       with atomic_write(path) as f:
         json.dump(tagging_metrics.entity_scores(gold, predicted), f, indent=2,
                   ensure_ascii=False)
