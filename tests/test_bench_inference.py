@@ -70,15 +70,19 @@ def test_a_model_the_bench_cannot_take_is_its_childs_one_line(tmp_path):
   (qa / "finetuning_config.json").write_text(json.dumps(
       {"finetuning": {"task_names": ["squad"]}, "model": {}}))
   work = tmp_path / "work"
-  for trial, message in (
-      (pretraining, f"{pretraining} is a pre-training model dir, not a fine-tuned model; "
-       f"fine-tune it first (python run_finetuning.py --task TASK --init-checkpoint "
-       f"{pretraining}) and give the fine-tuned trial's dir (<model_dir>_1)"),
-      (qa, f"{qa}: holds finetuning_config.json but no checkpoint")):
-    run = bench("--model-dir", str(trial), "--work-dir", str(work))
-    assert (run.returncode, run.stderr.splitlines()[-1:]) == (2, [f"error: {message}"])
-    assert "Traceback" not in run.stderr and run.stdout == ""
-    assert not work.exists()  # nothing left behind
+  message = (f"{pretraining} is a pre-training model dir, not a fine-tuned model; "
+             f"fine-tune it first (python run_finetuning.py --task TASK --init-checkpoint "
+             f"{pretraining}) and give the fine-tuned trial's dir (<model_dir>_1)")
+  run = bench("--model-dir", str(pretraining), "--work-dir", str(work))
+  assert (run.returncode, run.stderr.splitlines()[-1:]) == (2, [f"error: {message}"])
+  assert "Traceback" not in run.stderr and run.stdout == ""
+  assert not work.exists()  # nothing left behind
+  # Another refusal of the child's, whose line reaches the user the same way: its
+  # message.
+  with pytest.raises(ValueError) as refused:
+    bench_inference.prepare(str(qa), str(work / "qa"), {})
+  assert str(refused.value) == f"{qa}: holds finetuning_config.json but no checkpoint"
+  assert not work.exists()
 
 
 def test_a_childs_failure_is_one_line_naming_its_stderr():
