@@ -192,9 +192,11 @@ def refusal(capsys, *argv):
   return err.strip()
 
 
+# No curves (in these helpers' runs): no test reads them.
 QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
       "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
-      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
+      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False,
+      "write_curves": False}
 
 
 def squad_articles():
@@ -304,12 +306,12 @@ def glue_config(data, task):
   return finetune_config.load_config(
       "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
                                   "num_train_epochs": 2.0, "learning_rate": 1e-3,
-                                  "do_eval": False})
+                                  "do_eval": False, "write_curves": False})
 
 
 # max_seq_length 24 reads the longer sentences in windows, one every 8 pieces.
 CHUNK = {"train_batch_size": 16, "max_seq_length": 24, "tagging_stride": 8,
-         "num_train_epochs": 2.0, "learning_rate": 1e-3}
+         "num_train_epochs": 2.0, "learning_rate": 1e-3, "write_curves": False}
 
 
 def shared_chunk_model(tmp_path_factory):

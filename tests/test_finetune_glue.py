@@ -313,7 +313,7 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   write_tiny_pretrained_model(tmp_path / "data")
   overrides = { "train_batch_size": 8, "max_seq_length": 16,
                "mixed_precision": "mixed_float16", "num_trials": 2,
-               "keep_all_models": False, "num_train_epochs": 1.0}
+               "keep_all_models": False, "num_train_epochs": 1.0, "write_curves": False}
   config = finetune_config.load_config("tiny", [task], str(tmp_path / "data"), overrides)
   messages = []
   report = trainer.run(config, log=messages.append)
