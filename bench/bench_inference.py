@@ -285,6 +285,17 @@ def model_identity(trial: str) -> dict:
           "files": {f: [s.st_size, s.st_mtime_ns] for f, s in stat.items()}}
 
 
+def export_identity(trial: str, smoothing_alpha: Optional[float] = None,
+                    outlier_channels: Optional[int] = None) -> dict:
+  """What the work folder's exports of `trial` are (its STAMP): the model's identity
+  and the exports' flags."""
+  return {**model_identity(trial),
+          **({} if smoothing_alpha is None else {"smoothing_alpha": smoothing_alpha}),
+          # Always: exports made before full int8 kept outlier channels apart by
+          # default hold no such key and are rebuilt.
+          "outlier_channels": outlier_channels}
+
+
 def work_folder(trial: str, work: str) -> str:
   """The model's folder under the work dir, named after the run and trial and keyed on
   the model's path (two models of the same names keep apart)."""
@@ -451,11 +462,7 @@ def bench_model(trial: str, work: str, examples: int, thread_counts, isa: str,
   either changes."""
   name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(trial))))
   folder = work_folder(trial, work)
-  identity = {**model_identity(trial),
-              **({} if smoothing_alpha is None else {"smoothing_alpha": smoothing_alpha}),
-              # Always: exports made before full int8 kept outlier channels apart by
-              # default hold no such key and are rebuilt.
-              "outlier_channels": outlier_channels}
+  identity = export_identity(trial, smoothing_alpha, outlier_channels)
   made = [f for f in (folder, work) if not os.path.isdir(f)]
   os.makedirs(folder, exist_ok=True)
   reuse_or_clear(folder, identity, forms)

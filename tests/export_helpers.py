@@ -1,11 +1,12 @@
 """Helpers shared by the export tests (test_serving.py, test_deploy.py,
 test_deploy_tasks.py, test_bench_inference.py, test_export_hf.py, test_smoothing.py,
 test_int8_qat.py): running an export in a process without the project, the tiny GLUE,
-SQuAD and chunking fine-tunings (and their models shared by the tests that only read
-them), an activation outlier put into a model, --predict's records of a questions file,
-tools.export_lite's one-line refusals."""
+SQuAD and chunking fine-tunings (and their models, and the SST-2 model's export, shared
+by the tests that only read them), an activation outlier put into a model, --predict's
+records of a questions file, tools.export_lite's exports and one-line refusals."""
 
 import atexit
+import contextlib
 import hashlib
 import io
 import json
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import tf_keras
 
+from export import litert
 from finetune import config as finetune_config
 from finetune import predict, trainer
 from model.internals import block_layers
@@ -169,6 +171,18 @@ def run_readers(folder, names, args):
   return got
 
 
+def export_all(trial, output, formats, *flags):
+  """tools.export_lite of `trial` in `formats` (64 calibration examples; `flags`) to
+  `output`: (what it printed, the LiteRT conversions it made, in order)."""
+  converted, to_litert, printed = [], litert.to_litert, io.StringIO()
+  with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+    patch.setattr(litert, "to_litert", lambda *args, **kwargs: converted.append(
+        args[2]) or to_litert(*args, **kwargs))
+    assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
+                             formats, "--calibration-examples", "64", *flags]) == 0
+  return printed.getvalue(), converted
+
+
 def refusal(capsys, *argv):
   """tools.export_lite's one-line error for `argv` (exit 2)."""
   capsys.readouterr()
@@ -178,9 +192,11 @@ def refusal(capsys, *argv):
   return err.strip()
 
 
+# No curves (in these helpers' runs): no test reads them.
 QA = {"max_seq_length": 64, "max_query_length": 16, "doc_stride": 24, "beam_size": 6,
       "n_best_size": 4, "max_answer_length": 10, "train_batch_size": 16,
-      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False}
+      "num_train_epochs": 1.0, "learning_rate": 1e-3, "do_eval": False,
+      "write_curves": False}
 
 
 def squad_articles():
@@ -253,6 +269,25 @@ def shared_glue_models(tmp_path_factory):
   return {task: (config, f"{config.model_dir}_1") for task, config in configs.items()}
 
 
+SST2_SMOOTHING_ALPHA = 0.5
+
+
+def shared_sst2_export(tmp_path_factory):
+  """(folder, export_all's printed lines and conversions) of shared_glue_models' SST-2
+  model in every deployment form and litert_mixed_int8, the calibrated forms' outliers
+  migrated (export/smoothing.py: alpha SST2_SMOOTHING_ALPHA). Exported once per test
+  session (conftest.shared_folder); readers copy what they would change."""
+  _, trial = shared_glue_models(tmp_path_factory)["glue/sst2"]
+
+  def export(home):
+    printed, converted = export_all(trial, home / "export", "all,litert_mixed_int8",
+                                    "--smoothing-alpha", str(SST2_SMOOTHING_ALPHA))
+    write_json(home / "export_all.json", [printed, converted])
+  home = shared_folder(tmp_path_factory, "sst2_export", export)
+  printed, converted = json.loads((home / "export_all.json").read_text())
+  return home / "export", printed, converted
+
+
 def add_outlier_channel(finetuned, channel: int = 3, factor: float = 20.0):
   """An activation outlier, as real pre-trained encoders have, in `finetuned`'s first
   layer: its attention LayerNorm's `channel` `factor` times larger and the FFN kernel's
@@ -271,12 +306,12 @@ def glue_config(data, task):
   return finetune_config.load_config(
       "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
                                   "num_train_epochs": 2.0, "learning_rate": 1e-3,
-                                  "do_eval": False})
+                                  "do_eval": False, "write_curves": False})
 
 
 # max_seq_length 24 reads the longer sentences in windows, one every 8 pieces.
 CHUNK = {"train_batch_size": 16, "max_seq_length": 24, "tagging_stride": 8,
-         "num_train_epochs": 2.0, "learning_rate": 1e-3}
+         "num_train_epochs": 2.0, "learning_rate": 1e-3, "write_curves": False}
 
 
 def shared_chunk_model(tmp_path_factory):
@@ -290,13 +325,26 @@ def shared_chunk_model(tmp_path_factory):
   return chunk_config(shared_folder(tmp_path_factory, "chunk_model", train))
 
 
+def shared_chunk_export(tmp_path_factory):
+  """The folder of tools.export_lite's files of shared_chunk_model's model in every
+  deployment form (32 calibration examples). Exported once per test session
+  (conftest.shared_folder); readers copy what they would change."""
+  trial = f"{shared_chunk_model(tmp_path_factory).model_dir}_1"
+
+  def export(home):
+    assert export_lite.main(["--model-dir", trial, "--output", str(home / "export"),
+                             "--format", "all", "--calibration-examples", "32"]) == 0
+  return shared_folder(tmp_path_factory, "chunk_export", export) / "export"
+
+
 def chunk_config(home):
   return finetune_config.load_config("tiny", ["chunk"], str(home / "data"), CHUNK)
 
 
 # The functions above returning models trained once per session: conftest.py runs the
 # modules that import one together, on one pytest-xdist worker.
-SHARED_MODELS = ("shared_squad_model", "shared_glue_models", "shared_chunk_model")
+SHARED_MODELS = ("shared_squad_model", "shared_glue_models", "shared_chunk_model",
+                 "shared_sst2_export", "shared_chunk_export")
 
 
 def predict_questions(tmp_path, config, questions):

@@ -32,37 +32,33 @@ def bench(name: str, *flags: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_bench_pretraining_runs_as_a_module_and_measures_a_step_in_a_child(
     monkeypatch, capsys):
+  """`python -m bench.bench_pretraining` (its flags; the benches measure as modules in
+  tests/test_bench_inference.py and bench_finetuning's test); its rows in-process (the
+  bench's own part; the child is a process of its own) on an AVX2-only CPU emulated,
+  with ours' oneDNN forced off (TensorFlow's own choice on one): the child reads the
+  CPU as AVX2-only and gets the setting."""
   usage = bench("bench_pretraining", "--help")
   assert usage.returncode == 0 and "--impls" in usage.stdout, usage.stderr[-2000:]
-  shared_path("vocab", "bert_uncased_vocab.txt")  # its default --vocab-file
-  run = bench("bench_pretraining", "--model-size", "debug", "--batch-size", "4",
-              "--seq-length", "32", "--steps", "1", "--impls", "ours")
-  assert run.returncode == 0, run.stderr[-3000:]
-  lines = run.stdout.strip().splitlines()
+  vocab = shared_path("vocab", "bert_uncased_vocab.txt")  # its default --vocab-file
+  capsys.readouterr()
+  assert bench_pretraining.main([
+      "--model-size", "debug", "--batch-size", "4", "--seq-length", "32", "--steps", "1",
+      "--impls", "ours", "--isa", "avx2", "--onednn", "off"]) == 0
+  lines = capsys.readouterr().out.strip().splitlines()
   result = json.loads(lines[0])
   assert result["impl"] == "ours" and result["model"] == "electra_debug"
   assert result["steps_per_s"] > 0 and result["peak_rss_mib"] > 100  # the child's own
-  assert result["isa"] == "native"
-  # The first step (tracing) apart, and the fraction of the peak of the CPU's cores.
+  assert (result["isa"], result["onednn"]) == ("avx2", "0")
+  # The first step (tracing) apart, and the fraction of the peak of the CPU's cores
+  # (as the child reads them: AVX2's).
   assert result["first_step_s"] > 0 and (result["peer"], result["precision"]) == (
       None, "float32")
+  monkeypatch.setenv(cpu.ASSUME_CPU_ENV, "avx2")
   peak = cpu.cpu_peak_flops()  # 0 where the CPU states no maximum clock: no fraction
   assert result.get("peak_fraction") == (pytest.approx(
-      bench_pretraining.step_flops("debug", 4, 32, shared_path(
-          "vocab", "bert_uncased_vocab.txt")) * result["steps_per_s"]
+      bench_pretraining.step_flops("debug", 4, 32, vocab) * result["steps_per_s"]
       / peak, rel=2e-3) if peak else None)
   assert lines[2].startswith("| ours | ") and json.loads(lines[-1])["ours"]["peak_rss_mib"]
-
-  # An AVX2-only CPU emulated, with ours' oneDNN forced off (TensorFlow's own choice on
-  # one): the child reads the CPU as AVX2-only and gets the setting. The bench's own
-  # part in-process (its module run is shown above); the child is a process of its own.
-  monkeypatch.setattr(sys, "argv", [
-      "bench_pretraining", "--model-size", "debug", "--batch-size", "4", "--seq-length",
-      "32", "--steps", "1", "--isa", "avx2", "--onednn", "off"])
-  capsys.readouterr()
-  bench_pretraining.main()
-  result = json.loads(capsys.readouterr().out.strip().splitlines()[0])
-  assert (result["isa"], result["onednn"]) == ("avx2", "0")
 
 
 @pytest.mark.slow
@@ -115,13 +111,16 @@ CONLL = ["He PRP B-NP", "reckons VBZ B-VP", "the DT B-NP", "current JJ I-NP",
          "Confidence NN B-NP", "in IN B-PP", "the DT B-NP", "pound NN I-NP", ". . O", ""]
 
 
-@pytest.mark.parametrize("task, flags", [("sst2", []), ("sst2", ["--length-grouping", "2"]),
+# SST-2 grouped by length and with the config's batch-length multiple; chunking (a
+# tagging head) in a run's random order, padded to max_seq_length: each family, order
+# and cut once.
+@pytest.mark.parametrize("task, flags", [("sst2", ["--length-grouping", "2"]),
                                          ("chunk", ["--batch-length-multiple", "0"])])
 @pytest.mark.slow
 def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, task,
                                                                     flags):
   """On SST-2 the whole run_finetuning.py too (its row timed by its own log), on the
-  batches of its timed step; grouped by length, the command's grouped batch is the one
+  batches of its timed step: grouped by length, the command's grouped batch is the one
   the step times, and the peer's sampler orders the same examples."""
   shared_path("vocab", "bert_uncased_vocab.txt")
   impls = ["ours", "hf"]

@@ -9,6 +9,7 @@ model through every form, and by --lengths."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -18,8 +19,10 @@ import pytest
 from bench import bench_inference, child
 from export import huggingface
 from tests.helpers import ROOT
-from tests.export_helpers import (TRANSFORMERS_QA_HEAD, shared_chunk_model,
-                                   shared_glue_models, shared_squad_model)
+from tests.export_helpers import (SST2_SMOOTHING_ALPHA, TRANSFORMERS_QA_HEAD,
+                                   shared_chunk_export, shared_chunk_model,
+                                   shared_glue_models, shared_squad_model,
+                                   shared_sst2_export)
 
 
 def bench(*flags: str) -> subprocess.CompletedProcess:
@@ -67,15 +70,19 @@ def test_a_model_the_bench_cannot_take_is_its_childs_one_line(tmp_path):
   (qa / "finetuning_config.json").write_text(json.dumps(
       {"finetuning": {"task_names": ["squad"]}, "model": {}}))
   work = tmp_path / "work"
-  for trial, message in (
-      (pretraining, f"{pretraining} is a pre-training model dir, not a fine-tuned model; "
-       f"fine-tune it first (python run_finetuning.py --task TASK --init-checkpoint "
-       f"{pretraining}) and give the fine-tuned trial's dir (<model_dir>_1)"),
-      (qa, f"{qa}: holds finetuning_config.json but no checkpoint")):
-    run = bench("--model-dir", str(trial), "--work-dir", str(work))
-    assert (run.returncode, run.stderr.splitlines()[-1:]) == (2, [f"error: {message}"])
-    assert "Traceback" not in run.stderr and run.stdout == ""
-    assert not work.exists()  # nothing left behind
+  message = (f"{pretraining} is a pre-training model dir, not a fine-tuned model; "
+             f"fine-tune it first (python run_finetuning.py --task TASK --init-checkpoint "
+             f"{pretraining}) and give the fine-tuned trial's dir (<model_dir>_1)")
+  run = bench("--model-dir", str(pretraining), "--work-dir", str(work))
+  assert (run.returncode, run.stderr.splitlines()[-1:]) == (2, [f"error: {message}"])
+  assert "Traceback" not in run.stderr and run.stdout == ""
+  assert not work.exists()  # nothing left behind
+  # Another refusal of the child's, whose line reaches the user the same way: its
+  # message.
+  with pytest.raises(ValueError) as refused:
+    bench_inference.prepare(str(qa), str(work / "qa"), {})
+  assert str(refused.value) == f"{qa}: holds finetuning_config.json but no checkpoint"
+  assert not work.exists()
 
 
 def test_a_childs_failure_is_one_line_naming_its_stderr():
@@ -153,17 +160,17 @@ def test_the_work_folder_is_the_models_own(tmp_path, capsys):
   assert os.listdir(folder) == []
 
 
-def measured(trial, work, forms):
-  """bench_inference's JSON lines of `trial` (one thread, 3 examples timed), by form,
-  with the agreement its table gives (known once every form has run); its exports hold
-  the files of `forms` alone."""
+def measured(trial, work, forms, *flags, converted=True):
+  """bench_inference's JSON lines of `trial` (one thread, 3 examples timed; `flags`), by
+  form, with the agreement its table gives (known once every form has run), and its
+  output; when it `converted` the model, its exports hold the files of `forms` alone."""
   run = bench("--model-dir", str(trial), "--work-dir", str(work), "--examples", "3",
-              "--threads", "1", "--forms", ",".join(forms))
+              "--threads", "1", "--forms", ",".join(forms), *flags)
   assert run.returncode == 0, run.stderr[-3000:]
-  # Only the files of the forms measured were converted.
   export = os.path.join(bench_inference.work_folder(str(trial), str(work)), "export")
-  assert sorted(n for n in os.listdir(export) if n.startswith("model_")) == sorted(
-      bench_inference.FILES[f] for f in forms if f in bench_inference.FILES)
+  if converted:  # only the files of the forms measured
+    assert sorted(n for n in os.listdir(export) if n.startswith("model_")) == sorted(
+        bench_inference.FILES[f] for f in forms if f in bench_inference.FILES)
   lines = run.stdout.splitlines()
   rows = {row["form"]: row for row in map(json.loads, (l for l in lines if l[:1] == "{"))}
   for line in lines:
@@ -171,6 +178,29 @@ def measured(trial, work, forms):
     if cells[0] in rows:
       rows[cells[0]]["agree"] = float(cells[2])
   return rows, run.stdout
+
+
+def put_exports(trial, work, exported, smoothing_alpha=None):
+  """tools.export's folder `exported` of `trial` (made with `smoothing_alpha`) where
+  the bench keeps its exports, as its own: {file: its mtime}, for reused."""
+  export = os.path.join(bench_inference.work_folder(trial, str(work)), "export")
+  shutil.copytree(exported, export)
+  with open(os.path.join(os.path.dirname(export), bench_inference.STAMP), "w",
+            encoding="utf-8") as f:
+    json.dump(bench_inference.export_identity(trial, smoothing_alpha), f)
+  return mtimes(export)
+
+
+def mtimes(folder):
+  return {n: os.stat(os.path.join(folder, n)).st_mtime_ns for n in os.listdir(folder)}
+
+
+def reused(trial, work, files, *outputs):
+  """The bench's outputs said no export was rebuilt, and none was: `files` (put_exports')
+  as they were."""
+  assert not [out for out in outputs if "rebuilding" in out]
+  assert mtimes(os.path.join(bench_inference.work_folder(trial, str(work)),
+                             "export")) == files
 
 
 def run_scores(config):
@@ -187,6 +217,8 @@ def check_float_forms(rows, table, run_scores):
   """Every float form: the SavedModel's dev metric and answers; the SavedModel's metric
   is the run's own evaluation of the split (run_scores: metric -> value)."""
   assert set(rows) == {"SavedModel", *FLOAT_FORMS}
+  # Without --isa, each form's child reads the CPU as it is.
+  assert {row["isa"] for row in rows.values()} == {"native"}
   saved = rows["SavedModel"]["dev"]
   for name, value in run_scores.items():
     assert saved[name] == pytest.approx(value, abs=1e-6), name
@@ -200,7 +232,11 @@ def check_float_forms(rows, table, run_scores):
 @pytest.mark.slow
 def test_a_tagging_model_in_its_float_forms(tmp_path, tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
-  rows, out = measured(f"{config.model_dir}_1", tmp_path / "work", FLOAT_FORMS)
+  # tools.export's files of the model: the bench's own (the QA test's are converted).
+  trial, work = f"{config.model_dir}_1", tmp_path / "work"
+  files = put_exports(trial, work, shared_chunk_export(tmp_path_factory))
+  rows, out = measured(trial, work, FLOAT_FORMS, converted=False)
+  reused(trial, work, files, out)
   # (chunk's dev split is CoNLL-2000's test set, as the run scores it; its long
   # sentences in windows.)
   scores = run_scores(config)
@@ -224,18 +260,22 @@ def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
 def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_factory):
   """A single-sentence model (SST-2, whose missing second text once reached the reader
   as None and failed) through every form: each scored, the float forms as the
-  SavedModel; then --lengths: every form timed on a text of each length, the work
-  folder's exports reused."""
+  SavedModel; then --lengths: every form timed on a text of each length. Both runs
+  reuse the work folder's exports, those of this model with these flags: here
+  tools.export's (export_helpers.shared_sst2_export), put where the bench keeps them."""
   _, trial = shared_glue_models(tmp_path_factory)["glue/sst2"]
   work = tmp_path / "work"
-  rows, _ = measured(trial, work, bench_inference.FORMS)
+  files = put_exports(trial, work, shared_sst2_export(tmp_path_factory)[0],
+                      SST2_SMOOTHING_ALPHA)
+  alpha = ["--smoothing-alpha", str(SST2_SMOOTHING_ALPHA)]
+  rows, out = measured(trial, work, bench_inference.FORMS, *alpha)
   assert set(rows) == set(bench_inference.FORMS)
   for form, row in rows.items():
     assert set(row["dev"]) == {"accuracy"} and 0 <= row["agree"] <= 100, form
     if "int8" not in form:
       assert (row["dev"], row["agree"]) == (rows["SavedModel"]["dev"], 100.0), form
   run = bench("--model-dir", trial, "--work-dir", str(work), "--examples", "2",
-              "--threads", "1", "--lengths", "2,9,32")
+              "--threads", "1", "--lengths", "2,9,32", *alpha)
   assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
   lines = run.stdout.splitlines()
   by_length = {row["form"]: row for row in map(json.loads, (l for l in lines
@@ -244,6 +284,7 @@ def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_fa
   for form, row in by_length.items():
     assert list(row["latency_ms"]) == ["2", "9", "32"], form
     assert any(line.startswith(f"| {form} | 1 | ") for line in lines), form
+  reused(trial, work, files, out, run.stdout)
   # A length past the model's max_seq_length is refused (in prepare's child: one line).
   from export import source  # pylint: disable=import-outside-toplevel  # TensorFlow
   with pytest.raises(ValueError) as refused:

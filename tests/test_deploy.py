@@ -3,8 +3,6 @@ onnxruntime, in a process without TensorFlow or the project), the float forms gi
 serving SavedModel's outputs, the int8 forms its labels, the shipped reader the
 project's ids; and each bad input is one line with nothing written."""
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -25,8 +23,8 @@ from finetune import graph_tokenizer, serving, trainer
 from finetune.sentence import serving as sentence_serving
 from model.weights import original as original_names
 from tests.helpers import listing, ROOT, shared_path, write_tiny_pretrained_model
-from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, refusal, run_readers,
-                                   shared_glue_models)
+from tests.export_helpers import (GLUE_DEV_ROWS, GLUE_FOLDERS, export_all, refusal,
+                                   run_readers, shared_glue_models, shared_sst2_export)
 from tools import export_hf, export_lite
 from util import files, stderr as util_stderr
 
@@ -41,26 +39,11 @@ def finetuned(tmp_path_factory):
 MIXED = "model_mixed_int8.tflite"
 
 
-def export_all(trial, output, formats, *flags):
-  """tools.export_lite of `trial` in `formats` (64 calibration examples; `flags`) to
-  `output`: (what it printed, the LiteRT conversions it made, in order)."""
-  converted, to_litert, printed = [], litert.to_litert, io.StringIO()
-  with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-    patch.setattr(litert, "to_litert", lambda *args, **kwargs: converted.append(
-        args[2]) or to_litert(*args, **kwargs))
-    assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
-                             formats, "--calibration-examples", "64", *flags]) == 0
-  return printed.getvalue(), converted
-
-
 @pytest.fixture(scope="module")
-def sst2_export(finetuned, tmp_path_factory):
-  """(folder, export_all's printed lines and conversions) of the SST-2 model in every
-  deployment form and litert_mixed_int8, the calibrated forms' outliers migrated
-  (export/smoothing.py: alpha 0.5), which two tests read."""
-  output = tmp_path_factory.mktemp("sst2") / "export"
-  return (output, *export_all(finetuned["glue/sst2"][1], output,
-                              "all,litert_mixed_int8", "--smoothing-alpha", "0.5"))
+def sst2_export(tmp_path_factory):
+  """export_helpers.shared_sst2_export (every form, outliers migrated), which three
+  tests read."""
+  return shared_sst2_export(tmp_path_factory)
 
 
 @pytest.mark.slow

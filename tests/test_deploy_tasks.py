@@ -19,8 +19,8 @@ from finetune import serving
 from finetune.tagging import serving as tagging_serving
 from finetune.qa import serving as qa_serving
 from tests.export_helpers import (ODD_CONTEXT, call_in_clean_process, predict_questions,
-                                   refusal, run_readers, shared_chunk_model,
-                                   shared_squad_model)
+                                   refusal, run_readers, shared_chunk_export,
+                                   shared_chunk_model, shared_squad_model)
 from tools import export_lite
 
 
@@ -37,11 +37,9 @@ def reference_outputs(trial, inputs):
 
 
 @pytest.mark.slow
-def test_tagging_exports_run_alone_and_give_the_tags(tmp_path, tmp_path_factory):
+def test_tagging_exports_run_alone_and_give_the_tags(tmp_path_factory):
   config = shared_chunk_model(tmp_path_factory)
-  trial, output = f"{config.model_dir}_1", tmp_path / "export"
-  assert export_lite.main(["--model-dir", trial, "--output", str(output), "--format",
-                           "all", "--calibration-examples", "32"]) == 0
+  trial, output = f"{config.model_dir}_1", shared_chunk_export(tmp_path_factory)
   with open(os.path.join(config.data_dir, "finetuning_data", "chunk", "test.txt"),
             encoding="utf-8") as f:
     sentences = [" ".join(line.split()[0] for line in block.splitlines())

@@ -141,7 +141,8 @@ def test_custom_task_through_the_script(tmp_path, capsys):
   assert run_finetuning.main(
       ["--task", str(tmp_path / "task.json"), "--data-dir", str(data), "--hparams",
        json.dumps({"debug": True, "train_batch_size": 8, "max_seq_length": 16,
-                   "num_train_epochs": 1, "export_serving": False})]) == 0
+                   "num_train_epochs": 1, "export_serving": False,
+                   "write_curves": False})]) == 0
   assert "no pre-trained checkpoint" not in capsys.readouterr().err  # debug: random by design
   results = data / "models" / "electra_small" / "results" / "reviews_results.json"
   summary = json.loads(results.read_text())["summary"]
@@ -234,7 +235,7 @@ def test_resume_refuses_another_run_and_one_run_per_model_dir(tmp_path, capsys):
         ["--task", task, "--model-name", "tiny", "--data-dir", str(data),
          "--init-checkpoint", init, "--hparams", json.dumps(
              {"train_batch_size": 8, "max_seq_length": 16, "num_train_epochs": 1,
-              "export_serving": False, **hparams})])
+              "export_serving": False, "write_curves": False, **hparams})])
     return code, capsys.readouterr()
 
   code, out = run()
@@ -313,7 +314,7 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
   write_tiny_pretrained_model(tmp_path / "data")
   overrides = { "train_batch_size": 8, "max_seq_length": 16,
                "mixed_precision": "mixed_float16", "num_trials": 2,
-               "keep_all_models": False, "num_train_epochs": 1.0}
+               "keep_all_models": False, "num_train_epochs": 1.0, "write_curves": False}
   config = finetune_config.load_config("tiny", [task], str(tmp_path / "data"), overrides)
   messages = []
   report = trainer.run(config, log=messages.append)
@@ -353,7 +354,8 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
       # (model/fused.py) per shape serves both.
       "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
                                   "num_train_epochs": 1.0, "write_test_outputs": True,
-                                  "export_serving": False, "do_eval": False})
+                                  "export_serving": False, "do_eval": False,
+                                  "write_curves": False})
   trainer.run(config, log=lambda _: None)
   out = os.path.join(config.results_dir, "test_predictions", "reviews_trial1",
                      "reviews_test.jsonl")

@@ -417,7 +417,8 @@ def test_squad_v1_and_v2_train_together_and_write_every_output(tmp_path, caplog)
   write_tiny_pretrained_model(data)
   overrides = {"max_seq_length": 128, "doc_stride": 64, "train_batch_size": 16,
                "eval_batch_size": 16, "num_train_epochs": 1.0, "learning_rate": 1e-3,
-               "write_test_outputs": True, "export_serving": False}  # test_serving's
+               "write_test_outputs": True, "export_serving": False,  # test_serving's
+               "write_curves": False}
   config = finetune_config.load_config("tiny", ["squad/v1.1", "squad/v2.0"], str(data),
                                        overrides)
   with caplog.at_level(logging.WARNING):

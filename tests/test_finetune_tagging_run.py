@@ -112,7 +112,8 @@ def test_chunking_trains_and_scores_the_test_split(tmp_path):
   # Each step's batch of 16 runs as 2 accumulated micro-batches.
   overrides = {"max_seq_length": 96, "train_batch_size": 16, "eval_batch_size": 50,
                "num_train_epochs": 2.0, "learning_rate": 2e-3,
-               "gradient_accumulation_steps": 2, "export_serving": False}  # test_serving's
+               "gradient_accumulation_steps": 2, "export_serving": False,  # test_serving's
+               "write_curves": False}
   config = finetune_config.load_config("tiny", ["chunk"], str(data), overrides)
   report = trainer.run(config, log=lambda _: None)
   summary = {k: v["median"] for k, v in report["summary"].items()}

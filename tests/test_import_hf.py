@@ -207,7 +207,8 @@ def test_bert_directory_fine_tunes_as_a_discriminator_encoder(tmp_path, capsys):
     assert np.abs(expected[real]).max() > 0.5
 
   # The command fine-tunes from it (16 pairs in both orders: 4 steps of 8).
-  hparams = {"train_batch_size": 8, "num_train_epochs": 1, "export_serving": False}
+  hparams = {"train_batch_size": 8, "num_train_epochs": 1, "export_serving": False,
+             "write_curves": False}
   assert run_finetuning.main([
       "--task", "glue/mrpc", "--data-dir", str(data), "--model-name", "from_bert",
       "--init-checkpoint", str(tmp_path / "pretraining"),

@@ -39,7 +39,8 @@ def test_predict_output_spares_the_file_it_predicts_and_the_task(tmp_path, capsy
 
   flags = ["--task", task, "--model-name", "tiny", "--data-dir", str(data), "--hparams",
            json.dumps({"max_seq_length": 16, "train_batch_size": 8,
-                       "num_train_epochs": 1, "export_serving": False})]
+                       "num_train_epochs": 1, "export_serving": False,
+                       "write_curves": False})]
   assert run_finetuning.main(flags) == 0  # a model that would predict
   capsys.readouterr()
 

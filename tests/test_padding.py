@@ -46,7 +46,9 @@ def sst2_data(tmp_path, rows=65):
   return data
 
 
-def run(data, task, multiple, tmp_path, **overrides):
+def finetuner_of(data, task, multiple, tmp_path, **overrides):
+  """The Finetuner of `task` with batches cut to `multiple` (0: max_seq_length), its
+  splits read."""
   name = f"m{multiple}"
   config = finetune_config.load_config("tiny", [task], str(data), {
       "max_seq_length": MAX_LENGTH, "train_batch_size": 8, "eval_batch_size": 8,
@@ -56,6 +58,12 @@ def run(data, task, multiple, tmp_path, **overrides):
       "results_dir": str(tmp_path / name / "results"), **overrides})
   finetuner = trainer.Finetuner(config, log=lambda _: None)
   finetuner.read_splits()
+  return finetuner
+
+
+def run(data, task, multiple, tmp_path, **overrides):
+  name = f"m{multiple}"
+  finetuner = finetuner_of(data, task, multiple, tmp_path, **overrides)
   result = finetuner.run_trial(1)
   log = read_log(str(tmp_path / name / "model_1" / LOG_NAME))
   return finetuner, result, log
@@ -91,7 +99,9 @@ def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_pa
 def test_eval_outputs_at_the_batches_length_equal_those_at_max_seq_length(tmp_path, task):
   data = (sst2_data(tmp_path) if task == "glue/sst2"
           else chunk_data(tmp_path, train=16, test=40))
-  cut, _, _ = run(data, task, 8, tmp_path, num_train_epochs=1.0)
+  # (A model as built, untrained: the outputs' equality is the cut's, whatever the
+  # weights.)
+  cut = finetuner_of(data, task, 8, tmp_path)
   model = cut.build_model()
   features = cut.split(0, cut.tasks[0].eval_splits[0]).features
   outputs = cut.predict(model, features)[task]
@@ -181,7 +191,7 @@ def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
 @pytest.mark.slow
 def test_the_training_step_is_traced_once_for_every_length(tmp_path):
   data = sst2_data(tmp_path)
-  finetuner, _, _ = run(data, "glue/sst2", 8, tmp_path, num_train_epochs=1.0)
+  finetuner = finetuner_of(data, "glue/sst2", 8, tmp_path)
   train = finetuner.train_features()
   loop = finetuner.train_loop(train, 8, str(tmp_path / "loop"))
   step = loop.train_step

@@ -21,9 +21,10 @@ from tests.helpers import (as_v2, chunk_data, head_of, ROOT, shared_path, squad_
 
 
 def train(data, task, overrides):
-  # No serving export: tests/test_serving.py checks it against --predict.
+  # No serving export (tests/test_serving.py checks it against --predict), no curves.
   config = finetune_config.load_config("tiny", [task], str(data),
-                                       {**overrides, "export_serving": False})
+                                       {**overrides, "export_serving": False,
+                                        "write_curves": False})
   trainer.run(config, log=lambda _: None)
   return config
 

@@ -200,7 +200,7 @@ def test_prior_line_fires_from_a_constant_encoder_and_not_from_one_that_learns(
          "--init-checkpoint", init, "--hparams", json.dumps(
              {"train_batch_size": 16, "max_seq_length": 16, "num_train_epochs": 4,
               "learning_rate": 1e-3, "layerwise_lr_decay": 1.0, "export_serving": False,
-              "model_dir": str(tmp_path / name)})])
+              "write_curves": False, "model_dir": str(tmp_path / name)})])
     out = capsys.readouterr()
     assert code == 0, out.err
     return [line for line in out.err.splitlines() if "label prior" in line]

@@ -20,7 +20,7 @@ from tools import export_lite
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "and", "film",
           "movie", "of", "is", "it", "good", "bad"] + [f"w{i}" for i in range(105)]
 HPARAMS = {"train_batch_size": 8, "max_seq_length": 16, "num_train_epochs": 1.0,
-           "export_serving": False}
+           "export_serving": False, "write_curves": False}
 
 
 def hf_electra(folder):

@@ -108,7 +108,8 @@ def test_sigterm_outside_the_training_loop_is_one_line_and_releases_the_lock(
   write_tiny_pretrained_model(data)
   task = write_reviews_task(tmp_path, 16)
   flags = ["--task", task, "--model-name", "tiny", "--data-dir", str(data), "--hparams",
-           json.dumps({"max_seq_length": 16, "train_batch_size": 8, "num_train_epochs": 1})]
+           json.dumps({"max_seq_length": 16, "train_batch_size": 8, "num_train_epochs": 1,
+                       "write_curves": False})]
   export = trainer.serving.export
 
   def terminated_while_exporting(*args, **kwargs):

@@ -109,7 +109,8 @@ def test_a_toy_family_registered_in_one_place_runs_through_the_script(
       open(shared_path("vocab", "bert_uncased_vocab.txt"), "rb").read())
   READ.clear()
   flags = ["--task", "first_word", "--data-dir", str(data), "--hparams", json.dumps(
-      {"debug": True, "train_batch_size": 8, "max_seq_length": 8, "num_train_epochs": 1})]
+      {"debug": True, "train_batch_size": 8, "max_seq_length": 8, "num_train_epochs": 1,
+       "write_curves": False})]
   code = run_finetuning.main(flags)
   out = capsys.readouterr()
   assert code == 0, out.err[-2000:]
