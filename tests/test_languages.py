@@ -9,7 +9,6 @@ original's."""
 import collections
 import glob
 import json
-import os
 import shutil
 import unicodedata
 
