@@ -24,10 +24,11 @@ def json_lines(path: str, opener=open) -> Iterator[Tuple[int, object]]:
     for number, raw in enumerate(lines, start=1):
       try:
         line = raw.decode("utf-8")
-        value = json.loads(line) if line.strip() else None
+        if not line.strip():
+          continue
+        value = json.loads(line)
       except UnicodeDecodeError as e:
         raise at(path, number, f"not UTF-8 text (byte {e.start} of the line)") from None
       except json.JSONDecodeError as e:
         raise DataError(f"{path}:{number}:{e.colno}: invalid JSON: {e.msg}") from None
-      if line.strip():
-        yield number, value
+      yield number, value
