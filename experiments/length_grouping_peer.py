@@ -48,11 +48,11 @@ def read_conll(path):
   return sentences
 
 
-def features(task, data_dir, split, tokenizer, tag_names=None):
-  """(encodings, gold): each example's input ids (and labels) and the gold labels."""
+def features(task, data_dir, split, tokenizer, chunk_files):
+  """(encodings, gold): each example's input ids (and labels) and the gold labels;
+  chunking's from `chunk_files` ({split: sentences}, and "tags": the tag names)."""
   if task == "chunk":
-    sentences = read_conll(os.path.join(data_dir, "chunk",
-                                        "train.txt" if split == "train" else "test.txt"))
+    sentences, tag_names = chunk_files[split], chunk_files["tags"]
     encoded = []
     for words, tags in sentences:
       item = tokenizer(words, is_split_into_words=True, truncation=True, max_length=128)
@@ -80,13 +80,15 @@ def run(task, order, seed, args):
   torch.set_num_threads(1)
   data_dir = os.path.join(args.work_dir, "finetuning_data")
   tokenizer = transformers.AutoTokenizer.from_pretrained(args.encoder)
-  tag_names = None
-  if task == "chunk":
-    tag_names = sorted({t for _, tags in read_conll(os.path.join(data_dir, "chunk", "train.txt"))
-                        for t in tags} | {t for _, tags in read_conll(
-                            os.path.join(data_dir, "chunk", "test.txt")) for t in tags})
-  train, _ = features(task, data_dir, "train", tokenizer, tag_names)
-  dev, gold = features(task, data_dir, "dev", tokenizer, tag_names)
+  chunk_files = {}
+  if task == "chunk":  # chunking's dev split is its test file, as in the study
+    chunk_files = {split: read_conll(os.path.join(data_dir, "chunk", name))
+                   for split, name in (("train", "train.txt"), ("dev", "test.txt"))}
+    chunk_files["tags"] = sorted({t for split in ("train", "dev")
+                                  for _, tags in chunk_files[split] for t in tags})
+  tag_names = chunk_files.get("tags")
+  train, _ = features(task, data_dir, "train", tokenizer, chunk_files)
+  dev, gold = features(task, data_dir, "dev", tokenizer, chunk_files)
   transformers.set_seed(seed)
   if task == "chunk":
     model = transformers.AutoModelForTokenClassification.from_pretrained(
