@@ -92,11 +92,8 @@ _LONG_RUN = re.compile(r"\S{%d,}" % (ref.MAX_WORD_CHARS + 1))
 
 
 def normalize(text: str, lower_case: bool = True, accents: bool = True) -> bytes:
-  """BERT's basic tokenization up to (not including) the whitespace/punctuation split.
-
-  Returns UTF-8. `text` may hold several lines separated by "\\n"; they stay separate.
-  Words over 200 characters are replaced by a marker that WordPiece turns into [UNK].
-  """
+  """BERT's basic tokenization up to (not including) the whitespace/punctuation split,
+  as UTF-8; the lines of `text` stay separate."""
   if text.isascii():
     data = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_DROPPED)
     if lower_case:
@@ -218,10 +215,8 @@ class Tokenizer:
     self._words = _WordPieces(vocab)
 
   def batch_ids(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
-    """Token ids of many lines (no "\\n" inside): flat int32 ids and row offsets.
-
-    Line i's ids are ids[offsets[i]:offsets[i + 1]].
-    """
+    """Token ids of many lines (no "\\n" inside): flat int32 ids, and offsets: line i's
+    ids are ids[offsets[i]:offsets[i + 1]]."""
     if not lines:
       return np.zeros([0], np.int32), np.zeros([1], np.int64)
     table = self._words
@@ -248,8 +243,5 @@ class Tokenizer:
 
 
 def basic_words(text: str, lower_case: bool = True, accents: bool = True) -> List[str]:
-  """BERT's basic tokenization (words and punctuation marks), at C speed.
-
-  A word over 200 characters comes back as the private-use marker, never a real token.
-  """
+  """BERT's basic tokenization (words and punctuation marks), at C speed."""
   return _space_punctuation(normalize(text, lower_case, accents)).decode("utf-8").split()

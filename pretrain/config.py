@@ -266,7 +266,8 @@ def load_config(model_name: str, data_dir: str = "data",
   # (dataclasses.replace would otherwise copy the defaults' "data/..." paths).
   for name in ("pretrain_tfrecords", "vocab_file", "model_dir"):
     values.setdefault(name, "")
-  config = hparams.update(PretrainingConfig(), values)
+  config = dataclasses.replace(
+      PretrainingConfig(), **hparams.check_overrides(PretrainingConfig, values))
   # The vocabulary, where it is built already, sizes the model (the trainer refuses a
   # missing one, with the command that builds it).
   return config.with_vocab_file_size() if os.path.isfile(config.vocab_file) else config

@@ -24,15 +24,9 @@ from pretrain.objectives import objective_for
 
 def checked_and_sized(config: PretrainingConfig
                       ) -> Tuple[PretrainingConfig, Optional[PretrainedStart]]:
-  """The config with the sizes its inputs fix, and its start (init_checkpoint's
-  weights, opened once; None without one), after failing early, naming the file, when
-  the vocabulary or the start cannot serve it.
-
-  Left at its default, vocab_size follows the vocabulary file (a built dataset may
-  carry a learned vocabulary); set explicitly, it must match. The config takes the
-  text normalisation its inputs record (with_normalization) and the start's generator
-  size.
-  """
+  """The config with the sizes and normalisation its inputs fix, and its start
+  (init_checkpoint's weights, opened once; None without one), after failing early,
+  naming the file, when the vocabulary or the start cannot serve it."""
   if not os.path.isfile(config.vocab_file):
     if input_pipeline.matching_files(config):  # built with --vocab-file elsewhere
       raise InputError(f"{config.vocab_file}: vocabulary not found beside the records "
@@ -55,10 +49,9 @@ def checked_and_sized(config: PretrainingConfig
 
 def with_normalization(config: PretrainingConfig,
                        start: Optional[PretrainedStart] = None) -> PretrainingConfig:
-  """The config with the text normalisation the records and the vocabulary were built
-  with, and the start's weights trained with (tokenizer_config.json beside each, which
-  must agree; read from the vocabulary where none records one), which the run records;
-  one the config asks that contradicts them is refused."""
+  """The config with the text normalisation the records, the vocabulary and the start's
+  weights record (normalization.settle: they must agree, and the config may not
+  contradict them)."""
   records = sorted({os.path.dirname(path)
                     for path in input_pipeline.matching_files(config)})
   vocab = os.path.dirname(os.path.abspath(config.vocab_file))

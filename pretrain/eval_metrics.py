@@ -21,11 +21,6 @@ the objective's eval_outputs; docs/pretraining.md defines them): disc_auc_fixed,
 exact ROC AUC (ties counted half) of the discriminator's logits on a fixed corruption
 over the candidate positions, and disc_state_cosine, the mean cosine over all pairs of
 the discriminator's final token states there (within and across inputs).
-
-Metrics are tf_keras metric objects, so they accumulate over batches and, created under
-a strategy's scope and updated inside `strategy.run`, sum across replicas. The
-discriminator's metrics are updated only from outputs that carry discriminator keys and
-are left out of `result()` until they have seen data (the MLM-only objective).
 """
 
 from typing import Dict, List

@@ -26,7 +26,6 @@ class InputError(ValueError):
 
 
 def build_command(config: PretrainingConfig) -> str:
-  """The command that writes the data this config expects."""
   command = "python build_pretraining_dataset.py"
   if os.path.normpath(config.data_dir) != os.path.normpath(PretrainingConfig.data_dir):
     command += f" --data-dir {config.data_dir}"
@@ -42,7 +41,6 @@ def matching_files(config: PretrainingConfig) -> List[str]:
 
 
 def input_files(config: PretrainingConfig) -> List[str]:
-  """matching_files, refused when there are none."""
   files = matching_files(config)
   if not files:
     raise InputError(f"no pre-training data: nothing matches {config.pretrain_tfrecords}"
@@ -116,11 +114,8 @@ def token_log_frequencies(files: List[str], vocab_size: int, special_ids: Sequen
 
 
 def check_files(files: List[str], max_seq_length: int, mask_prob: float) -> Optional[int]:
-  """Checks each shard's first record; returns the static-mask length, or None.
-
-  Records with static masks must have been masked as this run would mask (given its
-  `mask_prob`): as many masked positions as max_predictions_per_seq.
-  """
+  """Checks each shard's first record (static masks: as many positions as this run's
+  max_predictions_per_seq); returns the static-mask length, or None."""
   static_length = None
   for path in files:
     features = _first_examples(path)[0].features.feature
@@ -167,11 +162,8 @@ def make_dataset(files: List[str], batch_size: int, max_seq_length: int, *,
                  training: bool, seed: int = 0, static_mask_length: Optional[int] = None,
                  input_context: Optional[tf.distribute.InputContext] = None
                  ) -> tf.data.Dataset:
-  """Batches of {name: int32/float32 [batch_size, ...]} for one worker.
-
-  With an input_context, each worker reads its own share of the shards (or of the
-  records, when there are fewer shards than workers).
-  """
+  """Batches of {name: int32/float32 [batch_size, ...]} for one worker: its own share
+  of the shards (of the records, when there are fewer shards than workers)."""
   spec = records.feature_spec(max_seq_length, static_mask_length)
   workers = input_context.num_input_pipelines if input_context else 1
   worker = input_context.input_pipeline_id if input_context else 0

@@ -1,8 +1,5 @@
-"""A pre-training run's record in its model dir (pretrain_config.json): what signs the
-run (a resumed run may not change it), the check of a model dir against it, and the
-write that keeps every setting a step was trained with. runs/record.py does the
-reading, comparing and atomic writing; this module says what pre-training records.
-"""
+"""What a pre-training run's record (pretrain_config.json) holds; runs/record.py reads,
+compares and writes it."""
 
 from typing import Dict, Optional
 
@@ -50,8 +47,7 @@ def check_model_dir(config: PretrainingConfig, start: Optional[PretrainedStart] 
 def write_run_config(config: PretrainingConfig, step: int = 0,
                      start: Optional[PretrainedStart] = None):
   """The model dir's record; a run resumed at `step` adds the settings it changed to
-  the history, so the record keeps every value a step was trained with. `start`: the
-  opened init_checkpoint, None without one."""
+  the history, so the record keeps every value a step was trained with."""
   history = record.settings_history(
       config.model_dir, RUN_CONFIG,
       {k: v for k, v in config.to_dict().items()

@@ -1,13 +1,9 @@
 """Pre-training: build the objective and optimizer, train, evaluate, export.
 
-The loop itself (strategy, precision, checkpoints, resume, signals, NaN guard, logs) is
-training/'s, the config's fitting to its inputs config_fitting.py's and the model dir's
-record run_record.py's; this module adds what is specific to pre-training: the
-objective, which the loop's step calls, the eval metrics written to
-<model_dir>/results/unsup_results.{txt,json}, and the export of the trained generator
-and discriminator in the original release's format (<model_dir>/export:
-model.ckpt-<step>, config.json in BertConfig form, vocab.txt and its normalisation's
-tokenizer_config.json), which is also what fine-tuning loads.
+The loop is training/'s; this adds the objective, the eval metrics
+(<model_dir>/results/unsup_results.{txt,json}) and the export in the original release's
+format (<model_dir>/export: model.ckpt-<step>, config.json in BertConfig form, vocab.txt,
+tokenizer_config.json), which fine-tuning loads.
 """
 
 import json
@@ -100,8 +96,7 @@ class Pretrainer:
     return lambda variable: multiplier if variable.ref() in scaled else 1.0
 
   def dataset_fn(self, training: bool = True):
-    """The input pipeline of training (train_batch_size, shuffled, repeated) or eval
-    batches, as TrainLoop.run, evaluate and iterator take it."""
+    """The input pipeline of training or eval, as TrainLoop.run and evaluate take it."""
     batch_size = self.config.train_batch_size if training else self.config.eval_batch_size
 
     def dataset_fn(context: tf.distribute.InputContext):
@@ -138,7 +133,7 @@ class Pretrainer:
                                  self.objective.replaced_prior)
 
   def _reading_data(self, action):
-    """Runs `action`, turning a corrupt-record error into one naming the file."""
+    """`action()`, a corrupt record's error turned into one naming its file."""
     try:
       return action()
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:

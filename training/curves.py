@@ -58,17 +58,12 @@ PANEL_WIDTH, PANEL_HEIGHT = 4.5, 3.0
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_BOTTOM, MARGIN_TOP = 0.8, 0.2, 0.55, 0.4
 
 
-def moving_average(values: List[float], window: int) -> List[float]:
-  """Each value replaced by the mean of the `window` values centred on it (fewer at the
-  ends): no lag, so a trend shows where it happens."""
-  half = window // 2
+def moving_average(values: List[float]) -> List[float]:
+  """Each value replaced by the mean of the values centred on it, about a tenth of the
+  curve (fewer at the ends): no lag, so a trend shows where it happens."""
+  half = max(3, len(values) // 10) // 2
   return [sum(values[max(0, i - half):i + half + 1]) /
           len(values[max(0, i - half):i + half + 1]) for i in range(len(values))]
-
-
-def smoothing_window(n: int) -> int:
-  """Points averaged per smoothed value: about a tenth of the curve, odd, at least 3."""
-  return max(3, n // 10) | 1
 
 
 def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str
@@ -84,7 +79,7 @@ def plot_panels(panels: Dict[str, Dict[str, list]], xlabel: str, png_path: str
 
 
 def figure_png(fig) -> Optional[bytes]:
-  """`fig` (None: nothing) as a PNG's bytes; the figure is closed."""
+  """`fig` (None: nothing) as a PNG's bytes, the figure closed."""
   if fig is None:
     return None
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -101,11 +96,10 @@ def figure_png(fig) -> Optional[bytes]:
 def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int,
                 smoothed: bool = False,
                 marked: Optional[Dict[str, Dict[str, list]]] = None):
-  """One panel per name, one line per series label ("" for a single unlabeled line);
-  `panels` is {name: {label: [(x, y), ...]}}. `smoothed`: each series of 5 points or
-  more is drawn as faint points under their moving average. `marked` ({name: {label:
-  points}}, same form) is drawn as markers only, in the panel of the same name. The
-  matplotlib figure (None when there is nothing to draw)."""
+  """The matplotlib figure (None: nothing to draw) of `panels`, {name: {label: [(x, y),
+  ...]}}: one panel per name, one line per label ("" unlabeled); `smoothed`, series of
+  5 points or more as faint points under their moving average; `marked` (same form)
+  as markers only."""
   marked = marked or {}
   names = {name for source in (panels, marked) for name, series in source.items()
            if any(points for points in series.values())}
@@ -136,7 +130,7 @@ def draw_panels(panels: Dict[str, Dict[str, list]], xlabel: str, columns: int,
         steps, values = zip(*points)
         raw = ax.plot(steps, values, linestyle="none", marker=".", markersize=3,
                       alpha=0.3, label=f"{label} per batch".strip())[0]
-        ax.plot(steps, moving_average(list(values), smoothing_window(len(values))),
+        ax.plot(steps, moving_average(list(values)),
                 color=raw.get_color(), label=f"{label} moving average".strip())
         labelled = True
       else:

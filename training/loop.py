@@ -81,12 +81,8 @@ class TrainLoop:
 
   def run(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
           init_fn: Optional[Callable[[], None]] = None) -> Dict[str, float]:
-    """Trains from the latest checkpoint (else `init_fn()`) to num_train_steps.
-
-    `dataset_fn(input_context)` returns this worker's dataset of batches of
-    input_context.get_per_replica_batch_size(global) x local replicas examples.
-    Returns the last logged scalars. Raises NonFiniteLossError or TrainingInterrupted.
-    """
+    """Trains from the latest checkpoint (else `init_fn()`) to num_train_steps on
+    `dataset_fn(input_context)`, this worker's batches; returns the last logged scalars."""
     settings = self.settings
     restored, iterator = self.checkpoints.resume(
         lambda: self.train_step.iterator(dataset_fn), init_fn,
@@ -171,12 +167,9 @@ class TrainLoop:
           f"{last_saved or 'none (no checkpoint was written)'}")
 
   def evaluate(self, dataset_fn, replica_fn, num_steps: int) -> list:
-    """Runs `replica_fn(batch, batch_index)` on num_steps batches from `dataset_fn`.
-
-    The function accumulates what it needs (e.g. metric objects built in the scope);
-    what it returns, if anything, comes back as a list with one NumPy nest per batch and
-    local replica (for figures that need every value on the host).
-    """
+    """Runs `replica_fn(batch, batch_index)` on num_steps batches from `dataset_fn`;
+    what it returns, if anything, comes back as one NumPy nest per batch and local
+    replica (for figures that need every value on the host)."""
     iterator = self.train_step.iterator(dataset_fn)
     # No autograph, as the step's: nothing here branches on tensors.
     eval_step = tf.function(lambda iterator, index: self.strategy.run(

@@ -3,10 +3,8 @@ summed, all-reduced, checked and applied.
 
 The objective is an object the step calls under the gradient tape: `compute(model,
 batch, seed, training, step) -> (loss, outputs)`, and `logged(outputs)`, the scalars
-the log shows (pre-training's: pretrain/objectives/; fine-tuning's: finetune/trainer.py's
-FinetuningLoss). `seed` is stateless (runtime.stateless_seed of settings.seed, the
-step, the replica and the micro-step), so a resumed run draws exactly what an
-uninterrupted one would. training/loop.py's TrainLoop holds a step and runs it.
+the log shows. `seed` is stateless (of settings.seed, the step, the replica and the
+micro-step), so a resumed run draws exactly what an uninterrupted one would.
 """
 
 from typing import Callable, Dict
@@ -24,10 +22,8 @@ _STOP_REQUESTS = "stop_requests"
 
 class TrainStep:
   """The compiled step of `objective` over `model` under `strategy`: `step(iterator)
-  -> scalars`, one optimizer step on the next batch of `iterator` (self.iterator). Each
-  worker's batch is split over its replicas and, inside a replica, into
-  `settings.gradient_accumulation_steps` micro-batches whose gradients are summed
-  before one optimizer step."""
+  -> scalars`, one optimizer step on the next batch of `iterator` (self.iterator), split
+  over the replicas and, inside each, into gradient_accumulation_steps micro-batches."""
 
   def __init__(self, strategy, model: tf_keras.Model, optimizer, objective, settings):
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
@@ -78,10 +74,8 @@ class TrainStep:
     return self.strategy.experimental_distribute_values_from_function(slice_for)
 
   def __call__(self, iterator) -> Dict[str, tf.Tensor]:
-    """One optimizer step on the next batch of `iterator`: the loop runs it between its
-    checkpoints and logs, the benches time it alone. Compiled at the first call, once
-    (`compiled`): fine-tuning runs its loop once per epoch, and a new step would be
-    traced and compiled again each time."""
+    """One optimizer step on the next batch of `iterator`. Compiled at the first call,
+    once: fine-tuning runs its loop once per epoch, which would trace it again each time."""
     if self.compiled is not None:
       return self.compiled(iterator)
     with self.strategy.scope():

@@ -240,12 +240,6 @@ def refuse_unknown(name: str, known: Sequence[str], source: str = "--hparams",
   raise HParamsError(f"{source}: {unknown_name_message(name, known)}")
 
 
-def update(obj, overrides: Dict[str, Any], source: str = "--hparams"):
-  """Returns a copy of dataclass `obj` with `overrides` applied; unknown names and values
-  a field refuses fail, naming `source`."""
-  return dataclasses.replace(obj, **check_overrides(type(obj), overrides, source))
-
-
 def first_repeated(items):
   """The first item of `items` that an earlier one equals, or None."""
   seen = []

@@ -10,12 +10,8 @@ GELU, then out_proj. The export makes its dense the identity plus a shift c and 
 output is bounded: |x_i| <= |gamma_i| sqrt(H - 1) + |beta_i|), GELU is the identity in
 float32 there (1 - Phi(6) ~ 1e-9), so the logits are ours up to rounding.
 
-Reading goes the same way (the last part of this module): a transformers directory, or
-a folder holding a discriminator's and a generator's, is loaded through original.py's
-mapping table (each variable looked up by hf_name); `_sizes` turns
-transformers' config.json back into our sizes (model_config). A BERT directory reads as
-a discriminator's encoder (fine-tuning): ELECTRA's discriminator encoder is BERT's with
-embedding_size == hidden_size, so its weights carry the same names under another scope.
+A BERT directory reads as a discriminator's encoder (fine-tuning): ELECTRA's
+discriminator encoder is BERT's with embedding_size == hidden_size, under another scope.
 """
 
 import os
@@ -61,7 +57,6 @@ def hf_name(original: str) -> Tuple[str, bool]:
 
 
 def state_dict(mapping) -> Dict[str, np.ndarray]:
-  """transformers' float32 weights from a mapping table (name, variable, shape)."""
   out = {}
   for original, variable, shape in mapping:
     name, kernel = hf_name(original)
@@ -89,8 +84,7 @@ def classifier_weights(kernel: np.ndarray, bias: np.ndarray, gamma: np.ndarray,
 
 def token_classifier_weights(kernel: np.ndarray, bias: np.ndarray
                              ) -> Dict[str, np.ndarray]:
-  """ElectraForTokenClassification's classifier: one dense layer (kernel [H, n]) on
-  every piece's vector, as the tagging head's on each word's first piece."""
+  """ElectraForTokenClassification's classifier: the tagging head, on every piece."""
   return {"classifier.weight": np.ascontiguousarray(kernel.T, np.float32),
           "classifier.bias": np.asarray(bias, np.float32)}
 
@@ -115,7 +109,6 @@ SHARED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 
 
 def config_json(config: ModelConfig, architecture: str, **extra) -> Dict[str, object]:
-  """transformers' ElectraConfig fields for a model of these sizes."""
   return {"architectures": [architecture], "model_type": "electra",
           "embedding_size": config.embedding_width,
           **{name: getattr(config, name) for name in SHARED_FIELDS},
@@ -152,9 +145,7 @@ UNMAPPED = re.compile(r"(\.position_ids|^generator_lm_head\.weight)$")
 
 
 # The model types read, each with the scope its task and pre-training models put the
-# encoder's weights under (a bare ElectraModel or BertModel has none). BERT's names are
-# ELECTRA's discriminator encoder's (no embeddings_project: E == H); its pooler and
-# heads have no ELECTRA counterpart, and it has no generator or discriminator head.
+# encoder's weights under (a bare ElectraModel or BertModel has none).
 ENCODER_SCOPES = {"electra": "electra.", "bert": "bert."}
 # BERT's pooler (dense + tanh on [CLS], for next-sentence prediction), under "electra."
 # once renamed: ELECTRA's task heads read the [CLS] state itself.
@@ -185,7 +176,6 @@ def _is_hf_dir(path: str) -> bool:
 
 
 def hf_config(folder: str) -> Dict:
-  """A Hugging Face directory's config.json, refused unless it is ELECTRA's or BERT's."""
   path = os.path.join(folder, "config.json")
   config = read_json(path)
   if config.get("model_type") not in ENCODER_SCOPES:
@@ -201,7 +191,6 @@ def is_bert(folder: str) -> bool:
 
 
 def bert_refused(folder: str, needs: str) -> CheckpointError:
-  """What a BERT directory is refused with where more than the encoder is needed."""
   return CheckpointError(
       f"{folder}/config.json: model_type \"bert\" is read as a discriminator's encoder, "
       f"for fine-tuning only; {needs} is ELECTRA's, and a BERT directory has none")
@@ -258,7 +247,7 @@ def saved_model_config(path: str) -> None:
 
 
 def vocab_files(path: str) -> List[str]:
-  """Each directory's vocab.txt, the discriminator's first."""
+  """The discriminator's vocab.txt first."""
   parts = hf_parts(path)
   return [os.path.join(parts[kind], "vocab.txt") for kind in sorted(parts)]
 
@@ -276,7 +265,6 @@ def _sizes(folder: str) -> Dict:
 
 
 def model_config(path: str, part: str = "pair") -> ModelConfig:
-  """The sizes of `part`, from the config.json of each directory it needs."""
   parts = hf_parts(path)
   disc, gen = parts.get("discriminator"), parts.get("generator")
   if disc is not None and part != "discriminator" and is_bert(disc):
@@ -324,7 +312,7 @@ def model_config(path: str, part: str = "pair") -> ModelConfig:
 
 
 def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
-  """(file, its float32 arrays by transformers name) of a Hugging Face directory."""
+  """(file, its float32 arrays by transformers' name, under "electra.")."""
   safetensors_file, torch_file = (os.path.join(folder, f) for f in HF_WEIGHT_FILES)
   if os.path.isfile(safetensors_file):
     import safetensors.numpy  # pylint: disable=g-import-not-at-top
@@ -350,7 +338,6 @@ def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
   else:
     raise CheckpointError(f"{folder}: no {' or '.join(HF_WEIGHT_FILES)} beside its "
                           "config.json")
-  # Under ELECTRA's scope whatever the model type, so that hf_name finds them.
   scope = ENCODER_SCOPES[hf_config(folder)["model_type"]]
   if any(name.startswith(scope) for name in weights):
     weights = {"electra." + name[len(scope):] if name.startswith(scope) else name: value
@@ -374,8 +361,7 @@ LAYER = re.compile(r"^electra\.encoder\.layer\.(\d+)\.")
 
 def check_sizes(folder: str, file: str, weights: Dict[str, np.ndarray]):
   """Refuses a config.json whose sizes contradict its weights' shapes (an edited or
-  another model's config.json), naming the field and both values: the model built from
-  it would otherwise miss weights or find them of the wrong shape."""
+  another model's config.json): the model built from it would miss weights."""
   config = hf_config(folder)
   held = {field: (weights[name].shape[0], f"{name} is {list(weights[name].shape)}")
           for field, name in SIZE_WEIGHTS.items() if name in weights}

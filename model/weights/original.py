@@ -166,7 +166,6 @@ def _check_names(prefix: str, shapes: Dict[str, tuple]):
 
 
 def part_held(prefix: str) -> str:
-  """What the checkpoint holds: "pair", "discriminator" or "generator"."""
   shapes = read_shapes(prefix)
   heads = (("discriminator", "discriminator_predictions/dense/kernel"),
            ("generator", "generator_predictions/output_bias"))
@@ -218,8 +217,7 @@ def model_config(prefix: str, part: str = "pair") -> ModelConfig:
 
 
 def saved_model_config(prefix: str) -> Optional[ModelConfig]:
-  """The whole config run_pretraining.py exports beside its checkpoint (config.json),
-  or None."""
+  """The whole config run_pretraining.py exports beside its checkpoint, or None."""
   saved = os.path.join(os.path.dirname(prefix), "config.json")
   if not os.path.isfile(saved):
     return None
@@ -227,14 +225,11 @@ def saved_model_config(prefix: str) -> Optional[ModelConfig]:
 
 
 def vocab_files(prefix: str) -> List[str]:
-  """None but the vocab.txt beside the checkpoint, where formats.py looks for all."""
-  del prefix
+  del prefix  # only the vocab.txt beside the checkpoint, where formats.py looks anyway
   return []
 
 
 def load(mapping: Mapping, prefix: str, what: str):
-  """Assigns the mapping from the checkpoint; names outside ELECTRA's scopes are refused,
-  global_step, Adam slots and fine-tuning heads ignored."""
   shapes = read_shapes(prefix)
   _check_names(prefix, shapes)
   check_whole(prefix, by_name.remedy(prefix))
@@ -242,8 +237,7 @@ def load(mapping: Mapping, prefix: str, what: str):
 
 
 def check_whole(prefix: str, remedy: str):
-  """Refuses (CheckpointError, with `remedy`) a checkpoint that does not read whole,
-  before any of it is used."""
+  """Refuses (with `remedy`) a checkpoint that does not read whole, before any use."""
   problem = unreadable_checkpoint(prefix)
   if problem:
     raise CheckpointError(f"{problem}; the checkpoint is cut short or damaged: {remedy}")
@@ -287,11 +281,9 @@ def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],
 
 def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
                 vocab_file: str, global_step: Optional[int] = None) -> str:
-  """The original release's folder: the checkpoint <folder>/<name> under the original
-  names, config.json (the sizes, as saved_model_config reads them) and vocab.txt
-  beside it, as every weight format here, the original's code and tools.export_hf
-  read it; returns the checkpoint's prefix. `folder`: a new one, which its writer puts
-  in place whole (util/files.py's atomic_directory)."""
+  """The original release's folder: the checkpoint <folder>/<name>, config.json (the
+  sizes, as saved_model_config reads them) and vocab.txt; returns the checkpoint's
+  prefix. `folder`: a new one, which its writer puts in place whole."""
   prefix = save_variables(mapping, os.path.join(folder, name), global_step)
   with atomic_write(os.path.join(folder, "config.json")) as f:
     json.dump(sizes.to_dict(), f, indent=2, sort_keys=True)
@@ -301,8 +293,7 @@ def save_folder(mapping: Mapping, folder: str, name: str, sizes: ModelConfig,
 
 def save_variables(mapping: Mapping, prefix: str, global_step: Optional[int] = None) -> str:
   """Writes a mapping table's variables under their original names and shapes, with the
-  state file `checkpoint` (a folder written whole is its writer's: util/files.py's
-  atomic_directory)."""
+  state file `checkpoint`."""
   names = [n for n, _, _ in mapping]
   tensors = [tf.reshape(tf.cast(v, tf.float32), shape) for _, v, shape in mapping]
   if global_step is not None:

@@ -2,12 +2,9 @@
 and the pieces of the generator's half every objective's step starts with.
 
 One full-size encoder predicts the masked tokens; there is no discriminator, and the
-encoder is saved as the pair's generator. Its step (`MaskedLM.compute`) reads top to
-bottom: mask the batch, the generator's logits at the masked positions, the masked-LM
-loss. ELECTRA and Electric (electra.py, electric.py) start theirs with the same plain
-functions (`mask_batch`, `generator_logits`, `masked_lm_outputs`), with the generator
-the config names: the pair's (a smaller encoder sharing the embeddings), a uniform one
-(all logits zero) or Electric's two-tower cloze model.
+encoder is saved as the pair's generator. ELECTRA and Electric start their steps with
+the same plain functions, with the generator the config names: the pair's, a uniform
+one (all logits zero) or Electric's two-tower cloze model.
 """
 
 from typing import Dict, Optional, Tuple
@@ -110,10 +107,8 @@ class MaskedLM:
 
   def compute(self, model, batch: Dict[str, tf.Tensor], seed, training: bool,
               step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    """(loss, outputs) of one per-replica batch over `model`'s networks; `seed` is an
-    int [2] tensor (replicas need different ones: training.runtime.stateless_seed) and
-    `step` the training step. The loss is this replica's mean; outputs hold the scalar
-    losses `logged` reads and the tensors pretrain/eval_metrics.py reads."""
+    """(this replica's mean loss, outputs: the scalars `logged` reads and the tensors
+    pretrain/eval_metrics.py reads); `seed` an int [2] tensor, one per replica."""
     del step  # the masked LM's loss does not change over the run
     mask_seed, _ = tf.unstack(
         tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
@@ -179,7 +174,6 @@ class MaskedLM:
         model_flops.inference_flops(config.model_config(), config.max_seq_length))
 
   def step_memory(self, batch_size: int) -> model_memory.StepMemory:
-    """Memory of a training step on batch_size sequences (model/memory.py)."""
     config, model_config = self.config, self.config.model_config()
     return (model_memory.encoder_step_memory(model_config, config.max_seq_length,
                                              batch_size, config.recompute) +
