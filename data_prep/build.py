@@ -94,15 +94,13 @@ def check_output_dir(output_dir: str, overwrite: bool):
 
 
 def _is_built(name: str) -> bool:
-  """Whether a file name is one a build writes (records.FILE_PATTERN, and the
-  normalisation's record)."""
+  """Whether a file name is one a build writes."""
   shard = records.FILE_PATTERN.format(index=r"\d+", count=r"\d+").replace(".", r"\.")
   return name == normalization_lib.FILE or re.fullmatch(shard, name) is not None
 
 
 def build(config: BuildConfig) -> Stats:
-  """Writes the TFRecords of `config` (its values checked when it was made); returns the
-  summed statistics."""
+  """Writes the TFRecords of `config`; returns the summed statistics."""
   check_output_dir(config.output_dir, config.overwrite)
   config = with_normalization(config)  # the vocabulary refused here if it must be
   files = corpus_lib.list_files(
@@ -229,8 +227,7 @@ def _write_part_in_worker(config, job, spans, num_out_files, tmp_dir):
 def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
                num_out_files: int, out_dir: str, report=None) -> Stats:
   """One process's work: its spans of the corpus into its shards of `out_dir`, by
-  `config` with its normalisation settled (with_normalization). An OSError (a full
-  disk) reaches build(), from a worker too, which says it in one line."""
+  `config` with its normalisation settled (with_normalization)."""
   from data_prep.tokenizer import Tokenizer
 
   vocab = load_vocab(config.vocab_file)
@@ -283,7 +280,6 @@ def write_part(config: BuildConfig, job: int, spans: List[corpus_lib.Span],
 
 
 def _count_long_lines(batch, place, lengths, long_line: int, stats: Stats):
-  """Counts the batch's lines of over `long_line` word-pieces; notes the first."""
   stats.long_lines += int(np.count_nonzero(lengths > long_line))
   if not stats.long_line_place:
     first = int(np.argmax(lengths > long_line))  # among the batch's non-blank lines
@@ -353,10 +349,8 @@ class ExampleBatches:
         seed=tf.constant([self.config.seed, (self.job << 32) + self.mask_batches],
                          tf.int64))
     self.mask_batches += 1
-    return {"input_ids": masked.input_ids.numpy(),
-            "masked_lm_positions": masked.masked_lm_positions.numpy(),
-            "masked_lm_ids": masked.masked_lm_ids.numpy(),
-            "masked_lm_weights": masked.masked_lm_weights.numpy()}
+    # MaskedInputs' fields are the records' names, in their order.
+    return {name: value.numpy() for name, value in masked._asdict().items()}
 
 
 def print_summary(stats: Stats, output_dir: str):

@@ -44,10 +44,8 @@ def layer_norm(name: str):
 
 
 class ElectraEmbeddings(tf_keras.layers.Layer):
-  """Word + position + token-type embeddings, LayerNorm, dropout (width E).
-
-  Generator and discriminator share one instance of this layer by default.
-  """
+  """Word + position + token-type embeddings, LayerNorm, dropout (width E); generator
+  and discriminator share one by default."""
 
   def __init__(self, config: ModelConfig, **kwargs):
     kwargs.setdefault("name", "embeddings")
@@ -84,14 +82,10 @@ class ElectraEmbeddings(tf_keras.layers.Layer):
 
 
 class ElectraEncoder(tf_keras.Model):
-  """Embeddings -> embeddings_project (when E != H) -> post-LN transformer layers.
-
-  Inputs: a dict of int32 [B, S] tensors input_ids, input_mask, segment_ids.
-  Output: the final layer's hidden states [B, S, H].
-  `attention_direction` "ltr"/"rtl" adds a causal mask (Electric's two-tower generator).
-  `recompute` (see use_recompute) keeps only each layer's input for the backward pass
-  and runs the layer again there.
-  """
+  """Embeddings -> embeddings_project (when E != H) -> post-LN transformer layers:
+  {input_ids, input_mask, segment_ids} int32 [B, S] -> the last layer's states [B, S, H].
+  `attention_direction` "ltr"/"rtl" adds a causal mask (Electric's two-tower generator);
+  `recompute`: use_recompute."""
 
   recompute = False
 

@@ -40,10 +40,6 @@ class StepMemory:
 
   runtime: float = RUNTIME_BYTES  # TensorFlow itself, once per process
 
-  @property
-  def total(self) -> float:
-    return self.activations + self.weights + self.runtime
-
   def __add__(self, other: "StepMemory") -> "StepMemory":
     return StepMemory(self.activations + other.activations,
                       self.attention + other.attention, self.weights + other.weights)

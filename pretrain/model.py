@@ -1,9 +1,6 @@
 """The pre-training networks: the ElectraPair (discriminator, generator, heads) that the
 checkpoint exporters write, and Electric's two-tower generator when the config asks for
-one. The objective the config chooses (pretrain/objectives/) runs the step over them;
-all its randomness is stateless, from the seed of each step, so a resumed run draws the
-same masks and samples.
-"""
+one; the objective (pretrain/objectives/) runs the step over them."""
 
 import collections
 from typing import Optional
@@ -20,12 +17,9 @@ SpecialTokens = collections.namedtuple("SpecialTokens", ["cls_id", "sep_id", "ma
 
 
 class PretrainingModel(tf_keras.Model):
-  """The networks of the config's objective.
-
-  `.electra` is the ElectraPair; Electric's generator is `.two_tower` (its ElectraPair
-  generator and generator head stay unused and unbuilt). `special_tokens` (the ids the
-  masking reads) defaults to the ids in config.vocab_file.
-  """
+  """The networks of the config's objective: `.electra`, and Electric's generator
+  `.two_tower` (the pair's generator and its head then unused and unbuilt).
+  `special_tokens` (what masking reads): by default config.vocab_file's."""
 
   def __init__(self, config: PretrainingConfig,
                special_tokens: Optional[SpecialTokens] = None):

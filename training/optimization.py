@@ -148,11 +148,9 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
 
   def __init__(self, learning_rate, weight_decay_rate: float = 0.0,
                beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
-               clip_norm: Optional[float] = GRADIENT_CLIP_NORM,
                lr_multiplier: Optional[Callable[[tf.Variable], float]] = None,
                name: str = "AdamWeightDecay"):
     super().__init__(name)  # its clipping is ours, folded into the update
-    self.clip_norm = clip_norm
     self._set_hyper("learning_rate", learning_rate)
     self.weight_decay_rate = weight_decay_rate
     self.beta_1 = beta_1
@@ -219,19 +217,18 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
       return self.iterations.assign_add(1, read_value=False)
 
   def _clip_scale(self, grads):
-    """tf.clip_by_global_norm's factor of the gradients (summed over replicas): NaN when
-    their norm is not finite, as there; 1 without clipping."""
-    if self.clip_norm is None:
-      return tf.constant(1.0)
+    """tf.clip_by_global_norm's factor of the gradients (summed over replicas) at
+    GRADIENT_CLIP_NORM: NaN when their norm is not finite, as there."""
     norm = tf.linalg.global_norm(grads)
-    return self.clip_norm * tf.minimum(1.0 / norm, 1.0 / self.clip_norm) + (norm - norm)
+    return GRADIENT_CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / GRADIENT_CLIP_NORM) + (
+        norm - norm)
 
   def get_config(self):
     config = super().get_config()
     config.update({
         "learning_rate": self._serialize_hyperparameter("learning_rate"),
         "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
-        "beta_2": self.beta_2, "epsilon": self.epsilon, "clip_norm": self.clip_norm,
+        "beta_2": self.beta_2, "epsilon": self.epsilon,
     })  # lr_multiplier is a Python callable: not serializable, pass it again
     return config
 
@@ -250,8 +247,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
   """
   schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                    power=lr_decay_power)
-  optimizer = AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate, beta_1=0.9,
-                              beta_2=0.999, epsilon=1e-6, clip_norm=GRADIENT_CLIP_NORM,
+  optimizer = AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,
                               lr_multiplier=lr_multiplier)
   if mixed_precision == "mixed_float16":
     return tf_keras.mixed_precision.LossScaleOptimizer(optimizer)

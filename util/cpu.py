@@ -39,8 +39,8 @@ class CpuInfo:
   flags: FrozenSet[str]
   mhz: float  # the maximum where the kernel states it, else /proc/cpuinfo's clock
   assumed: str = ""  # ASSUME_CPU_ENV's value when it changed what is read
-  # mhz is the maximum (cpufreq's); /proc/cpuinfo's is the current clock or, on a
-  # virtual machine, a nominal one below what the cores reach.
+  # /proc/cpuinfo's is the current clock or, on a virtual machine, a nominal one below
+  # what the cores reach.
   mhz_is_max: bool = False
 
   @property

@@ -39,11 +39,8 @@ def weighted_mean(values, weights):
 
 
 def gumbel_sample(logits, seed, temperature: float = 1.0, disallow_ids=None):
-  """Token ids drawn from softmax(logits / temperature) by the Gumbel-max trick.
-
-  With `disallow_ids`, those ids' logits drop by 1000 first (disallow_correct). No
-  gradient flows through the samples.
-  """
+  """Token ids drawn from softmax(logits / temperature) by the Gumbel-max trick, no
+  gradient through them; `disallow_ids`' logits drop by 1000 first (disallow_correct)."""
   logits = tf.stop_gradient(tf.cast(logits, tf.float32)) / temperature
   if disallow_ids is not None:
     logits -= DISALLOW_PENALTY * tf.one_hot(disallow_ids, tf.shape(logits)[-1])
@@ -53,11 +50,8 @@ def gumbel_sample(logits, seed, temperature: float = 1.0, disallow_ids=None):
 
 
 def corrupt(original_ids, positions, sampled_ids, weights, every_masked_is_fake: bool):
-  """(corrupted ids, labels): samples written at the masked positions.
-
-  Labels are 1 where the token differs from the original (a correct sample counts as
-  real) or, for Electric, at every masked position.
-  """
+  """(corrupted ids, labels): samples written at the masked positions; labels 1 where
+  the token changed (a correct sample counts as real), or for Electric where masked."""
   corrupted = masking.scatter_tokens(original_ids, positions, sampled_ids, weights)
   if every_masked_is_fake:
     labels = masking.scatter_tokens(tf.zeros_like(original_ids), positions,
