@@ -123,7 +123,6 @@ def build(config: BuildConfig) -> Stats:
       if stats.examples == 0:
         raise BuildError(f"--corpus-dir: {config.corpus_dir} holds no text (blank lines "
                          "only)")
-      # The records' normalisation, which pre-training reads and records.
       normalization_lib.write(tmp_dir, config.normalization)
       # Again: something may have appeared meanwhile.
       check_output_dir(output_dir, config.overwrite)

@@ -86,11 +86,9 @@ def prose_paragraphs(docstring: str) -> List[str]:
 
 
 def write_default_corpus(corpus_dir: str, max_bytes: int) -> int:
-  """Writes up to `max_bytes` of harvested English to corpus_dir/python_docs.txt.
-
-  A document is the prose of one source file (one docstring is mostly one line, too
-  short for two-segment examples).
-  """
+  """Writes up to `max_bytes` of harvested English to corpus_dir/python_docs.txt, a
+  document per source file (one docstring is mostly one line, too short for
+  two-segment examples)."""
   path = os.path.join(corpus_dir, "python_docs.txt")
   written, seen = 0, set()
   with atomic_write(path) as f:

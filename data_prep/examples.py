@@ -17,11 +17,8 @@ UNBOUNDED = 100000
 
 
 class Example:
-  """One packed example: input ids (a list of max_seq_length) and where its parts end.
-
-  Positions [0, a_end) are [CLS] A [SEP] (segment 0), [a_end, num_real) are B [SEP]
-  (segment 1, empty for a single segment), the rest is padding.
-  """
+  """One packed example: input ids (max_seq_length of them); [0, a_end) are [CLS] A
+  [SEP] (segment 0), [a_end, num_real) B [SEP] (segment 1, maybe empty), then padding."""
 
   __slots__ = ("input_ids", "a_end", "num_real", "num_dropped")
 

@@ -112,7 +112,6 @@ class ModelConfig:
           f"{self.num_attention_heads}")
 
   def check_sequence_length(self, max_seq_length: int, source: str):
-    """Refuses sequences longer than the position embeddings of `source` hold."""
     if max_seq_length > self.max_position_embeddings:
       raise hparams.HParamsError(
           f"max_seq_length {max_seq_length} exceeds max_position_embeddings "

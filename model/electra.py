@@ -126,13 +126,10 @@ class ElectraPair(tf_keras.Model):
 
 
 class TwoTowerGenerator(tf_keras.Model):
-  """Electric's cloze generator: logits at every position from its two neighbourhoods.
-
-  Position t reads the left-to-right tower's output at t - 1 and the right-to-left
-  tower's at t + 1, so it never sees its own token. Like the original, the shift is a
-  roll: position 0 reads the ltr output at the last position and the last position the
-  rtl output at 0 (both [CLS]/[SEP]/padding, never candidates).
-  """
+  """Electric's cloze generator: position t reads the left-to-right tower's output at
+  t - 1 and the right-to-left tower's at t + 1, never its own token. Like the
+  original's, the shift is a roll: the ends read each other's ([CLS]/[SEP]/padding,
+  never candidates)."""
 
   def __init__(self, config: ModelConfig, embeddings: Optional[ElectraEmbeddings],
                **kwargs):

@@ -176,14 +176,10 @@ def use_recompute(model: tf_keras.Model, recompute: bool):
 
 
 def recomputed_call(layer: tf_keras.layers.Layer, x, mask):
-  """layer([x, mask], training=True) whose activations are recomputed in backprop.
-
-  The recomputation must drop the same units as the forward pass, so it first puts the
-  layer's dropout generators back to the states they had before the forward pass (which
-  leaves them where the forward pass did). Needs Keras' tf.random.Generator dropout
-  (training/runtime.py use_checkpointed_dropout); legacy stateful dropout would draw
-  other masks, and is refused.
-  """
+  """layer([x, mask], training=True) whose activations are recomputed in backprop,
+  dropping the same units: the layer's dropout generators are first put back to their
+  states before the forward pass. Legacy stateful dropout (no generator to put back:
+  training/runtime.py use_checkpointed_dropout) is refused."""
   try:
     generators = dropout_generators(layer, strict=True)
   except ValueError as e:

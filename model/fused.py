@@ -30,11 +30,8 @@ feed-forward's residual sum and both LayerNorms (float32 layers) in float32; the
 layer's output float32. Inside an island XLA may keep float32 between two bfloat16 ops
 where TensorFlow rounds each op's output, so the two differ within bfloat16 rounding.
 
-Tried and left out, each slower (bench/RESULTS.md, "Figures moved from code comments"):
-the query, key and value products as one, their kernels side by side; the GELU's
-derivative kept from its forward island (an island with two outputs); the softmax
-inside the mask + dropout island; dropout's Philox numbers computed inside the islands,
-the same bits (XLA left them unvectorized).
+What was tried and left out, each slower: bench/RESULTS.md, "Figures moved from code
+comments".
 """
 
 import tensorflow as tf
@@ -223,16 +220,11 @@ def bias_gelu(x, bias, gelu_dtype: str):
 # ---- the layer --------------------------------------------------------------------
 
 class FusedTransformerEncoderBlock(tfm_layers.TransformerEncoderBlock):
-  """tf-models-official's TransformerEncoderBlock (post-LayerNorm, as ELECTRA's) with
-  its sublayers and variables unchanged (checkpoints, exports and the original-format
-  names are the same), whose training call runs the matrix products as TensorFlow ops
-  and the elementwise work between them in the compiled islands above.
-
-  `exact_gelu` says the inner activation is the exact erf GELU (the islands compute
-  it). Calls the islands do not cover (inference, other activations, pre-LN, float16)
-  run tfm's own call; so does every call with `fused` False (use_fused). Either way
-  the block's three dropout layers are KeyedDropout, made in build.
-  """
+  """tf-models-official's TransformerEncoderBlock, sublayers and variables unchanged,
+  whose training call runs the elementwise work in the islands above. `exact_gelu`: the
+  inner activation is the exact erf GELU (the islands compute it). Calls the islands do
+  not cover (inference, other activations, pre-LN, float16), and every call with
+  `fused` False (use_fused), run tfm's own; either way its dropouts are KeyedDropout."""
 
   fused = True
 

@@ -38,7 +38,6 @@ class BlockLayers:
 
 
 def block_layers(block) -> BlockLayers:
-  """The sublayers of tf-models' TransformerEncoderBlock `block`."""
   # pylint: disable=protected-access
   attention = block._attention_layer
   return BlockLayers(
@@ -146,7 +145,6 @@ def _swap_untracked(owner, attribute: str, value):
 
 
 def create_slots(optimizer, variables):
-  """Makes a Keras legacy optimizer's slots for `variables` now."""
   optimizer._create_all_weights(variables)  # pylint: disable=protected-access
 
 

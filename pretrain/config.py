@@ -242,14 +242,9 @@ def load_config(model_name: str, data_dir: str = "data",
                 overrides: Optional[Dict[str, Any]] = None,
                 elsewhere: Optional[Dict[str, Callable[[], type]]] = None
                 ) -> PretrainingConfig:
-  """Original defaults < size preset (configs/pretraining/<size>.json) < overrides.
-
-  The preset is chosen by `model_size` from the overrides, else from the model name
-  (electra_small/base/large), else "small". vocab_size follows vocab_file when that
-  exists (with_vocab_file_size). As in the original, `debug: true` shrinks
-  the run (batch 8, 20 steps) unless the overrides set those values themselves.
-  `elsewhere`: the other phase's config, for hparams.check_overrides.
-  """
+  """Original defaults < size preset (configs/pretraining/<size>.json) < overrides. As
+  in the original, `debug: true` shrinks the run (batch 8, 20 steps) unless the
+  overrides set those values themselves. `elsewhere`: as hparams.check_overrides'."""
   overrides = hparams.check_overrides(PretrainingConfig, overrides or {},
                                       elsewhere=elsewhere)
   check_model_name(model_name, overrides)

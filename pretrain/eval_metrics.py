@@ -11,16 +11,13 @@
 - disc_accuracy / disc_precision / disc_recall: accuracy of the 0/1 predictions weighted
   by input_mask, by preds * input_mask, and by labels * input_mask respectively.
 - disc_replaced_rate (new, not in the original): the fraction of real tokens that were
-  replaced, the discriminator's base rate. A discriminator that has learned nothing
-  answers "original" everywhere: disc_accuracy 1 - rate, precision and recall 0, AUC
-  near 0.5, and disc_loss near the rate's binary entropy.
+  replaced, the discriminator's base rate: a discriminator that learned nothing scores
+  as explain_results (pretrain/trainer.py) says, disc_loss near the rate's entropy.
 
 The original's disc_auc is measured against the model's own generator, so it falls as the
 generator gets better; two new figures do not move with it (FixedCorruptionMetrics, from
-the objective's eval_outputs; docs/pretraining.md defines them): disc_auc_fixed, the
-exact ROC AUC (ties counted half) of the discriminator's logits on a fixed corruption
-over the candidate positions, and disc_state_cosine, the mean cosine over all pairs of
-the discriminator's final token states there (within and across inputs).
+the objective's eval_outputs; docs/pretraining.md defines them): disc_auc_fixed and
+disc_state_cosine.
 """
 
 from typing import Dict, List

@@ -19,13 +19,9 @@ class DirectoryInUse(ValueError):
 @contextlib.contextmanager
 def run_lock(directory: str):
   """Holds the run lock of `directory` for the block; refuses it, naming the holder, if
-  another process holds it.
-
-  The lock is an OS file lock (flock) on a hidden file beside the directory (so deleting
-  the directory to start over keeps it), which the OS releases when its process dies: a
-  killed run's lock is simply taken over. A second file beside it names the holder, for
-  the message another run gets.
-  """
+  another process holds it. An OS file lock (flock) on a hidden file beside the
+  directory (so deleting the directory to start over keeps it), which the OS releases
+  when its process dies; a second file beside it names the holder."""
   path = os.path.realpath(directory)  # a link to a folder and the folder: one lock
   parent, name = os.path.split(path)
   lock_path = os.path.join(parent, f".{name}.lock")

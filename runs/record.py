@@ -150,20 +150,13 @@ def check_resume(model_dir: str, config_name: str, signature: Dict, overwrite: b
                  evaluating: bool = False, written: Sequence[str] = (),
                  beside: Sequence[str] = ()):
   """Refuses to resume a model dir whose run had another `signature` (what fixes the
-  trained weights; a nested dict such as the model's sizes compares field by field)
-  than this one, unless `overwrite`: then deletes that run (delete_run) so this one
-  starts over.
-
-  `written`: what the run writes in a model dir beside its record (the loop's files,
-  training/loop.py's LOOP_FILES, and the phase's own), as glob patterns relative to it;
-  `beside`: what other runs write there, which stays (fine-tuning's outputs in a
-  pre-trained model's folder). A model dir without a run that holds anything else is
-  refused: it is someone's folder, not a run's.
-
-  `evaluating`: this run only reads the trained weights, so `signature` holds just what
-  gives them their meaning (sizes, vocabulary, objective); only those fields are
-  compared, and a difference is refused whatever `overwrite` says (deleting the run
-  would leave nothing to evaluate)."""
+  trained weights; nested dicts compare field by field), unless `overwrite`: then
+  deletes that run so this one starts over. `written`: the glob patterns the run writes
+  beside its record; `beside`: what other runs write there, which stays. A model dir
+  without a run that holds anything else is someone's folder, refused.
+  `evaluating`: this run only reads the weights, so `signature` holds just what gives
+  them their meaning, and a difference is refused whatever `overwrite` says (deleting
+  the run would leave nothing to evaluate)."""
   unknown = False
   try:
     previous = read_record(model_dir, config_name)

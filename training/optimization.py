@@ -39,12 +39,8 @@ GRADIENT_CLIP_NORM = 1.0
 
 
 class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
-  """lr * (1 - min(step, T) / T) ** power * min(1, step / num_warmup_steps).
-
-  The warmup is the original's multiplicative factor on the decayed rate (rate 0 at step
-  0), not tf-models-official's LinearWarmup/PolynomialWarmUp, which ramp towards the rate
-  of step num_warmup_steps instead. `step` is the number of updates already applied.
-  """
+  """lr * (1 - min(step, T) / T) ** power * min(1, step / num_warmup_steps), `step`
+  the number of updates already applied (the module's doc: why not tf-models')."""
 
   def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                power: float = 1.0, name: str = "WarmupPolynomialDecay"):
@@ -136,9 +132,8 @@ def _adam_weight_decay_update(grad, param, m, v, scale, lr, multiplier, decay, b
 
 
 class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
-  """The original's AdamWeightDecayOptimizer, as a Keras optimizer (see module doc).
-
-  For each variable with gradient g (after global-norm clipping):
+  """The original's AdamWeightDecayOptimizer, as a Keras optimizer. For each variable
+  with gradient g (after global-norm clipping):
     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
     update = m / (sqrt(v) + eps) [+ weight_decay_rate * param if decayed]
     param <- param - lr(step) * lr_multiplier(var) * update
@@ -238,13 +233,9 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
                      lr_multiplier: Optional[Callable[[tf.Variable], float]] = None,
                      mixed_precision: str = "float32"):
   """The original's optimizer: AdamW (b1 0.9, b2 0.999, eps 1e-6), clipping at 1.0.
-
-  `lr_multiplier(variable) -> float` scales each variable's learning rate (layer-wise
-  decay in fine-tuning); it is called once per variable, with the variable as passed to
-  apply_gradients. Under mixed_float16 it comes wrapped in a LossScaleOptimizer (dynamic
-  loss scaling): float16 gradients would underflow without it. Both phases build their
-  optimizer here, so a precision means the same in each.
-  """
+  `lr_multiplier(variable)` scales each variable's learning rate, called once per
+  variable. Under mixed_float16 it comes wrapped in a LossScaleOptimizer: float16
+  gradients would underflow without it."""
   schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                    power=lr_decay_power)
   optimizer = AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate,

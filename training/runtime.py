@@ -73,13 +73,8 @@ def make_strategy(name: str, tpu_address: Optional[str] = None,
 
 def multi_worker_strategy(wait_seconds: int) -> tf.distribute.MultiWorkerMirroredStrategy:
   """TF_CONFIG's cluster as a MultiWorkerMirroredStrategy once every worker has joined,
-  or a ClusterError naming the workers not heard from within `wait_seconds`.
-
-  Left to itself, the strategy waits an hour, silent, for a worker that never starts.
-  Its coordination service is configured first as the strategy configures it, but with
-  the workers registering through a barrier that times out (model/internals.py). What TensorFlow writes
-  meanwhile is left out: its gRPC server's address, and the raw lines of a failed wait.
-  """
+  or a ClusterError naming the workers not heard from within `wait_seconds` (left to
+  itself, the strategy waits an hour, silent, for a worker that never starts)."""
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
   tasks = (cluster.num_tasks(resolver.task_type) if resolver.task_type in cluster.jobs
@@ -222,11 +217,9 @@ def precision_note() -> Optional[str]:
 
 
 def use_checkpointed_dropout(seed: int):
-  """Dropout draws from tf.random.Generator variables, which checkpoints hold.
-
-  Keras' default (legacy stateful ops) restarts its random stream in every process, so a
-  resumed run would drop different units than an uninterrupted one.
-  """
+  """Dropout draws from tf.random.Generator variables, which checkpoints hold: Keras'
+  default (legacy stateful ops) restarts its random stream in every process, so a
+  resumed run would drop other units than an uninterrupted one."""
   tf_keras.backend.experimental.enable_tf_random_generator()
   tf_keras.utils.set_random_seed(seed)
 

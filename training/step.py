@@ -40,11 +40,8 @@ class TrainStep:
     # Whether the strategy distributes the dataset (a TPU's). Plain tf.data iterators
     # can be checkpointed; for several local replicas next_batch cuts the worker's batch.
     self.distributed_input = isinstance(strategy, tf.distribute.TPUStrategy)
-    # The run's stop requests (training/stopping.py), which ride in the all-reduce.
     self.stops = StopRequests(strategy, self.worker, self.workers)
     self.compiled = None  # the step's tf.function, made at the first call
-    # One micro-batch's gradients, compiled on its own (XLA when asked) and called by
-    # each replica's step (_replica_step).
     self._gradients = tf.function(self._compute_gradients, autograph=False,
                                   jit_compile=settings.use_xla or None)
 

@@ -19,7 +19,6 @@ FIRST_STEP_PEAK_FRACTION = 0.5
 
 
 def first_step_note(flops_per_step: float, peak_flops: float) -> Optional[str]:
-  """The line that says a first step will take long, or None."""
   if not flops_per_step or not peak_flops:
     return None
   seconds = flops_per_step / (FIRST_STEP_PEAK_FRACTION * peak_flops)

@@ -108,7 +108,6 @@ def peak_fraction(flops_per_s: float, peak_flops: float) -> Optional[float]:
 
 
 def bfloat16_note(info: CpuInfo) -> Optional[str]:
-  """The line that says mixed_bfloat16 would be faster on this CPU, or None."""
   if not info.has_bf16:
     return None
   return ("note: this CPU does bfloat16 arithmetic; \"mixed_precision\": "

@@ -145,10 +145,8 @@ def check_output(flag: str, output: str, inputs: Dict[str, str],
                  writes: Optional[Sequence[str]] = None, remedy: str = ""):
   """Refuses (ValueError) an output that would write over one of the same command's
   inputs ({flag: path}; an input directory stands for every file in it), compared as the
-  files the paths resolve to (relative paths, symlinks, hard links). `output` is a file,
-  or with `writes` a directory receiving those names; a file output that names a
-  directory is refused as such. `remedy`: what to do instead (default: choose another
-  `flag`)."""
+  files the paths resolve to. `output` is a file (a directory is refused), or with
+  `writes` a directory receiving those names; `remedy`: what to do instead."""
   if writes is None and os.path.isdir(output):
     raise ValueError(f"{flag} {output}: is a directory; expected a file to write")
   targets = [output] if writes is None else [os.path.join(output, w) for w in writes]

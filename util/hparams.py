@@ -241,7 +241,6 @@ def refuse_unknown(name: str, known: Sequence[str], source: str = "--hparams",
 
 
 def first_repeated(items):
-  """The first item of `items` that an earlier one equals, or None."""
   seen = []
   for item in items:
     if item in seen:
@@ -302,7 +301,6 @@ def set_from_flag(overrides: Dict[str, Any], name: str, value, flag: str):
 
 
 def load_preset(*path_parts: str) -> Dict[str, Any]:
-  """Loads configs/<path_parts>.json (presets shipped with the project)."""
   path = os.path.join(CONFIGS_DIR, *path_parts) + ".json"
   if not os.path.isfile(path):
     folder = os.path.dirname(path)

@@ -20,11 +20,9 @@ def format_count(x: float) -> str:
 
 
 class Progress:
-  """Prints `label done/total (pct) | rate unit/s | extra | ETA` at most every `interval` s.
-
-  `total` may be None (unknown), in which case no ETA is shown. The rate is measured over
-  the whole run, from `start` (so a resumed run counts only what it did itself).
-  """
+  """Prints `label done/total (pct) | rate unit/s | extra | ETA` at most every `interval`
+  s (no ETA for a `total` of None); the rate counts from `start`, so a resumed run's
+  only what it did itself."""
 
   def __init__(self, label: str, total: Optional[float], unit: str, start: float = 0,
                interval: float = 2.0):

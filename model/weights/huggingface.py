@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from model.config import ModelConfig
-from model.weights import CheckpointError, read_json
+from model.weights import CheckpointError, check_mapping, read_json
 from util import cli
 
 
@@ -397,15 +397,9 @@ def load(mapping, path: str, what: str):
   for folder, entries in groups.items():
     file, weights = files[folder]
     check_sizes(folder, file, weights)
-    missing = [name for name, _, _, _ in entries if name not in weights]
-    if missing:
-      raise CheckpointError(f"{file}: {len(missing)} weight(s) the {what} needs are "
-                            f"missing: {cli.listed(missing)}")
-    wrong = [f"{name} has {list(weights[name].shape)}, expected {list(shape)}"
-             for name, _, shape, _ in entries if weights[name].shape != shape]
-    if wrong:
-      raise CheckpointError(f"{file}: {len(wrong)} weight(s) with the wrong shape for "
-                            f"its config.json: {'; '.join(wrong[:3])}")
+    check_mapping([entry[:3] for entry in entries],
+                  {name: value.shape for name, value in weights.items()}, file, what,
+                  "weight", "its config.json")
     used = {name for name, _, _, _ in entries}
     if folder in bert:
       unread = {n for n in weights if n.startswith(POOLER) or not n.startswith("electra.")}

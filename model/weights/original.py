@@ -27,7 +27,7 @@ from model.config import ModelConfig
 from model.electra import ElectraPair
 from model.encoder import ElectraEmbeddings, ElectraEncoder
 from model.internals import block_layers
-from model.weights import CheckpointError, by_name, read_json
+from model.weights import CheckpointError, by_name, check_mapping, read_json
 from util import cli
 from util.files import atomic_write
 
@@ -263,18 +263,10 @@ def assign(mapping: Mapping, shapes: Dict[str, Tuple[int, ...]],
            read: Callable[[str], np.ndarray], source: str, what: str):
   """Assigns every variable of `mapping` from `read(name)`, after checking that each
   is among `shapes` (those `source` holds) with its shape."""
-  missing = [n for n, _, _ in mapping if n not in shapes]
-  if missing:
-    hint = ""
-    if what != "generator" and not any(n.startswith("electra/encoder/") for n in shapes):
-      hint = " (the file holds no discriminator encoder: a generator-only checkpoint?)"
-    raise CheckpointError(f"{source}: {len(missing)} variable(s) the {what} needs are "
-                          f"missing: {cli.listed(missing)}{hint}")
-  wrong = [f"{n} has {list(shapes[n])}, expected {list(s)}" for n, _, s in mapping
-           if shapes[n] != s]
-  if wrong:
-    raise CheckpointError(f"{source}: {len(wrong)} variable(s) with the wrong shape "
-                          f"for this config: {'; '.join(wrong[:3])}")
+  generator_only = what != "generator" and not any(n.startswith("electra/encoder/")
+                                                   for n in shapes)
+  check_mapping(mapping, shapes, source, what, hint=" (the file holds no discriminator "
+                "encoder: a generator-only checkpoint?)" if generator_only else "")
   for name, variable, _ in mapping:
     variable.assign(np.reshape(read(name), variable.shape))
 
