@@ -94,7 +94,6 @@ def check_output_dir(output_dir: str, overwrite: bool):
 
 
 def _is_built(name: str) -> bool:
-  """Whether a file name is one a build writes."""
   shard = records.FILE_PATTERN.format(index=r"\d+", count=r"\d+").replace(".", r"\.")
   return name == normalization_lib.FILE or re.fullmatch(shard, name) is not None
 

@@ -68,7 +68,6 @@ class ShardWriter:
       file.close()
 
   def write(self, features: Dict[str, np.ndarray]):
-    """Writes each row of the [B, L] arrays as one example."""
     for record in serialize_examples(features):
       self.files[self.written % len(self.files)].write(frame(record))
       self.written += 1

@@ -1,12 +1,10 @@
 """A run dir's training checkpoints: saved, listed, read whole, restored.
 
-Each phase's loop saves ckpt-<step> (TensorFlow 2's object graph of the model, the
-optimizer, the step, the dropout generators and the record's copy) and, beside it in
-data_state/, each worker's input position. A checkpoint may not read whole (a full
-disk, a copy cut short), and the state file that lists them (`checkpoint`) may be lost:
-the loop resuming and the weights' readers (pretrained.py) both take the newest one that
-reads, found on disk when the list is gone. Every checkpoint carries a copy of the
-record (RECORD_KEY), so a record lost or emptied is rebuilt from it (record.read_record).
+A checkpoint may not read whole (a full disk, a copy cut short), and the state file
+that lists them (`checkpoint`) may be lost: the loop resuming and the weights' readers
+(pretrained.py) both take the newest one that reads, found on disk when the list is
+gone. Every checkpoint carries a copy of the record (RECORD_KEY), from which a record
+lost or emptied is rebuilt (record.read_record).
 """
 
 import contextlib

@@ -1,12 +1,10 @@
 """run_pretraining.py's model dirs as a weight format: the newest training checkpoint
 that reads whole.
 
-A run's checkpoint is TensorFlow 2's object graph of its whole model (the pair held as
-`electra`, the optimizer beside it); it is read into a pair built at the sizes the run
-recorded (pretrain_config.json), then handed on under the original names, so every
-check and mapping of original.py applies. A fine-tuned model dir is refused as such.
-model/weights/formats.py asks it as one of its formats once this module is imported:
-open weights through `open_weights` here, and a run dir's path opens too.
+A run's checkpoint is TensorFlow 2's object graph of its whole model; it is read into a
+pair built at the sizes the run recorded, then handed on under the original names, so
+every check and mapping of original.py applies. model/weights/formats.py asks it once
+this module is imported: open weights through `open_weights` here.
 """
 
 import os

@@ -1,9 +1,7 @@
-"""The training loop that pre-training and fine-tuning share, around the step it holds
-(training/step.py): from the run's latest checkpoint (runs/checkpoints.py) to
-num_train_steps, with a guard that stops on a NaN/inf loss without saving over the last
-good checkpoint, a save-then-stop at a signal (training/stopping.py: on several workers,
-all after the same step), one line when a peer worker is lost, the log
-(training/step_log.py) and, at the end, a PNG of the training curves."""
+"""The training loop both phases share, around the step it holds (training/step.py):
+from the latest checkpoint to num_train_steps, stopped on a NaN/inf loss without saving
+over the last good checkpoint, saved then stopped at a signal, one line when a peer
+worker is lost."""
 
 import contextlib
 import dataclasses
