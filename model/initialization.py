@@ -10,16 +10,9 @@ Trockman and Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 202
   value x output = NOISE Z - IDENTITY I (Z Gaussian with variance 1/width),
   factored by SVD into the head's kernels. Attention then follows similarity, which
   with dominant smooth positions is locality, from step 0.
-"mimetic_generator" gives that start to the generator alone (and to its own position
-embeddings, when untied_generator_embeddings); the discriminator and the embeddings it
-reads keep the original's, as a discriminator that keeps the mimetic start fine-tunes
-far worse than random weights.
-"mimetic_open_cls" is the mimetic start for both networks, except that [CLS] (at
-position 0 in segment 0) gets the word-embedding row minus (position row 0 + token-type
-row 0): its embedding sum is exactly zero, so the LayerNorm, the projection and the
-first layer's query of [CLS] are all biases, zero at the start, and [CLS]'s first-layer
-attention is uniform over the real tokens while every other token keeps the mimetic
-pattern. The later layers' [CLS] state is an ordinary one again.
+"mimetic_generator" (the generator alone) and "mimetic_open_cls" ([CLS]'s embedding
+sum exactly zero, so its first-layer attention is uniform: open_cls_row): as
+docs/pretraining.md says.
 """
 
 import math

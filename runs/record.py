@@ -1,11 +1,8 @@
-"""A run's record in its model dir, read, written and checked.
-
-A run writes its record beside its checkpoints: what fixes its trained weights (its
-signature), its whole config, and the history of the settings that may change when it
-is resumed (from which step each value held). A later run on the same dir resumes only
-when its signature is the same. A record lost or emptied is rebuilt from the copy its
-newest readable checkpoint carries; a run whose checkpoints carry none is refused,
-never resumed under settings nobody knows.
+"""A run's record in its model dir, read, written and checked: its signature (what
+fixes its trained weights; a later run resumes only under the same), its config and the
+history of the settings a resumed run changed. A record lost or emptied is rebuilt from
+the copy its newest readable checkpoint carries; a run whose checkpoints carry none is
+refused, never resumed under settings nobody knows.
 """
 
 import contextlib
