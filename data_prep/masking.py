@@ -26,13 +26,10 @@ def candidates_mask(input_ids, input_mask, special_ids):
 
 
 def scatter_tokens(input_ids, positions, tokens, weights):
-  """input_ids with `tokens` written at `positions` where weights > 0.
-
-  Slots with weight 0 are left alone. Where a position appears in two written slots,
-  the first slot's token is written: scatter order for duplicate indices is unspecified
-  (it can vary on GPU), so duplicates are dropped to keep the result deterministic (the
-  original averaged the two token ids, an artifact we do not keep).
-  """
+  """input_ids with `tokens` written at `positions` where weights > 0. Where a position
+  appears in two written slots, the first's token is written: scatter order for
+  duplicate indices is unspecified (it can vary on GPU), so duplicates are dropped (the
+  original averaged the two token ids, an artifact we do not keep)."""
   batch = tf.shape(input_ids)[0]
   n = tf.shape(positions)[1]
   active = weights > 0

@@ -1,14 +1,11 @@
 """The text normalisation of a vocabulary: lower-casing and accent stripping, one pair.
 
-The build decides the pair once (decide_for_corpus, decide_for_vocab) and writes it as
-transformers' tokenizer_config.json (do_lower_case, strip_accents) beside the records,
-beside a vocabulary it learned, in a pre-training run's folder and its export, beside a
-fine-tuned trial's copy of the vocabulary; the Hugging Face export and the reader
-bundle carry it too. Every later step reads it (settle), never decides it again; where
-nothing records it (data and runs made before it was recorded, a released checkpoint, a
-deleted file), settle reads it from the vocabulary's tokens as the build reads a given
-vocabulary (decide_for_vocab), and says so: for BERT's and ELECTRA's English
-vocabularies that is the original's, ORIGINAL, lower-casing with accent stripping.
+The build decides the pair once and writes it as transformers' tokenizer_config.json
+beside what it writes, and every copy of the vocabulary carries it. Every later step
+reads it (settle), never decides it again; where nothing records it (a released
+checkpoint, a deleted file), settle reads it from the vocabulary's tokens as the build
+reads a given vocabulary, and says so: for BERT's and ELECTRA's English vocabularies
+that is the original's, ORIGINAL, lower-casing with accent stripping.
 
 Accent stripping (NFD, then Mn marks dropped) changes more than Latin accents: it splits
 every Hangul syllable into its jamo, takes the voicing marks off kana, the vowel signs

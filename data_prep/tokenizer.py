@@ -3,11 +3,8 @@
 No TensorFlow, so that the data build's worker processes never import it (seconds of
 start-up each); tensorflow-text's own normalizers differ from BERT's on thousands of
 code points (control characters to spaces instead of dropped, compatibility mappings
-such as "ª" -> "a", ICU case folding). Normalization is C-level string operations over a
-whole batch of lines (bytes operations for ASCII text); the split into words and marks
-one bytes.replace per ASCII mark, a regex of the other marks on the lines that are not
-ASCII; WordPiece runs once per distinct word (the reference's own function), its ids
-remembered in numpy buffers, so a batch's ids are a dict lookup per word and a gather.
+such as "ª" -> "a", ICU case folding). The speed is C-level string operations over a
+whole batch of lines, and WordPiece once per distinct word, its ids remembered.
 tests/test_tokenization.py checks every code point against the plain-Python reference.
 
 Fixed around the edges:
@@ -151,12 +148,9 @@ def _space_punctuation(data: bytes) -> bytes:
 
 
 class _WordPieces(dict):
-  """Word (UTF-8) -> row; row r's WordPiece ids are pieces[starts[r]:][:lengths[r]].
-
-  A word's ids are computed when it is first seen, by BERT's greedy longest-match-first
-  WordPiece (reference_tokenizer.wordpiece); row 0 is the line end, with no ids.
-  New rows wait in lists until flush() (one numpy write per batch, not per word).
-  """
+  """Word (UTF-8) -> row; row r's WordPiece ids are pieces[starts[r]:][:lengths[r]],
+  computed when the word is first seen; row 0 is the line end. New rows wait in lists
+  until flush(): one numpy write per batch, not per word."""
 
   def __init__(self, vocab: Vocab):
     super().__init__()

@@ -1,12 +1,7 @@
 """The optimizer and learning-rate schedule of the original ELECTRA (its optimization.py).
 
-One Adam variant and one schedule serve pre-training and fine-tuning:
-- `AdamWeightDecay`: Adam WITHOUT bias correction, epsilon added outside the square root,
-  decoupled weight decay (`update += rate * param`) on every variable except LayerNorm
-  parameters and biases, per-variable learning-rate multipliers (fine-tuning's layer-wise
-  decay) and global-norm clipping at 1.0 of the gradients summed over replicas.
-- `WarmupPolynomialDecay`: polynomial decay to 0 over num_train_steps, multiplied by the
-  warmup factor min(1, step / num_warmup_steps).
+One Adam variant (`AdamWeightDecay`: no bias correction, decoupled weight decay) and one
+schedule (`WarmupPolynomialDecay`) serve pre-training and fine-tuning.
 
 Why not tf-models-official: its AdamWeightDecay (official/modeling/optimization/
 legacy_adamw.py, also what official/nlp/optimization.create_optimizer builds) subclasses
@@ -18,10 +13,9 @@ rate at step 0. None matches the original's numbers, so the update rule and the 
 are written here; the polynomial decay itself is tf_keras's PolynomialDecay, which equals
 tf.compat.v1.train.polynomial_decay(cycle=False).
 
-The optimizer is a tf_keras legacy OptimizerV2, so MirroredStrategy (gradients are
-summed across replicas, then clipped), LossScaleOptimizer and tf.train.Checkpoint work as
-for any Keras optimizer. Its slots are named "adam_m" and "adam_v" like the original's
-`<var>/adam_m` and `<var>/adam_v`: `optimizer.get_slot(var, "adam_m")`.
+The optimizer is a tf_keras legacy OptimizerV2 (MirroredStrategy, LossScaleOptimizer
+and tf.train.Checkpoint work as for any); its slots are named "adam_m" and "adam_v",
+like the original's `<var>/adam_m` and `<var>/adam_v`.
 """
 
 import re

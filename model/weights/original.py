@@ -6,11 +6,6 @@ Hugging Face names and a run's object graph are converted to these names), and
 `save_variables` writes it. The only layout differences are the attention projections,
 which tf_keras's MultiHeadAttention keeps per head ([H, heads, head] and [heads, head,
 H]) where the original has [H, H].
-
-A checkpoint is a prefix (<prefix>.index, <prefix>.data-*) or a directory holding one,
-as a released zip unpacks; sizes are inferred from the shapes (the heads as the
-original's max(1, H // 64)), or taken from the config.json run_pretraining.py exports
-beside its checkpoint.
 """
 
 import glob

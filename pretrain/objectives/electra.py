@@ -1,12 +1,10 @@
 """ELECTRA's replaced-token detection (`objective: electra`, the default; the paper's
 section 2).
 
-Its step (`Electra.compute`) reads top to bottom: mask the batch and run the generator
-(masked_lm.py's pieces) -> Gumbel-max samples (no gradient) written into the unmasked
-input -> discriminator logits over every token -> sigmoid loss over real tokens; loss =
-gen_weight * generator loss + disc_weight * discriminator loss. New levers, off by
-default: disc_weight_ramp_steps (the discriminator's weight ramped from 0),
-disc_lr_multiplier (its variables' rate; pretrain/trainer.py), disc_prior_init.
+Loss = gen_weight * generator loss + disc_weight * the discriminator's sigmoid loss over
+real tokens. New levers, off by default: disc_weight_ramp_steps (the discriminator's
+weight ramped from 0), disc_lr_multiplier (its variables' rate; pretrain/trainer.py),
+disc_prior_init.
 """
 
 from typing import Dict, Optional, Tuple
