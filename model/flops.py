@@ -28,9 +28,6 @@ LAYER_NORM = 5  # mean, variance (square and sum), scale, shift
 ACTIVATION = 8  # GELU in its tanh form
 SOFTMAX = 5  # subtract the max, exp, sum, divide
 
-# The original's table puts the MLM head on 20 of 128 (and 80 of 512) positions: BERT's
-# max_predictions_per_seq, not ELECTRA's int((mask_prob + 0.005) * S) = 19 of 128.
-ORIGINAL_OUTPUT_FRAC = 20 / 128
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingFlops:

@@ -162,7 +162,7 @@ class MaskedLM:
   def flops(self, output_frac: Optional[float] = None) -> model_flops.PretrainingFlops:
     """Training FLOPs per step and per run and inference FLOPs per sequence, counted as
     the original's flops_computation.py; the generator's head on output_frac of the
-    positions (default: ours; the original's table used model_flops.ORIGINAL_OUTPUT_FRAC).
+    positions (default: ours; the original's table used 20 of 128, tests/test_flops.py).
     """
     if output_frac is None:
       output_frac = self.output_frac()
