@@ -80,7 +80,8 @@ class TrainLoop:
   def run(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
           init_fn: Optional[Callable[[], None]] = None) -> Dict[str, float]:
     """Trains from the latest checkpoint (else `init_fn()`) to num_train_steps on
-    `dataset_fn(input_context)`, this worker's batches; returns the last logged scalars."""
+    `dataset_fn(input_context)`, this worker's batches; returns the last logged scalars
+    (or raises NonFiniteLossError, TrainingInterrupted, WorkerLost)."""
     settings = self.settings
     restored, iterator = self.checkpoints.resume(
         lambda: self.train_step.iterator(dataset_fn), init_fn,

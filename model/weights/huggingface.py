@@ -312,7 +312,8 @@ def model_config(path: str, part: str = "pair") -> ModelConfig:
 
 
 def _weights(folder: str) -> Tuple[str, Dict[str, np.ndarray]]:
-  """(file, its float32 arrays by transformers' name, under "electra.")."""
+  """(file, its float32 arrays by transformers' name, under "electra." whatever the
+  model type, as hf_name names them)."""
   safetensors_file, torch_file = (os.path.join(folder, f) for f in HF_WEIGHT_FILES)
   if os.path.isfile(safetensors_file):
     import safetensors.numpy  # pylint: disable=g-import-not-at-top
