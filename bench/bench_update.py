@@ -21,11 +21,6 @@ from bench.steps import CLOCKS, finetuning_step, time_steps
 from util import cli
 
 
-def variable_shapes(model_size: str) -> dict:
-  """The trainable variables' shapes of run_finetuning.py's model (TASK's)."""
-  return {"shapes": [v.shape.as_list() for v in ours_update(model_size)[0]]}
-
-
 def ours_update(model_size: str):
   """(variables, a call that applies one update of fixed gradients and returns a
   scalar): the command's model and optimizer (bench.steps.finetuning_step's)."""
@@ -47,8 +42,11 @@ def ours_update(model_size: str):
 
 
 def time_update(side: str, model_size: str, calls: int, clock: str, shapes=None) -> dict:
+  """A side's milliseconds per update; ours also gives its variables' shapes, the
+  peer's parameters' (`shapes`)."""
   if side == "ours":
-    _, step = ours_update(model_size)
+    variables, step = ours_update(model_size)
+    shapes = [v.shape.as_list() for v in variables]
   else:
     import torch  # pylint: disable=import-outside-toplevel
     from bench import peers  # pylint: disable=import-outside-toplevel
@@ -66,7 +64,7 @@ def time_update(side: str, model_size: str, calls: int, clock: str, shapes=None)
       optimizer.step()
       return params[0].detach().reshape(-1)[0]
   seconds = time_steps(step, calls, 5, clock)
-  return {"side": side, "ms": 1000 * seconds / calls}
+  return {"side": side, "ms": 1000 * seconds / calls, "shapes": shapes}
 
 
 def main() -> int:
@@ -81,16 +79,14 @@ def main() -> int:
                   threads={"at_least": 1})
 
   def compare() -> int:
-    shapes = child.measure(variable_shapes, {"model_size": args.model_size},
-                           args.threads)["shapes"]
-    sides = ("ours", "torch_fused", "torch_fused_clipped")
-    best = {}
+    sides = ("ours", "torch_fused", "torch_fused_clipped")  # ours first: its shapes
+    best, shapes = {}, None
     for round_ in range(args.rounds):
       for side in sides:
         result = child.measure(time_update, {
             "side": side, "model_size": args.model_size, "calls": args.calls,
-            "clock": args.clock, "shapes": None if side == "ours" else shapes},
-                               args.threads)
+            "clock": args.clock, "shapes": shapes}, args.threads)
+        shapes = result["shapes"]
         best[side] = min(best.get(side, float("inf")), result["ms"])
         print(f"round {round_ + 1} {side:20s} {result['ms']:7.1f} ms", flush=True)
     weights = sum(math.prod(s) for s in shapes)

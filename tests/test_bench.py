@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench import bench_finetuning, bench_pretraining, child, peers
+from bench import bench_finetuning, bench_islands, bench_pretraining, child, peers
 from bench import steps as bench_steps
 from bench.steps import finetuning_step
 from finetune.config import FinetuningConfig
@@ -111,28 +111,35 @@ CONLL = ["He PRP B-NP", "reckons VBZ B-VP", "the DT B-NP", "current JJ I-NP",
          "Confidence NN B-NP", "in IN B-PP", "the DT B-NP", "pound NN I-NP", ". . O", ""]
 
 
-# SST-2 grouped by length and with the config's batch-length multiple; chunking (a
-# tagging head) in a run's random order, padded to max_seq_length: each family, order
-# and cut once.
-@pytest.mark.parametrize("task, flags", [("sst2", ["--length-grouping", "2"]),
-                                         ("chunk", ["--batch-length-multiple", "0"])])
+def same_batches(ours, hf, multiple):
+  """Both rows' figures; the same examples: as many real tokens on both sides; the one
+  timed batch is the same one, the peer's padded to its longest, ours' cut as a run
+  cuts it (to `multiple`, or to max_seq_length with 0)."""
+  for row in (ours, hf):
+    assert {"examples_per_s", "real_tokens_per_s", "padded_tokens_per_s",
+            "mean_batch_length", "real_tokens", "first_step_s"} <= set(row)
+  assert ours["real_tokens"] == hf["real_tokens"] > 0
+  longest = hf["mean_batch_length"]
+  assert ours["real_tokens"] <= 32 * longest < 32 * 128
+  assert ours["mean_batch_length"] == (
+      -(-longest // multiple) * multiple if multiple else 128)
+
+
+# SST-2 (the whole command; grouped by length, cut to a multiple of 4, not the config's
+# 8: the flag reaches every row); chunking (a tagging head) in a run's random order,
+# padded to max_seq_length: each family, order and cut once.
 @pytest.mark.slow
-def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, task,
-                                                                    flags):
-  """On SST-2 the whole run_finetuning.py too (its row timed by its own log), on the
-  batches of its timed step: grouped by length, the command's grouped batch is the one
-  the step times, and the peer's sampler orders the same examples."""
+def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path):
+  """The whole run_finetuning.py too (its row timed by its own log), on the batches of
+  its timed step: grouped by length, the command's grouped batch is the one the step
+  times, and the peer's sampler orders the same examples."""
   shared_path("vocab", "bert_uncased_vocab.txt")
-  impls = ["ours", "hf"]
-  if task == "sst2":
-    (tmp_path / "SST-2").mkdir()
-    (tmp_path / "SST-2" / "train.tsv").write_text("\n".join(SST2) + "\n")
-    folder = ["--glue-dir", str(tmp_path)]
-    impls.append("ours_command")
-  else:
-    (tmp_path / "train.txt").write_text("\n".join(CONLL) + "\n")
-    folder = ["--conll-dir", str(tmp_path)]
-  run = bench("bench_finetuning", "--task", task, *folder, *flags, "--model-size",
+  impls = ["ours", "hf", "ours_command"]
+  (tmp_path / "SST-2").mkdir()
+  (tmp_path / "SST-2" / "train.tsv").write_text("\n".join(SST2) + "\n")
+  assert FinetuningConfig().batch_length_multiple != 4
+  run = bench("bench_finetuning", "--task", "sst2", "--glue-dir", str(tmp_path),
+              "--length-grouping", "2", "--batch-length-multiple", "4", "--model-size",
               "debug", "--steps", "1", "--warmup", "1", "--rounds", "1", "--impls",
               ",".join(impls), "--threads", "1")
   assert run.returncode == 0, run.stderr[-3000:]
@@ -142,35 +149,41 @@ def test_bench_finetuning_trains_both_sides_on_the_same_real_batches(tmp_path, t
   rows = json.loads(lines[-1])
   assert list(rows) == impls
   ours, hf = rows["ours"], rows["hf"]
-  if task == "sst2":
-    # The command's second step, timed by its log, on the batch ours and the peer
-    # timed: as many real tokens, the same length; its start-up apart.
-    command = rows["ours_command"]
-    assert command["examples_per_s"] > 0 and command["real_tokens"] == ours["real_tokens"]
-    assert command["mean_batch_length"] == ours["mean_batch_length"]
-    assert 0 < command["first_step_s"] < command["whole_s"]
-    assert command["of_step"] == pytest.approx(
-        command["examples_per_s"] / ours["examples_per_s"], rel=0.01)
-    assert f"ours_command: {command['of_step']:.3f}x the examples/s of ours's step" in \
-        run.stdout
-  for row in (ours, hf):
-    assert {"examples_per_s", "real_tokens_per_s", "padded_tokens_per_s",
-            "mean_batch_length", "real_tokens", "first_step_s"} <= set(row)
-  # The same examples: as many real tokens on both sides; the one timed batch is the
-  # same one, the peer's padded to its longest, ours' cut as a run cuts it (to the
-  # config's multiple, or to max_seq_length with --batch-length-multiple 0).
-  assert ours["real_tokens"] == hf["real_tokens"] > 0
-  longest = hf["mean_batch_length"]
-  assert ours["real_tokens"] <= 32 * longest < 32 * 128
-  if "--length-grouping" in flags:
-    assert "grouped by length (ours: length_grouping_batches 2" in run.stdout
-    # The warm-up's batch and the timed one, sorted together: the timed one is the
-    # longer half of the run's first 64 examples.
-    assert ours["mean_batch_length"] > 16
-  multiple = (0 if "--batch-length-multiple" in flags
-              else FinetuningConfig().batch_length_multiple)
-  assert ours["mean_batch_length"] == (
-      -(-longest // multiple) * multiple if multiple else 128)
+  # The command's second step, timed by its log, on the batch ours and the peer
+  # timed: as many real tokens, the same length; its start-up apart.
+  command = rows["ours_command"]
+  assert command["examples_per_s"] > 0 and command["real_tokens"] == ours["real_tokens"]
+  assert command["mean_batch_length"] == ours["mean_batch_length"]
+  assert 0 < command["first_step_s"] < command["whole_s"]
+  assert command["of_step"] == pytest.approx(
+      command["examples_per_s"] / ours["examples_per_s"], rel=0.01)
+  assert f"ours_command: {command['of_step']:.3f}x the examples/s of ours's step" in \
+      run.stdout
+  same_batches(ours, hf, 4)
+  assert "grouped by length (ours: length_grouping_batches 2" in run.stdout
+  # The warm-up's batch and the timed one, sorted together: the timed one is the
+  # longer half of the run's first 64 examples.
+  assert ours["mean_batch_length"] > 16
+
+
+@pytest.mark.slow
+def test_bench_finetunings_rows_train_a_tagging_task_on_the_same_batches(tmp_path):
+  """Chunking's batches and both rows, by the functions the command's children run
+  (the command's process path is the SST-2 test's): the peer's token classifier with
+  each word's label at its first piece, ours padded to max_seq_length
+  (--batch-length-multiple 0)."""
+  shared_path("vocab", "bert_uncased_vocab.txt")
+  (tmp_path / "train.txt").write_text("\n".join(CONLL) + "\n")
+  batches = str(tmp_path / "batches.npz")
+  made = bench_finetuning.task_batches("chunk", str(tmp_path / "train.txt"), 1, batches,
+                                       "debug", multiple=0)
+  assert made["examples"] == 2
+  shared = {"steps": 1, "warmup": bench_finetuning.warmup_steps(1, 1, "chunk"),
+            "threads": 1, "clock": "wall", "model_size": "debug", "task": "chunk",
+            "batches": batches}
+  ours = bench_finetuning.run_impl("ours", **shared, batch_length_multiple=0)
+  hf = bench_finetuning.run_impl("hf", **shared, num_labels=made["num_labels"])
+  same_batches(ours, hf, 0)
 
 
 def test_bench_finetunings_bad_flags_and_a_failed_child_are_one_line_each(
@@ -291,12 +304,15 @@ def test_a_peer_that_cannot_compile_is_one_line_and_the_table_goes_on(monkeypatc
 
 
 @pytest.mark.slow
-def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line():
-  run = bench("bench_islands", "--batch-size", "2", "--seq-length", "8", "--hidden-size",
-              "16", "--heads", "2", "--intermediate-size", "32", "--calls", "1",
-              "--threads", "1")
-  assert run.returncode == 0, run.stderr[-3000:]
-  milliseconds = json.loads(run.stdout.strip().splitlines()[-1])
+def test_bench_islands_times_each_island_and_refuses_a_bad_shape_in_one_line(
+    monkeypatch, capsys):
+  # In this process (the bench measures in its own, no child): it sets TensorFlow's
+  # threads for a TensorFlow it imports, here already loaded.
+  monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
+  bench_islands.main(["--batch-size", "2", "--seq-length", "8", "--hidden-size", "16",
+                      "--heads", "2", "--intermediate-size", "32", "--calls", "1",
+                      "--threads", "1"])
+  milliseconds = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
   islands = ["q, k, v bias + scale + heads' transpose", "mask + softmax + dropout",
              "bias + dropout + residual + LayerNorm", "bias + GELU"]
   assert list(milliseconds) == islands + ["a layer's islands"]

@@ -5,7 +5,7 @@ rebuilt), --dev-examples cuts the split and its gold set alike, a tagging and a 
 model measured end to end in their float forms and the PyTorch peer: each float form's
 dev metric is the SavedModel's, which is the run's own evaluation, and its answers the
 SavedModel's; a QA head transformers has no class of is one line; a single-sentence
-model through every form, and by --lengths."""
+model through every form, and by --lengths (the SavedModel and two files)."""
 
 import json
 import os
@@ -260,9 +260,11 @@ def test_a_squad_2_model_in_its_float_forms(tmp_path, tmp_path_factory):
 def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_factory):
   """A single-sentence model (SST-2, whose missing second text once reached the reader
   as None and failed) through every form: each scored, the float forms as the
-  SavedModel; then --lengths: every form timed on a text of each length. Both runs
-  reuse the work folder's exports, those of this model with these flags: here
-  tools.export's (export_helpers.shared_sst2_export), put where the bench keeps them."""
+  SavedModel (each form's batch-1 calls already take texts of several lengths); then
+  --lengths: the SavedModel and two model files (two runtimes) timed on a text of each
+  length (the other forms load by the same code, run 1's). Both runs reuse the work
+  folder's exports, those of this model with these flags: here tools.export's
+  (export_helpers.shared_sst2_export), put where the bench keeps them."""
   _, trial = shared_glue_models(tmp_path_factory)["glue/sst2"]
   work = tmp_path / "work"
   files = put_exports(trial, work, shared_sst2_export(tmp_path_factory)[0],
@@ -275,12 +277,13 @@ def test_a_sentence_model_through_every_form_and_by_length(tmp_path, tmp_path_fa
     if "int8" not in form:
       assert (row["dev"], row["agree"]) == (rows["SavedModel"]["dev"], 100.0), form
   run = bench("--model-dir", trial, "--work-dir", str(work), "--examples", "2",
-              "--threads", "1", "--lengths", "2,9,32", *alpha)
+              "--threads", "1", "--lengths", "2,9,32", "--forms",
+              "LiteRT full int8,ONNX dynamic int8", *alpha)
   assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
   lines = run.stdout.splitlines()
   by_length = {row["form"]: row for row in map(json.loads, (l for l in lines
                                                              if l[:1] == "{"))}
-  assert set(by_length) == set(bench_inference.FORMS)
+  assert set(by_length) == {"SavedModel", "LiteRT full int8", "ONNX dynamic int8"}
   for form, row in by_length.items():
     assert list(row["latency_ms"]) == ["2", "9", "32"], form
     assert any(line.startswith(f"| {form} | 1 | ") for line in lines), form
