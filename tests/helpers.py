@@ -166,8 +166,9 @@ def toy_loss(noisy=True, nan_from_step=None, signal_at_step=None):
 
 def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
               batch_size=8, settings=None, **loss_options):
-  """Builds the toy model and trains it to num_steps (more LoopSettings in `settings`);
-  returns (weights, loop)."""
+  """Builds the toy model and trains it to num_steps (more LoopSettings in `settings`;
+  no curves' PNG unless they ask for it: a second of drawing per run, which only a test
+  of the curves reads); returns (weights, loop)."""
   use_checkpointed_dropout(3)
   strategy = strategy or tf.distribute.get_strategy()
   with strategy.scope():
@@ -180,7 +181,7 @@ def train_toy(model_dir, num_steps, strategy=None, accumulation=1, dropout=0.3,
                                save_checkpoints_steps=2, keep_checkpoint_max=3,
                                log_every_steps=1,
                                gradient_accumulation_steps=accumulation, seed=7,
-                               **(settings or {}))
+                               **{"plot_curves": False, **(settings or {})})
   loop = TrainLoop(strategy, model, optimizer, toy_loss(**loss_options), loop_settings)
   def dataset_fn(context):
     # Each worker takes its consecutive share of the global batch, as tf.distribute

@@ -26,7 +26,7 @@ from pretrain.config import load_config
 from pretrain.eval_metrics import DISC_METRICS, MLM_METRICS
 from pretrain.objectives import objective_for
 from tests.helpers import (make_data_dir, run_lock_held_elsewhere, save_original,
-                           TINY_MODEL, write_records)
+                           shared_folder, TINY_MODEL, write_records)
 from training.curves import CURVES_NAME, EVAL_CURVE_NAME, LOG_NAME, read_eval_curve, read_log
 from training import runtime
 from training.stopping import TrainingInterrupted
@@ -38,8 +38,16 @@ SEQ = 64
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-  """(data dir, vocabulary size) of records from the shared corpus."""
-  return make_data_dir(tmp_path_factory.mktemp("pretrain_data"), SEQ, num_lines=1500)
+  """(data dir, vocabulary size) of records from the shared corpus, made once per
+  session (finished_run, trained once, names it in its record). Its models folder, where
+  runs named after their tests go, is made with it: a test listing the data dir sees it
+  whichever run is first."""
+  def make(home):
+    make_data_dir(home, SEQ, num_lines=1500)
+    (home / "models").mkdir()
+  data_dir = shared_folder(tmp_path_factory, "pretrain_run_data", make)
+  with open(data_dir / "vocab.txt", encoding="utf-8") as f:
+    return str(data_dir), len(f.readlines())
 
 
 @pytest.fixture(scope="module")
@@ -468,7 +476,7 @@ def script_args(data_dir, model_dir, **hparams):
 
 
 # The run the tests below resume, damage, evaluate or read: 4 steps, checkpoints at 2
-# and 4. Trained once; each test works on a copy of its own.
+# and 4. Trained once per session; each test works on a copy of its own.
 FINISHED = {"num_train_steps": 4, "log_every_steps": 1, "num_warmup_steps": 1,
             "learning_rate": 1e-3}
 
@@ -476,9 +484,9 @@ FINISHED = {"num_train_steps": 4, "log_every_steps": 1, "num_warmup_steps": 1,
 @pytest.fixture(scope="module")
 def finished_run(data_dir, tmp_path_factory):
   import run_pretraining  # pylint: disable=g-import-not-at-top
-  model_dir = tmp_path_factory.mktemp("finished") / "run"
-  assert run_pretraining.main(script_args(data_dir, model_dir, **FINISHED)) == 0
-  return model_dir
+  def train(home):
+    assert run_pretraining.main(script_args(data_dir, home / "run", **FINISHED)) == 0
+  return shared_folder(tmp_path_factory, "pretrain_run_finished", train) / "run"
 
 
 @pytest.fixture

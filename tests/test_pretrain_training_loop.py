@@ -32,12 +32,12 @@ def log_losses(model_dir):
 def test_resume_continues_the_same_run_exactly(tmp_path):
   whole, _ = train_toy(str(tmp_path / "a"), 6)
   train_toy(str(tmp_path / "b"), 3)  # stops at 3 (checkpoint at 2 and at the end)
-  resumed, loop = train_toy(str(tmp_path / "b"), 6)
+  resumed, loop = train_toy(str(tmp_path / "b"), 6, settings={"plot_curves": True})
   assert int(loop.train_step.global_step.numpy()) == 6
   for a, b in zip(whole, resumed):
     np.testing.assert_array_equal(a, b)  # same data, dropout masks and noise seeds
   assert log_losses(tmp_path / "a") == log_losses(tmp_path / "b")
-  assert os.path.getsize(tmp_path / "b" / CURVES_NAME) > 1000
+  assert os.path.getsize(tmp_path / "b" / CURVES_NAME) > 1000  # drawn by the resumed run
 
 
 def test_sigterm_saves_then_stops_and_rerun_finishes_identically(tmp_path):
