@@ -314,11 +314,12 @@ def split_file(task: QATask, data_dir: str, split: str) -> str:
                                 [split + ".jsonl", split + ".jsonl.gz"], "MRQA jsonl format")
 
 
-def read_file(task: QATask, path: str, labelled: bool = True) -> List[QAExample]:
-  """All questions of one file: SQuAD JSON or JSON lines, or MRQA jsonl (MRQA tasks)."""
+def read_file(task: QATask, path: str, split: str = "") -> List[QAExample]:
+  """All questions of one file: SQuAD JSON or JSON lines, or MRQA jsonl (MRQA tasks); a
+  test split's without their answers."""
   if task.file_format == "mrqa":
     return _checked(_mrqa_examples(path), path)
-  return _checked(_file_examples(task, path, labelled), path)
+  return _checked(_file_examples(task, path, split not in task.test_splits), path)
 
 
 def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
@@ -355,17 +356,6 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
   source = f"TFDS {task.tfds_name} {tfds_split}"
   return _checked(_squad_examples(task, {"data": [{"paragraphs": paragraphs}]}, source),
                   source)
-
-
-def read_examples(task: QATask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[QAExample]:
-  """The questions of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split),
-      lambda path: read_file(task, path, labelled=split not in task.test_splits),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
 
 
 @dataclasses.dataclass

@@ -188,7 +188,7 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
                           label=label)
 
 
-def read_split_file(task: SentenceTask, split: str, path: str) -> List[SentenceExample]:
+def read_file(task: SentenceTask, path: str, split: str) -> List[SentenceExample]:
   """Examples of `split` from one TSV/CSV file laid out as the task defines."""
   skipped = []
   examples = list(iter_file(task, task.layout(split), path, f"{task.name} {split}",
@@ -266,17 +266,6 @@ def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
   if not examples:
     raise DataError(f"TFDS {task.tfds_name} split {tfds_split} is empty")
   return examples
-
-
-def read_examples(task: SentenceTask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[SentenceExample]:
-  """The examples of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split),
-      lambda path: read_split_file(task, split, path),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
 
 
 def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):

@@ -181,5 +181,6 @@ def _runner():
 
 
 FAMILY = Family(name="sentence", task_type=SentenceTask, tasks=GLUE_TASKS,
-                read_examples=data.read_examples, runner=_runner,
+                split_file=data.split_file, read_file=data.read_file,
+                read_tfds=data.read_tfds, runner=_runner,
                 settings=SentenceSettings, load_task_file=load_custom_task)

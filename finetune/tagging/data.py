@@ -217,8 +217,9 @@ def _sentences(path: str, file_format: str, word_column: int, tag_column: int):
     raise DataError(f"{path}: no sentences")
 
 
-def read_file(task: TaggingTask, path: str) -> List[TaggingExample]:
+def read_file(task: TaggingTask, path: str, split: str = "") -> List[TaggingExample]:
   """Every sentence of one of a task's files, each tag one of the task's."""
+  del split  # a test file is labelled
   known = frozenset(task.tags)
   examples = []
   for lines, words, tags in _sentences(path, task.file_format, task.word_column,
@@ -275,16 +276,6 @@ def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
       raise DataError(f"{where}: unknown tag {unknown!r} of task {task.name}")
     examples.append(TaggingExample(len(examples), words, tags))
   return examples
-
-
-def read_examples(task: TaggingTask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[TaggingExample]:
-  """The sentences of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split), lambda path: read_file(task, path),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
 
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:

@@ -104,5 +104,6 @@ def _runner():
 
 
 FAMILY = Family(name="tagging", task_type=data.TaggingTask, tasks=data.TAGGING_TASKS,
-                read_examples=data.read_examples, runner=_runner,
+                split_file=data.split_file, read_file=data.read_file,
+                read_tfds=data.read_tfds, runner=_runner,
                 settings=TaggingSettings, load_task_file=load_task_file)
