@@ -2,23 +2,18 @@
 questions and MRQA jsonl read into questions, and their windows of [CLS] question [SEP]
 context [SEP].
 
-A question's context is split into words (split_words), every gold answer located by
-its character offset and mapped to the words it covers; what is refused, and what an
-answer not found at its offset does, is docs/finetuning.md's ("A question-answering
-task of your own"). A test split's questions are read without their answers.
+What is refused, and what an answer not found at its offset does: docs/finetuning.md,
+"A question-answering task of your own".
 
 The windows are the original's featurization: every word of the context is
 WordPiece-tokenized on its own (so each piece knows its word), the question keeps
-max_query_length pieces, and a context longer than a window is covered by windows
-starting every doc_stride pieces. A piece seen by several windows is scored only in the
-one where it has the most context (the larger of min(left, right) + 0.01 * window
-length). The gold answer (the first one found at its offset) is moved from words to
-pieces and tightened to the pieces of its own tokenized text where they occur inside
-those words ("(1895-1943)." -> "1895"). A window that does not hold the whole answer,
-and every window of an unanswerable question, points at [CLS] (position 0).
-Tokenization runs in a few large batches: all distinct context words at once, then all
-questions, then all answers. numpy only: the exported models' reader (deployed.py)
-ships this module.
+max_query_length pieces, and a longer context is covered by windows starting every
+doc_stride pieces, each piece scored only in the window where it has the most context
+(finetune/windows.py). The gold answer (the first found at its offset) is moved from
+words to pieces and tightened to its own tokenized text's pieces ("(1895-1943)." ->
+"1895"). A window without the whole answer, and every window of an unanswerable
+question, points at [CLS] (position 0). numpy only: the exported models' reader
+(deployed.py) ships this module.
 """
 
 import dataclasses
@@ -323,8 +318,7 @@ def read_file(task: QATask, path: str, split: str = "") -> List[QAExample]:
 
 
 def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
-  """All examples, refused when there are none or two share an id (scores are kept by
-  id)."""
+  """All examples; none, or two sharing an id (scores are kept by id), refused."""
   examples, seen = [], set()
   for example in read:
     if example.qid in seen:
@@ -338,7 +332,6 @@ def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
 
 
 def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
-  """Questions of the SQuAD dataset `builder` has prepared in TensorFlow Datasets."""
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
   paragraphs = []
   for record in tfds_source.records(builder, tfds_split):
@@ -417,7 +410,6 @@ def improve_answer_span(pieces: np.ndarray, start: int, end: int,
 
 def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_length: int,
               max_query_length: int, doc_stride: int) -> Windows:
-  """Every example's windows, in example order."""
   if doc_stride < 1:
     raise ValueError(f"doc_stride {doc_stride}: windows must advance by at least 1 piece")
   vocab = tokenizer.vocab

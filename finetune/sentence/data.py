@@ -2,12 +2,9 @@
 example), a split's examples from the task's files (GLUE-style TSVs, users' TSV/CSV
 files) or else TFDS, and the model's inputs.
 
-A task is a classification (labels given) or regression (labels None) over one text or
-a pair; family.py lists GLUE's. Files are read by the layout of each split
-(`<data_dir>/finetuning_data/<task>/<split>.tsv`, see finetune.layout; a user's task's
-files beside its JSON description). The features are [CLS] A [SEP] (B [SEP]), truncated
-as the original: the longer text loses its last token until the pair fits
-max_seq_length - 3 (B when they tie); a single text keeps max_seq_length - 2 tokens.
+The features are [CLS] A [SEP] (B [SEP]), truncated as the original: the longer text
+loses its last token until the pair fits max_seq_length - 3 (B when they tie); a single
+text keeps max_seq_length - 2 tokens.
 """
 
 import csv
@@ -79,13 +76,11 @@ class SentenceTask:
     return self.labels is None
 
   def layout(self, split: str) -> "SplitLayout":
-    """Where `split`'s file is and which columns hold what; a DataError for a split the
-    task lacks."""
+    """`split`'s layout; a DataError for a split the task lacks."""
     if split not in self.splits:
       raise DataError(f"task {self.name} has no split {split!r} (it has "
                       f"{', '.join(self.splits)})")
     return self.splits[split]
-
 
 
 def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
@@ -99,7 +94,6 @@ def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
 
 
 def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
-  """The existing file of `split`, or a DataError naming every accepted location."""
   layout = task.layout(split)
   if task.files:
     return own_file(task.files, split, task.name)
@@ -150,11 +144,9 @@ def _resolve_columns(layout: SplitLayout, header: Optional[List[str]], path: str
 def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
               unlabeled_ok: bool, skipped: Optional[List[str]] = None
               ) -> Iterator[SentenceExample]:
-  """Examples of one TSV/CSV file laid out as `layout`, read as they come.
-
-  `where` names the layout in errors ("glue/sst2 dev"); malformed rows of a task that
-  skips them are appended to `skipped`.
-  """
+  """Examples of one TSV/CSV file laid out as `layout`, read as they come. `where`
+  names the layout in errors ("glue/sst2 dev"); malformed rows of a task that skips
+  them are appended to `skipped`."""
   columns, eid = None, -1
   for line, fields in _rows(path, task.file_format):
     if not fields and columns is None and layout.header:  # blank lines before a header
@@ -189,7 +181,6 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
 
 
 def read_file(task: SentenceTask, path: str, split: str) -> List[SentenceExample]:
-  """Examples of `split` from one TSV/CSV file laid out as the task defines."""
   skipped = []
   examples = list(iter_file(task, task.layout(split), path, f"{task.name} {split}",
                             split in task.test_splits, skipped))
@@ -247,8 +238,7 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
 
 
 def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
-  """Examples from the prepared TFDS dataset of `builder`: TFDS names GLUE's dev splits
-  validation (validation_matched, ...)."""
+  """Examples of a TFDS dataset, which names GLUE's dev splits validation (...)."""
   task.layout(split)  # a split the task lacks is refused
   tfds_split = split.replace("dev", "validation")
   labelled = split not in task.test_splits

@@ -1,20 +1,16 @@
 """Sequence tagging data: the tasks (CoNLL-2000 chunking, CoNLL-2003 and CoNLL-2002 named
 entities, XTREME's part of speech, and users' own from their task files), their files
+(CoNLL columns, CoNLL-U or JSON lines: docs/finetuning.md, "A tagging task of your own")
 or else TFDS, the tag schemes, and the model's inputs.
 
-A split is CoNLL columns, CoNLL-U or JSON lines (docs/finetuning.md, "A tagging task of
-your own"); a malformed line, an unknown tag or an empty sentence is an error at
-file:line. An entity task trains, as the original does, on the BIOES labels of its
-entities (a last word E-, a one-word entity S-); its predictions go back to IOB2 tags
-(BIOES for a BIOES task).
-
-Features: each word is WordPiece-tokenized on its own and its label sits on its first
-piece (word_positions). A sentence longer than max_seq_length - 2 pieces is read in
-windows of [CLS] pieces [SEP] starting every tagging_stride pieces, as QA reads a
-context (finetune/windows.py); every window trains on the words whose first piece it
-holds, and each word is predicted from the window where that piece has the most
-context (max_context_owner). numpy only: the exported models' reader (deployed.py)
-ships this module.
+An entity task trains, as the original does, on the BIOES labels of its entities (a
+last word E-, a one-word entity S-); its predictions go back to IOB2 tags (BIOES for a
+BIOES task). Each word is WordPiece-tokenized on its own, its label on its first piece
+(word_positions). A sentence longer than max_seq_length - 2 pieces is read in windows
+starting every tagging_stride pieces, as QA reads a context (finetune/windows.py): each
+trains on the words whose first piece it holds, and each word is predicted from the
+window where that piece has the most context. numpy only: the exported models' reader
+(deployed.py) ships this module.
 """
 
 import dataclasses
@@ -202,8 +198,7 @@ def _json_sentences(path: str) -> Iterator[Tuple[List[int], List[str], List[str]
 
 
 def _sentences(path: str, file_format: str, word_column: int, tag_column: int):
-  """Each sentence of a file of any FORMATS: its words' line numbers, words and tags; a
-  file without any is an error."""
+  """Each sentence (line numbers, words, tags) of a file of any FORMATS; none: an error."""
   try:
     read = (_json_sentences(path) if file_format == "jsonl" else
             _conll_sentences(path, file_format, word_column, tag_column))
@@ -259,8 +254,7 @@ def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
 
 
 def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
-  """The sentences of the dataset `builder` has prepared in TensorFlow Datasets: its
-  "tokens" and its tags' class ids."""
+  """The sentences of a TFDS dataset: its "tokens" and its tags' class ids."""
   names = builder.info.features[task.tfds_tags].feature.names
   known = frozenset(task.tags)
   source = f"TFDS {task.tfds_name} {split}"
@@ -280,8 +274,8 @@ def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
 
 def read_sentences(path: str) -> Iterator[TaggingExample]:
   """Sentences to tag, read as they come: JSON lines of {"words": [...]} (a path ending
-  .jsonl), else one text line each (words split at whitespace); each numbered by its line from 0,
-blank lines skipped."""
+  .jsonl), else one text line each (words split at whitespace), numbered by line from 0,
+  blank lines skipped."""
   try:
     if path.endswith(".jsonl"):
       for number, record in json_lines(path):
@@ -338,12 +332,11 @@ def as_output_tags(task: TaggingTask, tags: Sequence[str]) -> List[str]:
 
 def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: int,
             stride: int, task: Optional[TaggingTask] = None) -> Dict[str, np.ndarray]:
-  """Every sentence's windows, in order: int32 input_ids, input_mask, segment_ids,
-  word_positions, word_labels [N, length] (labels of `task`, the examples' when they
-  are labelled), float32 word_label_mask (1 at each word whose first piece the window
-  holds, all of which train), which sentence (its position in `examples`) and first
-  word each window holds (sentence_index, first_word [N]), and word_owned [N, length]
-  (1 at the words this window predicts: where they have the most context)."""
+  """Every sentence's windows: int32 input_ids, input_mask, segment_ids, word_positions,
+  word_labels (`task`'s, when the examples are labelled) [N, length], float32
+  word_label_mask (the words whose first piece it holds, all trained on), the sentence
+  and first word each window holds (sentence_index, first_word [N]), and word_owned
+  [N, length] (the words it predicts: where they have the most context)."""
   vocab, room = tokenizer.vocab, length - 2
   word_ids: Dict[str, int] = {}
   for example in examples:
@@ -391,8 +384,7 @@ def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: in
 
 def predicted_tags(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                    logits: np.ndarray, output_tags: Sequence[str]) -> List[List[str]]:
-  """Each sentence's predicted tags, each word's label (its tag in output_tags) from the
-  window that owns it."""
+  """Each sentence's tags (of output_tags), each word's from the window that owns it."""
   best = logits.argmax(-1)
   tags = [[output_tags[0]] * len(e.words) for e in examples]
   for row, column in zip(*np.nonzero(features["word_owned"])):
@@ -418,8 +410,8 @@ def entities(example: TaggingExample, tags: Sequence[str]) -> List[Dict[str, obj
 
 def prediction_records(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                        logits: np.ndarray, output_tags: Sequence[str], with_entities: bool):
-  """--predict's record of each sentence: its index, words, tags and (an entity task)
-  entities."""
+  """--predict's record of each sentence: index, words, tags (and an entity task's
+  entities)."""
   records = []
   for example, tags in zip(examples, predicted_tags(examples, features, logits,
                                                     output_tags)):
