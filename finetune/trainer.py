@@ -566,26 +566,21 @@ def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
   One run at a time per model_dir: another is refused while this one runs; a signal
   stops it saved, whenever it comes (training/stopping.py)."""
-  with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
-    with stopping.held():
-      return _run(config, log)
-
-
-def _run(config: FinetuningConfig, log) -> Dict[str, object]:
-  finetuner = Finetuner(config, log)
-  finetuner.read_splits()
-  trials = []
-  for trial in range(1, config.num_trials + 1):
-    trials.append(finetuner.run_trial(trial))
-    if config.do_eval:
-      log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
-  summary = summarize(trials)
-  report = {"tasks": config.task_names, "summary": summary, "trials": trials}
-  model_files.write(*os.path.split(config.results_file("json")), report)
-  model_files.write(*os.path.split(config.results_file("txt")), "".join(
-      f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
-      f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
-      for key, value in summary.items()))
-  report["plot"] = plot_history(trials, config.results_file("png")) \
-      if config.write_curves else None
-  return report
+  with lock.run_dir_lock(config.distribution_strategy, config.model_dir), stopping.held():
+    finetuner = Finetuner(config, log)
+    finetuner.read_splits()
+    trials = []
+    for trial in range(1, config.num_trials + 1):
+      trials.append(finetuner.run_trial(trial))
+      if config.do_eval:
+        log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
+    summary = summarize(trials)
+    report = {"tasks": config.task_names, "summary": summary, "trials": trials}
+    model_files.write(*os.path.split(config.results_file("json")), report)
+    model_files.write(*os.path.split(config.results_file("txt")), "".join(
+        f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
+        f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
+        for key, value in summary.items()))
+    report["plot"] = (plot_history(trials, config.results_file("png"))
+                      if config.write_curves else None)
+    return report
