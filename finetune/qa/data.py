@@ -27,7 +27,7 @@ import numpy as np
 from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
-from finetune.windows import doc_spans, max_context_owner
+from finetune.windows import WordPieces, doc_spans, max_context_owner, text_ids
 from finetune.errors import DataError, json_lines
 
 
@@ -362,40 +362,6 @@ class Windows:
   unmapped_answers: int = 0      # gold answers that cover no word piece
 
 
-def _split_ids(ids: np.ndarray, offsets: np.ndarray) -> List[np.ndarray]:
-  return [ids[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
-
-
-class _Contexts:
-  """Each distinct context's pieces with their word maps, tokenized in one batch."""
-
-  def __init__(self, tokenizer: Tokenizer, examples: Sequence[QAExample]):
-    word_ids: Dict[str, int] = {}
-    self.words_of: Dict[str, np.ndarray] = {}
-    for example in examples:
-      if example.context not in self.words_of:
-        self.words_of[example.context] = np.array(
-            [word_ids.setdefault(w, len(word_ids)) for w in example.doc_tokens], np.int64)
-    self.ids, offsets = tokenizer.batch_ids(list(word_ids))
-    if len(offsets) != len(word_ids) + 1:
-      raise DataError(f"tokenizing {len(word_ids)} context words gave "
-                      f"{len(offsets) - 1} results (a word holds a line break?)")
-    self.starts, self.counts = offsets[:-1], np.diff(offsets)
-    self._cache = {}
-
-  def pieces(self, context: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(piece ids, word of each piece, first piece of each word) of one context."""
-    if context not in self._cache:
-      words = self.words_of[context]
-      counts = self.counts[words]
-      first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-      within = np.arange(counts.sum()) - np.repeat(first, counts)
-      ids = self.ids[np.repeat(self.starts[words], counts) + within]
-      tok_to_word = np.repeat(np.arange(len(words)), counts)
-      self._cache = {context: (ids, tok_to_word, first)}  # examples come by paragraph
-    return self._cache[context]
-
-
 def improve_answer_span(pieces: np.ndarray, start: int, end: int,
                         answer: np.ndarray) -> Tuple[int, int]:
   """The first sub-span of pieces[start:end + 1] equal to the answer's own pieces."""
@@ -413,19 +379,22 @@ def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_lengt
   if doc_stride < 1:
     raise ValueError(f"doc_stride {doc_stride}: windows must advance by at least 1 piece")
   vocab = tokenizer.vocab
-  contexts = _Contexts(tokenizer, examples)
-  questions = _split_ids(*tokenizer.batch_ids(
-      [" ".join(e.question.split()) for e in examples]))
+  words = WordPieces(tokenizer, {e.context: e.doc_tokens for e in examples}.values())
+  questions = text_ids(tokenizer, [" ".join(e.question.split()) for e in examples])
   answered = [i for i, e in enumerate(examples) if e.answers and not e.is_impossible]
-  answer_pieces = dict(zip(answered, _split_ids(*tokenizer.batch_ids(
-      [" ".join(examples[i].answers[0].text.split()) for i in answered]))))
+  answer_pieces = dict(zip(answered, text_ids(
+      tokenizer, [" ".join(examples[i].answers[0].text.split()) for i in answered])))
 
   # Per window: (example index, question pieces, start and length in the context,
-  # which of its pieces it owns, the answer's piece span in the context or None).
+  # which of its pieces it owns, the answer's piece span in the context or None, the
+  # context's pieces and the word of each).
   rows = []
-  unmapped = 0
+  unmapped, context = 0, None
   for index, example in enumerate(examples):
-    pieces, _, word_first = contexts.pieces(example.context)
+    if example.context != context:  # examples come by paragraph
+      context = example.context
+      pieces, word_first, counts = words.pieces(example.doc_tokens)
+      tok_to_word = np.repeat(np.arange(len(counts)), counts)
     query = questions[index][:max_query_length]
     max_pieces = max_seq_length - len(query) - 3
     if max_pieces < 1:
@@ -446,7 +415,7 @@ def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_lengt
     owner = max_context_owner(spans, len(pieces))
     for window, (start, length) in enumerate(spans):
       rows.append((index, query, start, length, owner[start:start + length] == window,
-                   answer_span))
+                   answer_span, pieces, tok_to_word))
   if unmapped:
     logging.warning("%d gold answers cover no word piece and train as unanswerable "
                     "windows", unmapped)
@@ -459,8 +428,8 @@ def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_lengt
   token_to_word = np.full([n, max_seq_length], -1, np.int32)
   max_context = np.zeros([n, max_seq_length], bool)
   example_index = np.array([row[0] for row in rows], np.int32)
-  for i, (index, query, start, length, owned, answer_span) in enumerate(rows):
-    pieces, tok_to_word, _ = contexts.pieces(examples[index].context)
+  for i, (index, query, start, length, owned, answer_span, pieces,
+          tok_to_word) in enumerate(rows):
     offset = len(query) + 2  # [CLS] question [SEP]
     total = offset + length + 1
     ids = arrays["input_ids"][i]

@@ -18,6 +18,7 @@ from data_prep.tokenizer import Tokenizer
 from finetune import tfds_source
 from finetune.errors import DataError, at
 from finetune.layout import find_split_file, own_file
+from finetune.windows import text_ids
 
 Column = Union[int, str]  # a 0-based index, or a header name (users' tasks only)
 Label = Union[str, float]
@@ -258,12 +259,6 @@ def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
   return examples
 
 
-def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):
-  # Lines are tokenized as a batch; a newline inside a text is whitespace to BERT.
-  ids, offsets = tokenizer.batch_ids([t.replace("\n", " ") for t in texts])
-  return [ids[offsets[i]:offsets[i + 1]] for i in range(len(texts))]
-
-
 def truncate_pair(a: list, b: list, max_tokens: int):
   while len(a) + len(b) > max_tokens:
     (a if len(a) > len(b) else b).pop()
@@ -273,9 +268,9 @@ def encode(tokenizer: Tokenizer, examples, max_seq_length: int) -> Dict[str, np.
   """int32 input_ids, input_mask, segment_ids [N, max_seq_length] for the examples."""
   vocab = tokenizer.vocab.ids
   cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-  texts_a = _token_ids(tokenizer, [e.text_a for e in examples])
+  texts_a = text_ids(tokenizer, [e.text_a for e in examples])
   paired = [i for i, e in enumerate(examples) if e.text_b is not None]
-  texts_b = dict(zip(paired, _token_ids(tokenizer, [examples[i].text_b for i in paired])))
+  texts_b = dict(zip(paired, text_ids(tokenizer, [examples[i].text_b for i in paired])))
   n = len(examples)
   out = {name: np.zeros([n, max_seq_length], np.int32)
          for name in ("input_ids", "input_mask", "segment_ids")}

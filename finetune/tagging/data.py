@@ -23,7 +23,7 @@ import numpy as np
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
 from finetune.errors import DataError, at, json_lines
-from finetune.windows import doc_spans, max_context_owner
+from finetune.windows import WordPieces, doc_spans, max_context_owner
 from finetune.tagging.metrics import entity_spans
 
 # The tag schemes, by the names a task file gives them.
@@ -338,22 +338,12 @@ def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: in
   and first word each window holds (sentence_index, first_word [N]), and word_owned
   [N, length] (the words it predicts: where they have the most context)."""
   vocab, room = tokenizer.vocab, length - 2
-  word_ids: Dict[str, int] = {}
-  for example in examples:
-    for word in example.words:
-      word_ids.setdefault(word, len(word_ids))
-  # Each word alone ("\n" would end a line of batch_ids).
-  ids, offsets = tokenizer.batch_ids([w.replace("\n", " ") for w in word_ids])
   # A word BERT's cleaning empties (only control characters) still needs a slot.
-  pieces = [ids[offsets[i]:offsets[i + 1]] if offsets[i + 1] > offsets[i] else
-            np.array([vocab.unk_id], np.int32) for i in range(len(word_ids))]
+  words = WordPieces(tokenizer, (e.words for e in examples), empty_as_unk=True)
   label_id = {label: i for i, label in enumerate(task.labels if task else ())}
   rows = []  # (sentence, its first word, pieces, word positions, labels, owned words)
   for index, example in enumerate(examples):
-    word_pieces = [pieces[word_ids[w]] for w in example.words]
-    counts = np.array([len(p) for p in word_pieces], np.int64)
-    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    sentence = np.concatenate(word_pieces) if word_pieces else np.zeros([0], np.int32)
+    sentence, first, _ = words.pieces(example.words)
     labels = np.array([label_id[label] for label in (
         as_labels(task, example.tags) if example.tags else ())], np.int64)
     spans = doc_spans(len(sentence), room, stride)
