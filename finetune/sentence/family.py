@@ -170,7 +170,6 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
 
 @dataclasses.dataclass(frozen=True)
 class SentenceSettings:
-  """The config fields of sentence tasks."""
   double_unordered: bool = hparams.field(
       True, help="MRPC and STS-B train on both sentence orders.")
 

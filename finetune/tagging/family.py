@@ -90,7 +90,6 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
 
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings:
-  """The config fields of tagging tasks."""
   tagging_stride: int = hparams.field(
       64, at_least=1,
       help="New: a sentence longer than max_seq_length - 2 pieces is read in windows "
