@@ -176,9 +176,8 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
     for writer in writers:
       doing(f"writing the {writer.NAME} files")
       chosen = variants.get(writer.NAME)
-      for name in (writer.write(job, tmp, log) if chosen is None else
-                   writer.write(job, tmp, log, forms=tuple(chosen))):
-        written.append(name)
+      written.extend(writer.write(job, tmp, log) if chosen is None else
+                     writer.write(job, tmp, log, forms=tuple(chosen)))
     if any(writer.READER for writer in writers):
       doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")
       calibrated = ("calibration" in job.__dict__) and len(
