@@ -115,12 +115,8 @@ def random_batch(np, seed=0):
 
 def read_train_file(task, path: str) -> list:
   """The examples of a task's training file, read by its family's reader."""
-  # pylint: disable=import-outside-toplevel
-  if task.name == "chunk":
-    from finetune.tagging.data import read_file
-    return read_file(task, path)
-  from finetune.sentence.data import read_split_file
-  return read_split_file(task, task.train_split, path)
+  from finetune.tasks import family_of  # pylint: disable=import-outside-toplevel
+  return family_of(task).read_file(task, path, task.train_split)
 
 
 def task_batches(task: str, path: str, batches: int, out: str, model_size: str,

@@ -388,7 +388,7 @@ def length_inputs(loaded, lengths) -> dict:
                      f"windows of max_seq_length ({longest}) whatever the text's length; "
                      "give a sentence or tagging model")
   pair = loaded.runner.serving.info(loaded.runner).get("pair", False)
-  tokenizer = loaded.tokenizer()
+  tokenizer = loaded.runner.tokenizer
   word = next(t for t in tokenizer.vocab.tokens if t.isalpha() and tokenizer.tokenize(t)
               == [t])
   shortest = 3 if pair else 2

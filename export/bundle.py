@@ -70,10 +70,8 @@ def input_lengths(folder: str, files: List[str]) -> Dict[str, object]:
 
 def write(finetuned: Finetuned, deployable: Serving, folder: str, files: List[str],
           calibrated: int, smoothed: Dict[str, float], grouped: Dict[str, int]):
-  """vocab.txt, deploy.json and the reader with the modules it imports; `smoothed`, the
-  files whose outliers were migrated (export/smoothing.py), each with its alpha;
-  `grouped`, those with outlier channels apart (export/outlier_groups.py), each with
-  their count per block."""
+  """vocab.txt, deploy.json and the reader with the modules it imports; `smoothed` and
+  `grouped`: the files migrated (their alpha) and grouped (their outlier channels)."""
   shutil.copyfile(finetuned.vocab_file, os.path.join(folder, "vocab.txt"))
   info = {"task": finetuned.task.name, "family": finetuned.family.name,
           "reader": deployable.reader, **finetuned.normalization.fields(),

@@ -2,13 +2,10 @@
 vocab.txt, tokenizer_config.json and special_tokens_map.json. Of a pre-trained
 checkpoint in the original format, its discriminator (ElectraForPreTraining) or
 generator (ElectraForMaskedLM); of a fine-tuned model, its task's class:
-ElectraForSequenceClassification with the task's labels (a regression for STS-B-like
-tasks), ElectraForTokenClassification (tagging: its logits at each word's first piece
-are the tagging head's) or ElectraForQuestionAnswering. transformers' QA head scores
-starts and ends independently and has no answerability classifier, so a QA model is
-taken when it was fine-tuned so (joint_prediction false; for SQuAD 2.0-style tasks
-answerable_classifier false too); its logits lack the head's -1000 outside the context,
-which a caller adds back before the answer extraction. Nothing here needs torch."""
+ElectraForSequenceClassification, ElectraForTokenClassification (tagging: its logits at
+each word's first piece are the tagging head's) or ElectraForQuestionAnswering (its
+logits lack the head's -1000 outside the context, which a caller adds back before the
+answer extraction). Nothing here needs torch."""
 
 import json
 import os

@@ -1,15 +1,10 @@
 """LiteRT flatbuffers for ai-edge-litert: model_float32.tflite, model_dynamic_int8.tflite
 (int8 weights, float activations) and model_full_int8.tflite (int8 weights and
-activations, their ranges calibrated on a seeded sample of the task's training split;
-with the job's smoothing_alpha, the dense layers' input outliers first migrated into
-their weights: export/smoothing.py; with its outlier_channels, full int8's FFN outputs
-and residual sums split into two int8 tensors, the outlier channels apart:
-export/outlier_groups.py);
-to_litert also makes export/litert_mixed_int8.py's form.
-Each takes the family's token-ids inputs (its serving.py); the WordPiece step stays
-in the reader: in the graph it needs TensorFlow ops that LiteRT's builtin ops lack
-(docs/deploying.md lists them; ai-edge-litert's interpreter has no Select-TF-ops
-runtime to run them)."""
+activations, their ranges calibrated on a seeded sample of the task's training split);
+to_litert also makes export/litert_mixed_int8.py's form. Each takes the family's
+token-ids inputs: the WordPiece step stays in the reader, as in the graph it needs
+TensorFlow ops that LiteRT's builtin ops lack (docs/deploying.md lists them;
+ai-edge-litert's interpreter has no Select-TF-ops runtime)."""
 
 import contextlib
 import os
@@ -63,10 +58,9 @@ def write(job, folder: str, log, forms=FORMS) -> List[str]:
 
 def _calibrated(job, form: str, name: str) -> bytes:
   """The job's model in a calibrated form (the file `name`, whose changes the job
-  records), its dense layers' input outliers migrated into their weights first
-  (export/smoothing.py) unless the job's smoothing_alpha is None, and in full int8 its
-  outlier channels apart (export/outlier_groups.py) unless the job's outlier_channels
-  is 0: mixed int8 keeps them float32."""
+  records): its dense layers' input outliers migrated into their weights first unless
+  smoothing_alpha is None (export/smoothing.py), and in full int8 its outlier channels
+  apart unless outlier_channels is 0 (export/outlier_groups.py)."""
   model = job.finetuned.model
   float_scope = job.head_scope if job.deployable.float_head else ""
   changes = (job.smoothing_alpha, job.outlier_channels if form == "full_int8" else 0)

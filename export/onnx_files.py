@@ -27,16 +27,14 @@ def refusal(job) -> str:
 def write(job, folder: str, log, forms=FORMS) -> List[str]:
   float_path = os.path.join(folder, file_name("float32"))
   to_onnx(job.function, float_path)
-  if "float32" in forms:
-    log(f"converted {file_name('float32')} ({os.path.getsize(float_path) / 2**20:.1f} MiB)")
   if "dynamic_int8" in forms:
-    int8_path = os.path.join(folder, file_name("dynamic_int8"))
-    quantize_onnx(float_path, int8_path)
-    log(f"converted {file_name('dynamic_int8')} "
-        f"({os.path.getsize(int8_path) / 2**20:.1f} MiB)")
+    quantize_onnx(float_path, os.path.join(folder, file_name("dynamic_int8")))
   if "float32" not in forms:  # only the int8 file's source
     os.remove(float_path)
-  return [file_name(form) for form in FORMS if form in forms]
+  written = [file_name(form) for form in FORMS if form in forms]
+  for name in written:
+    log(f"converted {name} ({os.path.getsize(os.path.join(folder, name)) / 2**20:.1f} MiB)")
+  return written
 
 
 def to_onnx(function, path: str):

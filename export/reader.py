@@ -10,11 +10,9 @@ onnxruntime for .onnx. With the export folder on sys.path:
 
 inputs takes what the task takes: texts (and second texts of a pair task); sentences
 to tag; questions and their contexts. records are what run_finetuning.py --predict
-writes, for the inputs of the last inputs call; a QA model's serving SavedModel gives
-the same windows' outputs from the raw strings, which records reads alike. A sentence or tagging batch's inputs are
-as long as its longest example (the model computes on the tokens that exist); QA's
-windows are max_seq_length long. A model file whose token axis is fixed (QA's) gets
-its inputs padded to that length.
+writes, for the inputs of the last inputs call (a QA model's serving SavedModel gives
+the same windows' outputs, which records reads alike). A batch's inputs are as long as
+its longest example; a model file whose token axis is fixed (QA's) gets them padded.
 """
 
 import importlib

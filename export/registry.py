@@ -1,17 +1,10 @@
 """The export forms, one writer module each: WRITERS, and `export`, which writes the
 forms asked for of a fine-tuned model into a new folder.
 
-A writer is a module (any object with these names will do):
-  NAME     its --format name;
-  READER   True when its files are read by the reader bundle (deploy.json, vocab.txt,
-           reader.py: export/bundle.py), written beside them;
-  refusal(job) -> str   why it cannot take the job's model ("" when it can);
-  write(job, folder, log) -> [file names]   writes its files into `folder`;
-and, when its files come in several variants:
-  FORMS    their names; write then takes forms=, those of FORMS to write (`export`'s
-           `variants`), all by default;
-  CALIBRATED_FORMS   (with CALIBRATED) the variants that read the calibration inputs.
-A new form is its module and one line in WRITERS.
+A writer (docs/architecture.md, "An export form": NAME, READER, refusal(job),
+write(job, folder, log)) whose files come in several variants also has FORMS, their
+names (write then takes forms=, those to write: `export`'s `variants`; all by default),
+and, with CALIBRATED, CALIBRATED_FORMS, those that read the calibration inputs.
 """
 
 import functools
@@ -82,16 +75,14 @@ class Job:
 
   @functools.cached_property
   def function(self):
-    """The model as a tf.function of its family's token-ids inputs (model_function's),
-    traced once for every form."""
+    """model_function's, traced once for every form."""
     return self.model_function()
 
   def model_function(self):
-    """The model as a new tf.function of its family's token-ids inputs, its outputs the
-    family's (declared in its serving.py). Their token axis is free (None), so the
-    files convert with a dynamic sequence axis, unless the family's files keep
-    max_seq_length (its Serving's fixed_length: QA); for LiteRT's speed with a free
-    axis, bench/RESULTS.md, "Inference at the input's length"."""
+    """The model as a new tf.function of its family's token-ids inputs (its serving.py).
+    Their token axis is free, so the files convert with a dynamic sequence axis, unless
+    its Serving's fixed_length (QA); LiteRT's speed with a free axis: bench/RESULTS.md,
+    "Inference at the input's length"."""
     finetuned, deployable = self.finetuned, self.deployable
     length = finetuned.max_seq_length if deployable.fixed_length else None
     spec = [tf.TensorSpec([None, length], tf.int32, name=name)
@@ -110,14 +101,13 @@ class Job:
 
   @functools.cached_property
   def litert_float32(self) -> bytes:
-    """The function as a LiteRT float32 flatbuffer: that form's file, and the
-    calibrated forms' reference (their float32 nodes are named from it)."""
+    """That form's file, and the calibrated forms' reference (it names their nodes)."""
     return litert.to_litert(self.function, self.finetuned.model.variables, "float32")
 
   @functools.cached_property
   def calibration(self) -> Dict[str, np.ndarray]:
-    """The model inputs of calibration_size examples drawn (seeded) from the task's
-    training split (a QA example's windows may be several: the first rows are kept)."""
+    """The inputs of calibration_size examples drawn (seeded) from the training split
+    (a QA example's windows may be several: the first rows are kept)."""
     finetuned = self.finetuned
     task = finetuned.task
     data_dir = self.data_dir or finetuned.settings["data_dir"]
@@ -142,11 +132,9 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
            variants: Optional[Dict[str, Sequence[str]]] = None,
            smoothing_alpha: Optional[float] = None,
            outlier_channels: int = OUTLIER_CHANNELS) -> List[str]:
-  """Writes the new folder `output` with the files of `forms` (WRITERS' names) of the
-  fine-tuned model in `model_dir`, of a writer named in `variants` only those of its
-  FORMS, the calibrated forms' outliers migrated with `smoothing_alpha` (None: not),
-  full int8's `outlier_channels` per block in tensors of their own (0: none);
-  returns their paths. Every refusal comes before anything is written."""
+  """Writes the new folder `output` with the files of `forms` (of a writer named in
+  `variants`, those of its FORMS) of the fine-tuned model in `model_dir`; their paths.
+  Every refusal comes before anything is written."""
   unknown = [form for form in forms if form not in WRITERS]
   if unknown:
     raise ValueError(f"unknown export form {', '.join(unknown)}; expected one of "
@@ -188,9 +176,8 @@ def export(model_dir: str, output: str, forms: List[str], calibration_size: int 
     for writer in writers:
       doing(f"writing the {writer.NAME} files")
       chosen = variants.get(writer.NAME)
-      for name in (writer.write(job, tmp, log) if chosen is None else
-                   writer.write(job, tmp, log, forms=tuple(chosen))):
-        written.append(name)
+      written.extend(writer.write(job, tmp, log) if chosen is None else
+                     writer.write(job, tmp, log, forms=tuple(chosen)))
     if any(writer.READER for writer in writers):
       doing(f"writing vocab.txt, {bundle.reader.INFO_FILE} and {bundle.READER}")
       calibrated = ("calibration" in job.__dict__) and len(

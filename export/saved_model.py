@@ -22,7 +22,7 @@ def refusal(job) -> str:
 
 def write(job, folder: str, log) -> List[str]:
   finetuned = job.finetuned
-  serving.export(finetuned.model, [finetuned.runner], finetuned.tokenizer().vocab,
+  serving.export(finetuned.model, [finetuned.runner], finetuned.runner.tokenizer.vocab,
                  finetuned.normalization, finetuned.max_seq_length,
                  os.path.join(folder, serving.SAVED_MODEL))
   log(f"wrote {serving.SAVED_MODEL}/")

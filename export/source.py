@@ -46,9 +46,6 @@ class Finetuned:
     """The text's normalisation, as the run recorded it."""
     return normalization.from_fields(self.settings)
 
-  def tokenizer(self) -> Tokenizer:
-    return Tokenizer(load_vocab(self.vocab_file), *self.normalization)
-
 
 def load_finetuned(folder: str, note=print) -> Finetuned:
   """The fine-tuned model of a trial directory of one task, its weights all read from

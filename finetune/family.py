@@ -21,10 +21,14 @@ class Family:
   # A frozen dataclass with at least name, aliases, train_split, eval_splits,
   # test_splits and metrics.
   task_type: type
-  # (task, data_dir, split, tfds_data_dir, fetch_missing) -> a split's examples.
-  read_examples: Callable[..., list]
+  # A split's examples (finetune/tasks.py read_examples): its file's path (task,
+  # data_dir, split), a DataError when missing; the file read (task, path, split); else,
+  # for a task with a tfds_name, TensorFlow Datasets' (task, split, builder).
+  split_file: Callable[..., str]
+  read_file: Callable[..., list]
   # () -> its TaskRunner subclass, imported only then (runners import TensorFlow).
   runner: Callable[[], type]
+  read_tfds: Optional[Callable[..., list]] = None
   tasks: Tuple = ()  # its tasks by name (a user's tasks come from task files)
   # A frozen dataclass of the config fields its runner reads (hparams.field each, with
   # its rules and help): the section a run of its tasks holds (FinetuningConfig.sections);

@@ -1,29 +1,24 @@
 """The in-graph tokenizer of the serving export: raw UTF-8 strings to WordPiece ids.
 
-In-graph tokenization (GraphTokenizer) reproduces data_prep/tokenizer.py, i.e. BERT's
-rules, on every code point: its per-character steps are tables computed here from
-Python's own unicodedata and str.lower, and it feeds FastWordpieceTokenizer (BERT's
-WordPiece, as data_prep's). tensorflow-text's BertTokenizer and FastBertTokenizer are not
-BERT's normalisation (ICU case folding and NFKC; control characters made spaces): lower-
-casing, they tokenized 18 of SQuAD dev's 12,637 texts, 19 of GLUE's 104,672 and 354 of the
-shared corpus' 228,146 lines otherwise (e.g. "½", "ß", a final sigma, C1 controls).
-tests/test_serving.py checks it on the tokenizer parity tests' inputs (every code point
-alone, inside a word and between capital sigmas; the adversarial lines; the shared
-corpus). Steps, as in data_prep's normalize():
+GraphTokenizer reproduces data_prep/tokenizer.py (BERT's rules) on every code point: its
+per-character steps are tables computed here from Python's own unicodedata and
+str.lower, feeding FastWordpieceTokenizer. tensorflow-text's BertTokenizer and
+FastBertTokenizer are not BERT's normalisation (ICU case folding and NFKC; control
+characters made spaces): lower-casing, they tokenized 18 of SQuAD dev's 12,637 texts, 19
+of GLUE's 104,672 and 354 of the shared corpus' 228,146 lines otherwise (e.g. "½", "ß",
+a final sigma, C1 controls). Steps, as in data_prep's normalize():
 1. drop control characters, U+0000 and U+FFFD; whitespace -> " "; spaces around CJK;
 2. (lower-casing) U+03A3 in Python's Final_Sigma context -> U+03C2, by a regex over
    the cased / case-ignorable classes that str.lower itself reveals;
 3. (lower-casing, accents) each character -> its str.lower, NFD, without Mn marks;
 4. a run of over 200 word characters -> U+E000, which WordPiece maps to [UNK].
-Differences, by design of the graph's input rather than of the rules: invalid UTF-8
-bytes become U+FFFD (then dropped, as data_prep's readers' replacement characters are).
-The one rule it cannot follow: step 3 maps each character alone, while NFD of a whole
-text also sorts adjacent combining characters by class. The Mn marks among them are
-dropped anyway, but 25 spacing marks (Mc) have a class, and where one of class 224/226
-(U+302E, U+302F, U+1D16D) precedes one of a lower class (U+1715 ... U+1D172, class 6,
-9 or 216) with only Mn marks between, data_prep swaps the two and the graph does not
-(e.g. U+1D16D U+1D165; with lower-casing on only). Every code point alone or inside a
-word tokenizes identically.
+Invalid UTF-8 bytes become U+FFFD (then dropped, as data_prep's readers' replacement
+characters are). The one rule it cannot follow: step 3 maps each character alone, while
+NFD of a whole text also sorts adjacent combining characters by class; where a spacing
+mark (Mc) of class 224/226 (U+302E, U+302F, U+1D16D) precedes one of a lower class
+(U+1715 ... U+1D172, class 6, 9 or 216) with only Mn marks between, data_prep swaps the
+two and the graph does not (e.g. U+1D16D U+1D165; with lower-casing on only). Every code
+point alone or inside a word tokenizes identically.
 """
 
 import functools
@@ -105,7 +100,7 @@ def _sigma_pattern() -> str:
 @functools.lru_cache(maxsize=None)
 def _char_map(lower_case: bool, accents: bool):
   """Sorted code points that step 3 changes and their replacements ([K, width], -1
-  padded): str.lower, then NFD without Mn marks."""
+  padded)."""
   keys, values = [], []
   for cp in np.flatnonzero(_code_point_classes()[0] != _DROP):
     ch = chr(cp)

@@ -1,10 +1,7 @@
 """The fine-tuning model: the discriminator's encoder with one head per task, and its
-loss (FinetuningLoss, the objective training/step.py's TrainStep calls).
-
-Heads (model.py of each family: finetune/sentence, finetune/qa, finetune/tagging) are
-layers called as head(sequence_output, batch, training=...). Layer-wise learning rates
-follow the original's depths: embeddings (and embeddings_project) 0, layer i i+1, task
-heads L+2; a variable's rate is lr * decay ** (L + 2 - depth).
+loss (FinetuningLoss, the objective training/step.py's TrainStep calls). Layer-wise
+learning rates follow the original's depths: embeddings (and embeddings_project) 0,
+layer i i+1, task heads L+2; a variable's rate is lr * decay ** (L + 2 - depth).
 """
 
 import re
@@ -30,13 +27,11 @@ class FinetuningModel(tf_keras.Model):
     self.heads = dict(heads)
 
   def call(self, inputs, training=None):
-    """Every head's output on the batch (multi-task batches pick theirs by task_id)."""
     hidden = self.encoder(inputs, training=training)
     return {name: head(hidden, inputs, training=training)
             for name, head in self.heads.items()}
 
   def build_variables(self, example_batch):
-    """Creates every variable by running one batch (heads may need their features)."""
     self(example_batch, training=False)
     return self
 
@@ -48,8 +43,7 @@ class FinetuningModel(tf_keras.Model):
     return location
 
   def lr_multiplier(self, layerwise_lr_decay: float):
-    """callable(variable) -> lr multiplier decay ** (L + 2 - depth), each variable's depth
-    read from its name in the original layout."""
+    """callable(variable) -> its lr multiplier, its depth read from its original name."""
     top = self.model_config.num_hidden_layers + 2
     depths = {id(variable): top for head in self.heads.values()
               for variable in head.trainable_variables}
@@ -60,9 +54,7 @@ class FinetuningModel(tf_keras.Model):
 
 
 class FinetuningLoss:
-  """The tasks' loss, the objective training/step.py's TrainStep calls: each feature's
-  by its task's runner (`runners[task_id]`), their mean scaled by the global batch
-  `batch_size`."""
+  """Each feature's loss by its task's runner (`runners[task_id]`)."""
 
   def __init__(self, runners, batch_size: int):
     self.runners, self.batch_size = runners, batch_size

@@ -1,16 +1,13 @@
 """Batches cut to their longest example: fine-tuning, evaluation and --predict compute on
 the tokens that exist, not on max_seq_length's padding.
 
-Features are padded to max_seq_length when they are made; a batch keeps the first L
-positions of its token features, L its longest example's tokens rounded up to a multiple
-of batch_length_multiple (so a run meets a few lengths, each traced and compiled once),
-at most max_seq_length. What is cut is padding only: the encoder masks it, and the heads
-read the positions that hold tokens (or words, fewer than tokens), so the outputs equal
-those of the padded batch within float rounding; dropout counts its units at
-max_seq_length (model/dropout.py use_padded_length) and drops the same ones. numpy
-only: the trainer and --predict cut numpy batches, the training input pipeline cuts
-tensors with the lengths computed here, and the exported models' readers (shipped with
-them) cut each batch to its longest example.
+A batch keeps the first L positions of its token features, L its longest example's
+tokens rounded up to a multiple of batch_length_multiple (so a run meets a few lengths,
+each compiled once), at most max_seq_length. What is cut is padding only: the encoder
+masks it and the heads read the positions that hold tokens, so the outputs equal the
+padded batch's within float rounding; dropout counts its units at max_seq_length
+(model/dropout.py use_padded_length) and drops the same ones. numpy only: the exported
+models' readers ship it.
 """
 
 from typing import Dict, Iterable
@@ -32,11 +29,10 @@ def batch_lengths(token_counts: np.ndarray, multiple: int, max_length: int) -> n
 
 def grouped_by_length(order: np.ndarray, counts: np.ndarray, batch_size: int,
                       window: int, seed: int) -> np.ndarray:
-  """`order` (whole batches of indices, epochs of len(counts) examples each) regrouped:
-  each run of `window` batches sorted by the examples' token counts, cut into batches
-  again, and those batches shuffled, so that a batch holds examples of like lengths and
-  the stream stays random. A run never crosses an epoch's end (a batch across it stays
-  as it is), so each epoch's positions still hold every example once."""
+  """`order` (whole batches, epochs of len(counts) examples) regrouped: each run of
+  `window` batches sorted by token count, cut into batches again and those shuffled. A
+  run never crosses an epoch's end (a batch across it stays as it is), so each epoch
+  still holds every example once."""
   rng = np.random.default_rng(seed)
   batches = order.reshape(-1, batch_size)
   starts = np.arange(len(batches)) * batch_size
@@ -74,15 +70,13 @@ def cut(batch: Dict[str, np.ndarray], length: int, keys: Iterable[str]):
 
 
 def cut_to_longest(features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-  """The features (every one with a token axis) cut to their longest example's tokens:
-  the exported models' readers feed a batch at that length."""
+  """The features (every one with a token axis) cut to their longest example's."""
   return cut(features, int(token_counts(features).max(initial=0)), features)
 
 
 def pad_tokens(array: np.ndarray, max_length: int, value: float = 0) -> np.ndarray:
-  """A token-axis output (axis 1) of a cut batch padded back to max_length with
-  `value`, at positions that hold no token (a reader of the outputs skips them, or
-  ranks them last), so that the batches' outputs concatenate."""
+  """A token-axis output (axis 1) of a cut batch padded back to max_length with `value`
+  (which a reader of the outputs skips, or ranks last), so that batches concatenate."""
   widths = [(0, 0)] * array.ndim
   widths[1] = (0, max_length - array.shape[1])
   return np.pad(array, widths, constant_values=value)

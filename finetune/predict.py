@@ -1,10 +1,8 @@
 """Predictions of a fine-tuned model on a user's file: one JSON line per input.
 
-The model is trial 1 of the run that the same configuration trains (its checkpoint in
-<model_dir>_1, its sizes from the finetuning_config.json saved beside it). The file is
-read, featurized, run and post-processed in chunks by the task's runner (its
-read_unlabeled and prediction_records), so a large file streams through with a
-progress line, and the featurization and answer extraction are the evaluation's own.
+The model is trial 1 of the run the same configuration trains. The file goes through in
+chunks (a large one streams, with a progress line), featurized and post-processed by the
+task's runner as the evaluation's are.
 """
 
 import itertools
@@ -26,9 +24,8 @@ TRIAL = 1
 
 
 def check_start(config: FinetuningConfig, finetuner: Finetuner, saved: dict):
-  """Refuses an init_checkpoint other than the start the trial was fine-tuned from (its
-  record's), as a training run with it is refused: the model predicting is not the one
-  the flags name."""
+  """Refuses an init_checkpoint other than the trial's start, as a training run with it
+  is refused: the model predicting is not the one the flags name."""
   if not config.init_checkpoint:
     return
   given = record_name(finetuner.start)
@@ -42,8 +39,7 @@ def check_start(config: FinetuningConfig, finetuner: Finetuner, saved: dict):
 
 def predict_file(config: FinetuningConfig, path: str, out: IO[str], log=print,
                  chunk_size: int = 1024) -> int:
-  """Writes the predictions of the task's fine-tuned model on `path` to `out`; returns
-  how many inputs were predicted."""
+  """Writes the predictions on `path` to `out`; returns how many inputs there were."""
   if len(config.task_names) != 1:
     raise ValueError(f"--predict runs one task's model; --task names "
                      f"{len(config.task_names)} ({','.join(config.task_names)})")

@@ -1,12 +1,5 @@
-"""What the fine-tuning trainer asks of a task family: the TaskRunner interface.
-
-A runner turns a task's examples into fixed-size feature arrays, provides its head,
-its per-example loss, and turns the head's outputs on a split back into scores and
-prediction files. The trainer (finetune/trainer.py) pools several tasks' features,
-trains one encoder with every head, and calls back here. Each family implements it in
-its own folder's model.py (finetune/sentence/, qa/, tagging/); finetune/tasks.py picks
-the runner of a task.
-"""
+"""What the fine-tuning trainer asks of a task family: the TaskRunner interface (each
+family's model.py implements it): features, head, loss, scores, predictions."""
 
 import json
 import os
@@ -43,7 +36,7 @@ def label_entropy(labels: np.ndarray) -> float:
 
 
 class TaskRunner:
-  """Base class: one task of a fine-tuning run."""
+  """One task of a fine-tuning run."""
 
   # The features with a token axis (axis 1, max_seq_length long) that a batch is cut
   # at (finetune/padding.py).
@@ -55,7 +48,6 @@ class TaskRunner:
   serving = None
 
   def __init__(self, task, config, tokenizer):
-    """`config` is the run's FinetuningConfig, `tokenizer` a data_prep Tokenizer."""
     self.task, self.config, self.tokenizer = task, config, tokenizer
 
   @property

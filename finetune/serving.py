@@ -1,17 +1,11 @@
 """The serving export: a SavedModel that takes raw UTF-8 strings, tokenizer inside.
 
 Every fine-tuning run writes <model_dir>_<trial>/saved_model/; what each family's
-`serving_default` signature takes and returns, and how to call it, is docs/deploying.md's
-"Serving SavedModel". QA's gives the head's outputs on every window, whose answers the
-family's reader (qa/deployed.py) extracts, for every export form alike. Loading needs
-tensorflow and tensorflow_text only: the model's variables are saved, not the Keras
-objects.
-
-Here: a family's serving declaration (`Serving`), the module holding the model's
-variables, the tokenizer (graph_tokenizer.py) and one function per task, the
-ragged-tensor steps the families' functions (their serving.py) share, and the export. A
-pair's truncation and [CLS] ... [SEP] packing are tensorflow-text's (RoundRobinTrimmer,
-combine_segments).
+`serving_default` signature takes and returns: docs/deploying.md, "Serving SavedModel".
+Loading needs tensorflow and tensorflow_text only: the model's variables are saved, not
+the Keras objects. Here: a family's serving declaration (`Serving`), the module of the
+variables, the tokenizer and one function per task, and the ragged-tensor steps the
+families' functions (their serving.py) share.
 """
 
 import dataclasses

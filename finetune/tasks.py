@@ -8,6 +8,7 @@ import json
 import os
 from typing import Dict, List, Optional, Union
 
+from finetune import tfds_source
 from finetune.errors import DataError
 from finetune.family import Family
 from finetune.qa import family as qa
@@ -53,10 +54,14 @@ def family_of(task) -> Family:
 
 def read_examples(task, data_dir: str, split: str, tfds_data_dir: Optional[str] = None,
                   fetch_missing: bool = False) -> list:
-  """The examples of one split of any task: its files under <data_dir>/finetuning_data,
-  else TFDS's (finetune/tfds_source.py files_else_tfds)."""
-  return family_of(task).read_examples(task, data_dir, split, tfds_data_dir,
-                                       fetch_missing)
+  """The examples of one split of any task: its file (under <data_dir>/finetuning_data,
+  or a user's task's own), else TFDS's (finetune/tfds_source.py files_else_tfds)."""
+  family = family_of(task)
+  return tfds_source.files_else_tfds(
+      lambda: family.split_file(task, data_dir, split),
+      lambda path: family.read_file(task, path, split),
+      lambda builder: family.read_tfds(task, split, builder),
+      getattr(task, "tfds_name", None), tfds_data_dir, fetch_missing)
 
 
 # A user's task is given as the path of its task file, a JSON object.

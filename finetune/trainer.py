@@ -1,13 +1,11 @@
 """Fine-tuning: the original's recipe on the shared training loop, for any task runner.
 
 Several tasks train together as the original's multi-task runs do: their training
-features are pooled and shuffled, every feature carries its task id, and each task has
-its own head under one shared encoder (finetune/runner.py says what a task family
-provides). The loss is the SUM over the batch as in the
-original (its clipping at global norm 1.0 acts on that scale). After every epoch the dev
-splits are scored, once: the scores are kept beside the run's record (EPOCH_SCORES),
-and a resumed or re-run trial keeps those of the epochs its checkpoint has passed.
-Trials repeat the run with other seeds and the median is reported.
+features pooled and shuffled, each with its task id, one head per task on one encoder.
+The loss is the SUM over the batch as in the original (its clipping at global norm 1.0
+acts on that scale). Each epoch's dev scores are kept beside the run's record
+(EPOCH_SCORES), so a resumed or re-run trial keeps those of the epochs it passed.
+Trials repeat the run with other seeds; the median is reported.
 """
 
 import dataclasses
@@ -23,12 +21,9 @@ import tensorflow as tf
 from data_prep import normalization
 from data_prep.tokenizer import Tokenizer
 from data_prep.vocab import load_vocab
-from finetune import padding, serving, tasks as task_registry
+from finetune import padding, prior_watch, serving, tasks as task_registry
 from finetune.config import FinetuningConfig
 from finetune.modeling import FinetuningLoss, FinetuningModel
-from finetune import prior_watch
-from finetune.prior_watch import PriorWatch
-from finetune.tasks import runner_for
 from model import flops as model_flops
 from model.config import check_vocab_size
 from model.dropout import use_padded_length
@@ -39,7 +34,6 @@ from runs import lock, model_files, record
 from runs.checkpoints import newest_readable, restore_weights
 from runs.model_files import EPOCH_SCORES, RUN_VOCAB, SAVED_MODEL, TRIAL_FILES
 from runs.model_files import FINETUNING_RECORD as RUN_CONFIG
-from runs.record import keep_vocab
 from runs.start import PretrainedStart, open_start, record_name
 from training import curves, runtime, stopping
 from training.loop import LoopSettings, TrainLoop
@@ -72,10 +66,8 @@ class Finetuner:
     # does): a multi-worker strategy must configure the runtime first.
     self.strategy = runtime.start_run(config, config.seed)
     self.tasks = task_registry.get_tasks(config.task_names)
-    # The pre-trained weights to start from (sizes come from them when there are any,
-    # else from the config): init_checkpoint (a bad path fails, in debug runs too), else
-    # (unless debug) the model model_name names in the data dir, its export/ or its run
-    # dir; none: random weights, with a warning.
+    # The weights to start from (the sizes come from them): init_checkpoint (a bad path
+    # fails, in debug runs too), else (unless debug) model_name's in the data dir.
     self.start = (open_start(config.init_checkpoint) if config.init_checkpoint else
                   None if config.debug else pretrained_in(config.pretrained_model_dir))
     if not self.start and not config.debug and not os.path.isfile(config.vocab_file):
@@ -111,7 +103,8 @@ class Finetuner:
     self.config = config = dataclasses.replace(config, **self.normalization.fields())
     runtime.check_same_settings(self.strategy, self.run_signature())
     self.tokenizer = Tokenizer(vocab, *self.normalization)
-    self.runners = [runner_for(task, config, self.tokenizer) for task in self.tasks]
+    self.runners = [task_registry.runner_for(task, config, self.tokenizer)
+                    for task in self.tasks]
     names = {task.name for task in self.tasks}
     for runner in self.runners:
       if runner.head_name not in names:
@@ -205,8 +198,7 @@ class Finetuner:
 
   def run_signature(self) -> Dict[str, object]:
     """What fixes a trial's trained weights (record.check_resume compares it): the
-    start, the model's sizes and every field not declared resumable (of the run's
-    families' sections only)."""
+    start, the model's sizes and every field not declared resumable."""
     return {"init_checkpoint": record_name(self.start),
             "model": self.model_config.to_dict(),
             **self.config.signed_fields()}
@@ -215,9 +207,8 @@ class Finetuner:
 
   def predict(self, model, features, batch_size: Optional[int] = None
               ) -> Dict[str, object]:
-    """Every head's outputs (arrays, or dicts of arrays) on the features, in order, in
-    batches of `batch_size` (default: eval_batch_size), each cut to its longest
-    example (finetune/padding.py) and its token-axis outputs padded back."""
+    """Every head's outputs on the features, in batches of `batch_size` (default:
+    eval_batch_size) cut to their longest example, token-axis outputs padded back."""
     if model not in self._predict_fns:
       # No autograph (nothing here branches on tensors): converting the Keras layers'
       # code slowed every run's first evaluation (bench/RESULTS.md,
@@ -247,8 +238,8 @@ class Finetuner:
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *chunks)
 
   def token_features(self) -> Tuple[str, ...]:
-    """The features this run's batches are cut at (every task's token features), or ()
-    when they keep max_seq_length: batch_length_multiple 0, or a TPU (static shapes)."""
+    """The features batches are cut at, or () when they keep max_seq_length:
+    batch_length_multiple 0, or a TPU (static shapes)."""
     if (not self.config.batch_length_multiple
             or isinstance(self.strategy, tf.distribute.TPUStrategy)):
       return ()
@@ -295,14 +286,12 @@ class Finetuner:
     return latest
 
   def restore(self, model, trial: int) -> str:
-    """Loads the trial's fine-tuned weights into a built model; the checkpoint's path."""
     latest = self.finetuned_checkpoint(trial)
     restore_weights(model, latest)
     self.log(f"loaded {latest}")
     return latest
 
   def run_trial(self, trial: int) -> Dict[str, object]:
-    """Trains (or, with do_train false, reloads) and scores one trial."""
     config = self.config
     seed = config.trial_seed(trial)
     model_dir = self.trial_dir(trial)
@@ -336,10 +325,9 @@ class Finetuner:
               f"weights; {how_to_get_a_model(config)}", file=sys.stderr)
       # The record names the vocabulary read (configured or the start's own) and its
       # copy beside the checkpoints, which the exports and --predict read.
-      vocab_fields = keep_vocab(model_dir, self.vocab_path)
+      vocab_fields = record.keep_vocab(model_dir, self.vocab_path)
       model_files.write(model_dir, normalization.FILE, self.normalization.fields())
-      # Each epoch's scores, kept beside the record as they are taken: a checkpoint past
-      # an epoch no longer holds its weights, so a resumed or re-run trial keeps them.
+      # A checkpoint past an epoch no longer holds its weights: its scores are kept.
       scores_path = os.path.join(model_dir, EPOCH_SCORES)
       scored = read_json(scores_path) if os.path.isfile(scores_path) else []
       with record.kept_once_trained(model_dir, RUN_CONFIG):
@@ -411,7 +399,7 @@ class Finetuner:
       self.log(f"keep_all_models is false: deleted {model_dir}")
     return result
 
-  def prior_watch(self, num_steps: int) -> Optional[PriorWatch]:
+  def prior_watch(self, num_steps: int) -> Optional[prior_watch.PriorWatch]:
     """The watch on the training loss, where every trained task has a label prior: its
     loss is the tasks' priors weighted by their shares of the training features."""
     trained = [(self.runners[i], self.split(i, t.train_split).features)
@@ -421,17 +409,16 @@ class Finetuner:
     if not trained or None in priors:
       return None
     words = {runner.prior_words() for runner, _ in trained}
-    return PriorWatch(float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY,
-                      baseline=words.pop() if len(words) == 1 else prior_watch.MIXED)
+    return prior_watch.PriorWatch(
+        float(np.average(priors, weights=sizes)), num_steps, PRIOR_REMEDY,
+        baseline=words.pop() if len(words) == 1 else prior_watch.MIXED)
 
   def train_loop(self, features: Dict[str, np.ndarray], num_steps: int, model_dir: str,
                  label: str = "step", on_step=None,
                  lengths: Optional[np.ndarray] = None) -> TrainLoop:
-    """The model (built on `features`), its optimizer and the loop that trains it for
-    num_steps steps of train_batch_size features into model_dir: a trial's training,
-    and the step the benches time (its train_step). `lengths`: the batches'
-    lengths (train_lengths), whose mean the logged tokens and FLOPs per step count;
-    max_seq_length when not given."""
+    """The model (built on `features`), its optimizer and the loop that trains it into
+    model_dir: a trial's, and the step the benches time. `lengths`: the batches'
+    (train_lengths), which the logged tokens and FLOPs per step count."""
     config, strategy, batch = self.config, self.strategy, self.config.train_batch_size
     config.check_batch_split(batch, strategy.num_replicas_in_sync)
     if lengths is None:
@@ -468,9 +455,8 @@ class Finetuner:
                      settings)
 
   def dataset_fn(self, features: Dict[str, np.ndarray], num_steps: int, seed: int):
-    """The input pipeline of training: num_steps batches of train_batch_size
-    `features`, a fresh order each epoch, each cut to its longest example
-    (finetune/padding.py), as TrainLoop.run and iterator take it."""
+    """The training input pipeline, as TrainLoop.run takes it: num_steps batches, a
+    fresh order each epoch, each cut to its longest example."""
     order = self.train_order(features, num_steps, seed)
     lengths = self.train_lengths(features, order)
     keys = self.token_features()
@@ -479,8 +465,8 @@ class Finetuner:
 
   def train_order(self, features: Dict[str, np.ndarray], num_steps: int, seed: int
                   ) -> np.ndarray:
-    """The indices of the training stream's features: example_order's, grouped by
-    length when length_grouping_batches asks (padding.grouped_by_length)."""
+    """The training stream's indices, grouped by length when length_grouping_batches
+    asks."""
     batch, window = self.config.train_batch_size, self.config.length_grouping_batches
     order = self.example_order(len(features["input_ids"]), num_steps * batch, seed)
     if not window:
@@ -505,9 +491,8 @@ class Finetuner:
 
   @staticmethod
   def dataset(features, order, lengths, keys, batch_size, context):
-    """This worker's batches: its share of each global batch (`order`'s next
-    batch_size indices), cut to the global batch's length (`lengths`), the same on
-    every worker."""
+    """This worker's share of each global batch, cut to that batch's length (the
+    same on every worker)."""
     workers = context.num_input_pipelines
     per_worker = batch_size // workers
     tensors = {k: tf.constant(v) for k, v in features.items()}
@@ -581,26 +566,21 @@ def run(config: FinetuningConfig, log=print) -> Dict[str, object]:
   """All trials; writes <results_dir>/<tasks>_results.{txt,json} and the dev-curve PNG.
   One run at a time per model_dir: another is refused while this one runs; a signal
   stops it saved, whenever it comes (training/stopping.py)."""
-  with lock.run_dir_lock(config.distribution_strategy, config.model_dir):
-    with stopping.held():
-      return _run(config, log)
-
-
-def _run(config: FinetuningConfig, log) -> Dict[str, object]:
-  finetuner = Finetuner(config, log)
-  finetuner.read_splits()
-  trials = []
-  for trial in range(1, config.num_trials + 1):
-    trials.append(finetuner.run_trial(trial))
-    if config.do_eval:
-      log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
-  summary = summarize(trials)
-  report = {"tasks": config.task_names, "summary": summary, "trials": trials}
-  model_files.write(*os.path.split(config.results_file("json")), report)
-  model_files.write(*os.path.split(config.results_file("txt")), "".join(
-      f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
-      f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
-      for key, value in summary.items()))
-  report["plot"] = plot_history(trials, config.results_file("png")) \
-      if config.write_curves else None
-  return report
+  with lock.run_dir_lock(config.distribution_strategy, config.model_dir), stopping.held():
+    finetuner = Finetuner(config, log)
+    finetuner.read_splits()
+    trials = []
+    for trial in range(1, config.num_trials + 1):
+      trials.append(finetuner.run_trial(trial))
+      if config.do_eval:
+        log(f"trial {trial}/{config.num_trials}: " + format_scores(trials[-1]["scores"]))
+    summary = summarize(trials)
+    report = {"tasks": config.task_names, "summary": summary, "trials": trials}
+    model_files.write(*os.path.split(config.results_file("json")), report)
+    model_files.write(*os.path.split(config.results_file("txt")), "".join(
+        f"{key}: median {value['median']:.2f} over {len(value['trials'])} trial(s): "
+        f"{', '.join(f'{v:.2f}' for v in value['trials'])}\n"
+        for key, value in summary.items()))
+    report["plot"] = (plot_history(trials, config.results_file("png"))
+                      if config.write_curves else None)
+    return report

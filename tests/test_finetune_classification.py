@@ -12,7 +12,6 @@ import os
 import pytest
 
 from finetune import tasks
-from finetune.sentence import data as sentence_data
 from finetune.sentence.model import write_glue_submission
 from finetune.sentence.data import SentenceExample, both_orders
 from finetune.errors import DataError
@@ -53,7 +52,7 @@ def test_reader_matches_independent_read_of_shared_glue(shared_data_dir, name, f
                                                         label_set, layouts):
   task = tasks.get_task(name)
   for split, (header, a, b, label) in layouts.items():
-    examples = sentence_data.read_examples(task, shared_data_dir, split)
+    examples = tasks.read_examples(task, shared_data_dir, split)
     rows = _independent_rows(shared_path("glue", folder, split + ".tsv"), header)
     assert len(examples) == len(rows) > 0
     assert [e.text_a for e in examples] == [r[a] for r in rows]
@@ -72,7 +71,7 @@ def test_mrpc_byte_order_mark_is_not_part_of_the_header(shared_data_dir):
   with open(shared_path("glue", "MRPC", "train.tsv"), "rb") as f:
     assert f.read(3) == b"\xef\xbb\xbf"  # the file really has one
   task = tasks.get_task("glue/mrpc")
-  first = sentence_data.read_examples(task, shared_data_dir, "train")
+  first = tasks.read_examples(task, shared_data_dir, "train")
   assert first[0].label in ("0", "1")
 
 
@@ -109,7 +108,7 @@ def test_mnli_matched_and_mismatched_splits(tmp_path):
     _write(folder / f"{name}.tsv", [MNLI_TRAIN_HEADER[:10], _mnli_row(0, "p", name)])
   task = tasks.get_task("mnli")
   assert task.eval_splits == ("dev_matched", "dev_mismatched")
-  read = {split: sentence_data.read_examples(task, str(tmp_path), split)
+  read = {split: tasks.read_examples(task, str(tmp_path), split)
           for split in task.splits}
   assert [(e.text_a, e.text_b, e.label) for e in read["train"]] == [
       ("A man eats.", "Someone eats.", "entailment"),
@@ -131,11 +130,11 @@ def test_index_pair_tasks(tmp_path, name, folder, labels):
   _write(base / "dev.tsv", [header, ["0", "e", "f", labels[1]]])
   _write(base / "test.tsv", [header[:3], ["0", "g", "h"]])
   task = tasks.get_task(name)
-  train = sentence_data.read_examples(task, str(tmp_path), "train")
+  train = tasks.read_examples(task, str(tmp_path), "train")
   assert [(e.text_a, e.text_b, e.label) for e in train] == [("a", "b", labels[0]),
                                                            ("c", "d", labels[1])]
-  assert sentence_data.read_examples(task, str(tmp_path), "dev")[0].label == labels[1]
-  assert sentence_data.read_examples(task, str(tmp_path), "test")[0].text_b == "h"
+  assert tasks.read_examples(task, str(tmp_path), "dev")[0].label == labels[1]
+  assert tasks.read_examples(task, str(tmp_path), "test")[0].text_b == "h"
 
 
 def test_qqp_skips_malformed_rows_and_says_so(tmp_path, caplog):
@@ -145,7 +144,7 @@ def test_qqp_skips_malformed_rows_and_says_so(tmp_path, caplog):
       ["1", "3", "4", "a question split by a newline"],
       ["2", "5", "6", "Why?", "Why not?", "0"]])
   with caplog.at_level(logging.WARNING):
-    examples = sentence_data.read_examples(tasks.get_task("qqp"), str(tmp_path), "train")
+    examples = tasks.read_examples(tasks.get_task("qqp"), str(tmp_path), "train")
   assert [e.label for e in examples] == ["1", "0"]
   assert f"{path}: skipped 1 malformed rows" in caplog.text and f"{path}:3:" in caplog.text
 
@@ -158,7 +157,7 @@ def test_diagnostic_set_in_both_layouts(tmp_path):
   _write(tmp_path / "ours" / "finetuning_data" / "ax" / "test.tsv", rows)
   _write(tmp_path / "original" / "finetuning_data" / "mnli" / "diagnostic.tsv", rows)
   for root in ("glue_layout", "ours", "original"):
-    examples = sentence_data.read_examples(task, str(tmp_path / root), "test")
+    examples = tasks.read_examples(task, str(tmp_path / root), "test")
     assert examples == [SentenceExample(0, "The cat sat.", "A cat sat.",
                                                        None)]
 
@@ -171,9 +170,9 @@ def test_folder_spellings_are_case_sensitive_and_missing_files_name_both(tmp_pat
   _write(tmp_path / "glue_data" / "SST-2" / "dev.tsv", rows)  # GLUE's download
   task = tasks.get_task("glue/sst2")
   for root in ("a", "b", "glue_data"):
-    assert sentence_data.read_examples(task, str(tmp_path / root), "dev")[0].label == "1"
+    assert tasks.read_examples(task, str(tmp_path / root), "dev")[0].label == "1"
   with pytest.raises(DataError) as error:
-    sentence_data.read_examples(task, str(tmp_path / "c"), "dev")
+    tasks.read_examples(task, str(tmp_path / "c"), "dev")
   message = str(error.value)
   assert "missing dev file of glue/sst2" in message
   assert os.path.join("finetuning_data", "sst", "dev.tsv") in message
@@ -200,7 +199,7 @@ def test_folder_spellings_are_case_sensitive_and_missing_files_name_both(tmp_pat
 def test_bad_rows_give_file_line_errors(tmp_path, name, folder, lines, expected):
   _write(tmp_path / "finetuning_data" / folder / "dev.tsv", lines)
   with pytest.raises(DataError, match=expected):
-    sentence_data.read_examples(tasks.get_task(name), str(tmp_path), "dev")
+    tasks.read_examples(tasks.get_task(name), str(tmp_path), "dev")
 
 
 def test_non_utf8_file_and_unknown_split(tmp_path):
@@ -209,9 +208,9 @@ def test_non_utf8_file_and_unknown_split(tmp_path):
   path.write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
   task = tasks.get_task("sst")
   with pytest.raises(DataError, match="dev.tsv: not UTF-8 text"):
-    sentence_data.read_examples(task, str(tmp_path), "dev")
+    tasks.read_examples(task, str(tmp_path), "dev")
   with pytest.raises(DataError, match="has no split 'validation'"):
-    sentence_data.read_examples(task, str(tmp_path), "validation")
+    tasks.read_examples(task, str(tmp_path), "validation")
 
 
 def test_both_orders_swaps_pairs_after_the_originals():
@@ -287,15 +286,15 @@ def test_custom_csv_classification_task(tmp_path):
       "test.csv": "id,review\n4,unseen\n"})
   task = tasks.get_task(json_path)
   assert (task.name, task.labels, task.metrics) == ("reviews", ("bad", "good"), ("f1",))
-  train = sentence_data.read_examples(task, "unused", "train")
+  train = tasks.read_examples(task, "unused", "train")
   assert [(e.text_a, e.label) for e in train] == [('Great, really "great"', "good"),
                                                   ("Dull\nand long", "bad")]
-  assert sentence_data.read_examples(task, "unused", "test")[0] == \
+  assert tasks.read_examples(task, "unused", "test")[0] == \
       SentenceExample(0, "unseen", None, None)
   # A bad label on a row after a multi-line field still gets its own line number.
   (tmp_path / "train.csv").write_text('id,review,stars\n1,"a\nb",good\n2,c,meh\n')
   with pytest.raises(DataError, match=r"train.csv:4: unknown label 'meh' for reviews"):
-    sentence_data.read_examples(task, "unused", "train")
+    tasks.read_examples(task, "unused", "train")
 
 
 def test_custom_tsv_regression_task_by_column_index(tmp_path):
@@ -305,11 +304,11 @@ def test_custom_tsv_regression_task_by_column_index(tmp_path):
   task = tasks.get_task(json_path)
   assert task.is_regression and task.metrics == ("spearman", "pearson")
   assert [(e.text_a, e.text_b, e.label)
-          for e in sentence_data.read_examples(task, "unused", "train")] == [
+          for e in tasks.read_examples(task, "unused", "train")] == [
               ("a", "b", 0.5), ("c", "d", -1.0)]
   (tmp_path / "train.tsv").write_text("a\tb\n")
   with pytest.raises(DataError, match=r"train.tsv:1: expected at least 3 tab-separated"):
-    sentence_data.read_examples(task, "unused", "train")
+    tasks.read_examples(task, "unused", "train")
 
 
 @pytest.mark.parametrize("spec,expected", [
@@ -345,7 +344,7 @@ def test_custom_task_missing_file_is_named(tmp_path):
   json_path = _write_custom(tmp_path, {"name": "t", "text_a": 0, "label": 1, "header": False,
                                        "labels": ["a", "b"], "train": "nope.tsv"}, {})
   with pytest.raises(DataError, match=r"nope.tsv: the train file of task t does not exist"):
-    sentence_data.read_examples(tasks.get_task(json_path), "unused", "train")
+    tasks.read_examples(tasks.get_task(json_path), "unused", "train")
 
 
 def test_tfds_source_when_files_are_absent(tmp_path):
@@ -368,8 +367,8 @@ def test_tfds_source_when_files_are_absent(tmp_path):
     builder.info.write_to_directory(builder.data_path)  # marks it prepared
     with tfds.testing.mock_data(num_examples=5, data_dir=str(tmp_path)):
       for split, tfds_split in tfds_splits[name].items():
-        examples = sentence_data.read_examples(task, str(tmp_path / "no_files"), split,
-                                                tfds_data_dir=str(tmp_path))
+        examples = tasks.read_examples(task, str(tmp_path / "no_files"), split,
+                                        tfds_data_dir=str(tmp_path))
         records = list(tfds.as_numpy(builder.as_dataset(split=tfds_split,
                                                         shuffle_files=False)))
         assert len(examples) == len(records) == 5
@@ -384,7 +383,7 @@ def test_tfds_source_when_files_are_absent(tmp_path):
 
 def test_glue_submission_files(shared_data_dir, tmp_path):
   cola = tasks.get_task("cola")
-  examples = sentence_data.read_examples(cola, shared_data_dir, "test")
+  examples = tasks.read_examples(cola, shared_data_dir, "test")
   predictions = [i % 2 for i in range(len(examples))]  # label ids
   path = write_glue_submission(cola, "test", examples, predictions,
                                               str(tmp_path))

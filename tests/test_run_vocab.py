@@ -74,7 +74,8 @@ def test_the_record_names_the_vocabulary_read_and_the_exports_use_it(
     assert export_lite.main(["--model-dir", str(trial), "--output",
                              str(tmp_path / "lite"), "--format", "onnx"]) == 0
     assert (tmp_path / "lite" / "vocab.txt").read_bytes() == vocab
-    assert source.load_finetuned(str(trial), note=print).tokenizer().vocab.tokens == TOKENS
+    loaded = source.load_finetuned(str(trial), note=print)
+    assert loaded.runner.tokenizer.vocab.tokens == TOKENS
     hf_export.export(str(trial), str(tmp_path / "hf_out"))
     assert (tmp_path / "hf_out" / "vocab.txt").read_bytes() == vocab
   finally:

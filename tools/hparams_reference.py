@@ -91,7 +91,6 @@ This page is written from the declarations by
 
 
 def reference() -> str:
-  """The whole page."""
   # pylint: disable=g-import-not-at-top  # the configs load without TensorFlow
   from finetune import tasks
   from finetune.config import FinetuningConfig

@@ -2,23 +2,18 @@
 questions and MRQA jsonl read into questions, and their windows of [CLS] question [SEP]
 context [SEP].
 
-A question's context is split into words (split_words), every gold answer located by
-its character offset and mapped to the words it covers; what is refused, and what an
-answer not found at its offset does, is docs/finetuning.md's ("A question-answering
-task of your own"). A test split's questions are read without their answers.
+What is refused, and what an answer not found at its offset does: docs/finetuning.md,
+"A question-answering task of your own".
 
 The windows are the original's featurization: every word of the context is
 WordPiece-tokenized on its own (so each piece knows its word), the question keeps
-max_query_length pieces, and a context longer than a window is covered by windows
-starting every doc_stride pieces. A piece seen by several windows is scored only in the
-one where it has the most context (the larger of min(left, right) + 0.01 * window
-length). The gold answer (the first one found at its offset) is moved from words to
-pieces and tightened to the pieces of its own tokenized text where they occur inside
-those words ("(1895-1943)." -> "1895"). A window that does not hold the whole answer,
-and every window of an unanswerable question, points at [CLS] (position 0).
-Tokenization runs in a few large batches: all distinct context words at once, then all
-questions, then all answers. numpy only: the exported models' reader (deployed.py)
-ships this module.
+max_query_length pieces, and a longer context is covered by windows starting every
+doc_stride pieces, each piece scored only in the window where it has the most context
+(finetune/windows.py). The gold answer (the first found at its offset) is moved from
+words to pieces and tightened to its own tokenized text's pieces ("(1895-1943)." ->
+"1895"). A window without the whole answer, and every window of an unanswerable
+question, points at [CLS] (position 0). numpy only: the exported models' reader
+(deployed.py) ships this module.
 """
 
 import dataclasses
@@ -32,7 +27,7 @@ import numpy as np
 from data_prep.reference_tokenizer import is_cjk
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
-from finetune.windows import doc_spans, max_context_owner
+from finetune.windows import WordPieces, doc_spans, max_context_owner, text_ids
 from finetune.errors import DataError, json_lines
 
 
@@ -314,16 +309,16 @@ def split_file(task: QATask, data_dir: str, split: str) -> str:
                                 [split + ".jsonl", split + ".jsonl.gz"], "MRQA jsonl format")
 
 
-def read_file(task: QATask, path: str, labelled: bool = True) -> List[QAExample]:
-  """All questions of one file: SQuAD JSON or JSON lines, or MRQA jsonl (MRQA tasks)."""
+def read_file(task: QATask, path: str, split: str = "") -> List[QAExample]:
+  """All questions of one file: SQuAD JSON or JSON lines, or MRQA jsonl (MRQA tasks); a
+  test split's without their answers."""
   if task.file_format == "mrqa":
     return _checked(_mrqa_examples(path), path)
-  return _checked(_file_examples(task, path, labelled), path)
+  return _checked(_file_examples(task, path, split not in task.test_splits), path)
 
 
 def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
-  """All examples, refused when there are none or two share an id (scores are kept by
-  id)."""
+  """All examples; none, or two sharing an id (scores are kept by id), refused."""
   examples, seen = [], set()
   for example in read:
     if example.qid in seen:
@@ -337,7 +332,6 @@ def _checked(read: Iterator[QAExample], source: str) -> List[QAExample]:
 
 
 def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
-  """Questions of the SQuAD dataset `builder` has prepared in TensorFlow Datasets."""
   tfds_split = {"train": "train", "dev": "validation"}.get(split, split)
   paragraphs = []
   for record in tfds_source.records(builder, tfds_split):
@@ -357,17 +351,6 @@ def read_tfds(task: QATask, split: str, builder) -> List[QAExample]:
                   source)
 
 
-def read_examples(task: QATask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[QAExample]:
-  """The questions of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split),
-      lambda path: read_file(task, path, labelled=split not in task.test_splits),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
-
-
 @dataclasses.dataclass
 class Windows:
   """Model inputs of every window and what post-processing needs to read them back."""
@@ -377,40 +360,6 @@ class Windows:
   token_to_word: np.ndarray      # [N, L] word of example.doc_tokens, -1 outside the context
   max_context: np.ndarray        # [N, L] whether this window is the piece's best one
   unmapped_answers: int = 0      # gold answers that cover no word piece
-
-
-def _split_ids(ids: np.ndarray, offsets: np.ndarray) -> List[np.ndarray]:
-  return [ids[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
-
-
-class _Contexts:
-  """Each distinct context's pieces with their word maps, tokenized in one batch."""
-
-  def __init__(self, tokenizer: Tokenizer, examples: Sequence[QAExample]):
-    word_ids: Dict[str, int] = {}
-    self.words_of: Dict[str, np.ndarray] = {}
-    for example in examples:
-      if example.context not in self.words_of:
-        self.words_of[example.context] = np.array(
-            [word_ids.setdefault(w, len(word_ids)) for w in example.doc_tokens], np.int64)
-    self.ids, offsets = tokenizer.batch_ids(list(word_ids))
-    if len(offsets) != len(word_ids) + 1:
-      raise DataError(f"tokenizing {len(word_ids)} context words gave "
-                      f"{len(offsets) - 1} results (a word holds a line break?)")
-    self.starts, self.counts = offsets[:-1], np.diff(offsets)
-    self._cache = {}
-
-  def pieces(self, context: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(piece ids, word of each piece, first piece of each word) of one context."""
-    if context not in self._cache:
-      words = self.words_of[context]
-      counts = self.counts[words]
-      first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-      within = np.arange(counts.sum()) - np.repeat(first, counts)
-      ids = self.ids[np.repeat(self.starts[words], counts) + within]
-      tok_to_word = np.repeat(np.arange(len(words)), counts)
-      self._cache = {context: (ids, tok_to_word, first)}  # examples come by paragraph
-    return self._cache[context]
 
 
 def improve_answer_span(pieces: np.ndarray, start: int, end: int,
@@ -427,23 +376,25 @@ def improve_answer_span(pieces: np.ndarray, start: int, end: int,
 
 def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_length: int,
               max_query_length: int, doc_stride: int) -> Windows:
-  """Every example's windows, in example order."""
   if doc_stride < 1:
     raise ValueError(f"doc_stride {doc_stride}: windows must advance by at least 1 piece")
   vocab = tokenizer.vocab
-  contexts = _Contexts(tokenizer, examples)
-  questions = _split_ids(*tokenizer.batch_ids(
-      [" ".join(e.question.split()) for e in examples]))
+  words = WordPieces(tokenizer, {e.context: e.doc_tokens for e in examples}.values())
+  questions = text_ids(tokenizer, [" ".join(e.question.split()) for e in examples])
   answered = [i for i, e in enumerate(examples) if e.answers and not e.is_impossible]
-  answer_pieces = dict(zip(answered, _split_ids(*tokenizer.batch_ids(
-      [" ".join(examples[i].answers[0].text.split()) for i in answered]))))
+  answer_pieces = dict(zip(answered, text_ids(
+      tokenizer, [" ".join(examples[i].answers[0].text.split()) for i in answered])))
 
   # Per window: (example index, question pieces, start and length in the context,
-  # which of its pieces it owns, the answer's piece span in the context or None).
+  # which of its pieces it owns, the answer's piece span in the context or None, the
+  # context's pieces and the word of each).
   rows = []
-  unmapped = 0
+  unmapped, context = 0, None
   for index, example in enumerate(examples):
-    pieces, _, word_first = contexts.pieces(example.context)
+    if example.context != context:  # examples come by paragraph
+      context = example.context
+      pieces, word_first, counts = words.pieces(example.doc_tokens)
+      tok_to_word = np.repeat(np.arange(len(counts)), counts)
     query = questions[index][:max_query_length]
     max_pieces = max_seq_length - len(query) - 3
     if max_pieces < 1:
@@ -464,7 +415,7 @@ def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_lengt
     owner = max_context_owner(spans, len(pieces))
     for window, (start, length) in enumerate(spans):
       rows.append((index, query, start, length, owner[start:start + length] == window,
-                   answer_span))
+                   answer_span, pieces, tok_to_word))
   if unmapped:
     logging.warning("%d gold answers cover no word piece and train as unanswerable "
                     "windows", unmapped)
@@ -477,8 +428,8 @@ def featurize(tokenizer: Tokenizer, examples: Sequence[QAExample], max_seq_lengt
   token_to_word = np.full([n, max_seq_length], -1, np.int32)
   max_context = np.zeros([n, max_seq_length], bool)
   example_index = np.array([row[0] for row in rows], np.int32)
-  for i, (index, query, start, length, owned, answer_span) in enumerate(rows):
-    pieces, tok_to_word, _ = contexts.pieces(examples[index].context)
+  for i, (index, query, start, length, owned, answer_span, pieces,
+          tok_to_word) in enumerate(rows):
     offset = len(query) + 2  # [CLS] question [SEP]
     total = offset + length + 1
     ids = arrays["input_ids"][i]

@@ -11,15 +11,12 @@ n_best_size distinct texts form the n-best list. A span's text is its word piece
 joined back together, projected onto the original words' characters (final_span, the
 original's get_final_text; the words joined by one space, or none between CJK
 characters: span_words), so the answer keeps the context's case and punctuation but not
-the extra characters of a word it only partly covers. For SQuAD 2.0 the question's null score is the smallest
-over its windows of the answerability logit (or of the [CLS] start + end scores without
-that classifier); "no answer" is chosen when it exceeds a threshold.
+the extra characters of a word it only partly covers. For SQuAD 2.0 the question's
+null score is the smallest over its windows of the answerability logit (or of the [CLS]
+start + end scores without that classifier); "no answer" when it exceeds a threshold.
 
-The reader turns questions and their contexts into the windows of data.py (the run's
-max_query_length and doc_stride; a long context gives several rows), the head's outputs
-on every window into --predict's records (answer, its characters start and end in the
-context, probability; SQuAD 2.0: no_answer_score and no_answer). numpy only: shipped
-with the export.
+The Reader turns questions and contexts into data.py's windows and the head's outputs
+on them into --predict's records. numpy only: shipped with the export.
 """
 
 import dataclasses

@@ -65,5 +65,6 @@ def _runner():
 
 
 FAMILY = Family(name="qa", task_type=data.QATask, tasks=data.QA_TASKS,
-                read_examples=data.read_examples, runner=_runner, settings=QASettings,
+                split_file=data.split_file, read_file=data.read_file,
+                read_tfds=data.read_tfds, runner=_runner, settings=QASettings,
                 load_task_file=load_task_file)

@@ -1,31 +1,23 @@
 """The fine-tuning model of extractive QA tasks (SQuAD 1.1/2.0, MRQA): the original's
 span-prediction head, its loss, and the runner that trains and scores it.
 
-Start logits come from one dense unit per piece. With joint prediction (the default) the
-end is predicted given the start: a 512-unit GELU layer reads [start piece; end piece]
-for every end, then one unit scores it. Training conditions on the gold start; at
-inference the beam_size most likely starts each get their beam_size most likely ends.
-Otherwise (joint_prediction false) start and end logits are independent. Spans may only
-touch context pieces or [CLS] (the "no answer" position); others get -1000.
+Start logits come from one dense unit per piece. With joint prediction (the default;
+else the two are independent) the end is predicted given the start: a 512-unit GELU
+layer reads [start piece; end piece] for every end, then one unit scores it; training
+conditions on the gold start, inference gives each of the beam_size likeliest starts
+its beam_size likeliest ends. The layer is applied as start @ W[:H] + end @ W[H:] + b:
+the original's dense layer on the concatenation, without the [B, beam, L, 2H] tensor of
+every pair. Spans may only touch context pieces or [CLS] (the "no answer" position);
+others get -1000. The answerability classifier (SQuAD 2.0) reads the [CLS] vector and,
+optionally, the piece vectors averaged under the start distribution, through a 512-unit
+GELU layer; its sigmoid loss is weighted answerable_weight.
 
-The answerability classifier (SQuAD 2.0) reads the [CLS] vector and, optionally, the
-piece vectors averaged under the start distribution, through a 512-unit GELU layer;
-its sigmoid loss is weighted answerable_weight. Logits and losses are float32 under
-mixed precision.
-
-The layer [start; end] -> 512 is applied as start @ W[:H] + end @ W[H:] + b, which equals
-the original's dense layer on the concatenation without building the [B, beam, L, 2H]
-tensor of every pair.
-
-Windows come from data.py, answers from deployed.py. Scoring a split writes, as the
-original does, <results_dir>/<tasks>_qa/<task>_<split>_preds.json (question id ->
-answer; for SQuAD 2.0 the best non-null answer), _nbest.json, _eval.json (every
-official metric) and, for SQuAD 2.0, _null_odds.json and _preds_thresholded.json
-(answers with "" where the null odds exceed the best-F1 threshold found on this split).
+Scoring a split writes, as the original does, <results_dir>/<tasks>_qa/<task>_<split>_
+preds.json (question id -> answer; SQuAD 2.0's best non-null one), _nbest.json,
+_eval.json (every official metric) and, for SQuAD 2.0, _null_odds.json and
+_preds_thresholded.json ("" where the null odds exceed the split's best-F1 threshold).
 exact_match and f1 use qa_na_threshold, as the original's evaluation; best_exact_match
-and best_f1 the threshold tuned on the split, as the paper reports SQuAD 2.0. With
-write_test_outputs, SQuAD 2.0's test split (test.json, which the original also reads)
-gets its answers in <results_dir>/test_predictions/<tasks>_trial<n>/squad_v2.0_test_preds.json.
+and best_f1 the split's best threshold, as the paper reports SQuAD 2.0.
 """
 
 import json
@@ -88,7 +80,7 @@ class SpanHead(tf_keras.layers.Layer):
     super().build(input_shape)
 
   def _end_logits(self, sequence, start_vectors, penalty):
-    """[B, K, L] end logits for K start vectors [B, K, H] per example."""
+    """[B, K, L] end logits of K start vectors [B, K, H]."""
     hidden = sequence.shape[-1]
     kernel = tf.cast(self.end_hidden_kernel, sequence.dtype)
     from_start = tf.einsum("bkh,hu->bku", start_vectors, kernel[:hidden])
@@ -252,8 +244,9 @@ class QARunner(TaskRunner):
     return path
 
   def write_predictions(self, examples, features, outputs, split, out_dir):
-    """Test-set answers as the original submits them: for SQuAD 2.0, "" where the null
-    odds exceed qa_na_threshold (no labels to tune it on)."""
+    """Test-set answers as the original submits them (SQuAD 2.0's test.json, as
+    <task>_<split>_preds.json): "" where the null odds exceed qa_na_threshold (no labels
+    to tune it on)."""
     predictions = self.predict_answers(examples, features, outputs, split)
     answers = (qa_deployed.thresholded(predictions, self.settings.qa_na_threshold)
                if self.task.v2 else predictions.answers)

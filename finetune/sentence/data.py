@@ -2,12 +2,9 @@
 example), a split's examples from the task's files (GLUE-style TSVs, users' TSV/CSV
 files) or else TFDS, and the model's inputs.
 
-A task is a classification (labels given) or regression (labels None) over one text or
-a pair; family.py lists GLUE's. Files are read by the layout of each split
-(`<data_dir>/finetuning_data/<task>/<split>.tsv`, see finetune.layout; a user's task's
-files beside its JSON description). The features are [CLS] A [SEP] (B [SEP]), truncated
-as the original: the longer text loses its last token until the pair fits
-max_seq_length - 3 (B when they tie); a single text keeps max_seq_length - 2 tokens.
+The features are [CLS] A [SEP] (B [SEP]), truncated as the original: the longer text
+loses its last token until the pair fits max_seq_length - 3 (B when they tie); a single
+text keeps max_seq_length - 2 tokens.
 """
 
 import csv
@@ -21,6 +18,7 @@ from data_prep.tokenizer import Tokenizer
 from finetune import tfds_source
 from finetune.errors import DataError, at
 from finetune.layout import find_split_file, own_file
+from finetune.windows import text_ids
 
 Column = Union[int, str]  # a 0-based index, or a header name (users' tasks only)
 Label = Union[str, float]
@@ -79,13 +77,11 @@ class SentenceTask:
     return self.labels is None
 
   def layout(self, split: str) -> "SplitLayout":
-    """Where `split`'s file is and which columns hold what; a DataError for a split the
-    task lacks."""
+    """`split`'s layout; a DataError for a split the task lacks."""
     if split not in self.splits:
       raise DataError(f"task {self.name} has no split {split!r} (it has "
                       f"{', '.join(self.splits)})")
     return self.splits[split]
-
 
 
 def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
@@ -99,7 +95,6 @@ def both_orders(examples: Sequence[SentenceExample]) -> List[SentenceExample]:
 
 
 def split_file(task: SentenceTask, data_dir: str, split: str) -> str:
-  """The existing file of `split`, or a DataError naming every accepted location."""
   layout = task.layout(split)
   if task.files:
     return own_file(task.files, split, task.name)
@@ -150,11 +145,9 @@ def _resolve_columns(layout: SplitLayout, header: Optional[List[str]], path: str
 def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
               unlabeled_ok: bool, skipped: Optional[List[str]] = None
               ) -> Iterator[SentenceExample]:
-  """Examples of one TSV/CSV file laid out as `layout`, read as they come.
-
-  `where` names the layout in errors ("glue/sst2 dev"); malformed rows of a task that
-  skips them are appended to `skipped`.
-  """
+  """Examples of one TSV/CSV file laid out as `layout`, read as they come. `where`
+  names the layout in errors ("glue/sst2 dev"); malformed rows of a task that skips
+  them are appended to `skipped`."""
   columns, eid = None, -1
   for line, fields in _rows(path, task.file_format):
     if not fields and columns is None and layout.header:  # blank lines before a header
@@ -188,8 +181,7 @@ def iter_file(task: SentenceTask, layout: SplitLayout, path: str, where: str,
                           label=label)
 
 
-def read_split_file(task: SentenceTask, split: str, path: str) -> List[SentenceExample]:
-  """Examples of `split` from one TSV/CSV file laid out as the task defines."""
+def read_file(task: SentenceTask, path: str, split: str) -> List[SentenceExample]:
   skipped = []
   examples = list(iter_file(task, task.layout(split), path, f"{task.name} {split}",
                             split in task.test_splits, skipped))
@@ -247,8 +239,7 @@ def _parse_label(task: SentenceTask, text: str, path: str, line: int) -> Label:
 
 
 def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
-  """Examples from the prepared TFDS dataset of `builder`: TFDS names GLUE's dev splits
-  validation (validation_matched, ...)."""
+  """Examples of a TFDS dataset, which names GLUE's dev splits validation (...)."""
   task.layout(split)  # a split the task lacks is refused
   tfds_split = split.replace("dev", "validation")
   labelled = split not in task.test_splits
@@ -268,23 +259,6 @@ def read_tfds(task: SentenceTask, split: str, builder) -> List[SentenceExample]:
   return examples
 
 
-def read_examples(task: SentenceTask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[SentenceExample]:
-  """The examples of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split),
-      lambda path: read_split_file(task, split, path),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
-
-
-def _token_ids(tokenizer: Tokenizer, texts: Sequence[str]):
-  # Lines are tokenized as a batch; a newline inside a text is whitespace to BERT.
-  ids, offsets = tokenizer.batch_ids([t.replace("\n", " ") for t in texts])
-  return [ids[offsets[i]:offsets[i + 1]] for i in range(len(texts))]
-
-
 def truncate_pair(a: list, b: list, max_tokens: int):
   while len(a) + len(b) > max_tokens:
     (a if len(a) > len(b) else b).pop()
@@ -294,9 +268,9 @@ def encode(tokenizer: Tokenizer, examples, max_seq_length: int) -> Dict[str, np.
   """int32 input_ids, input_mask, segment_ids [N, max_seq_length] for the examples."""
   vocab = tokenizer.vocab.ids
   cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-  texts_a = _token_ids(tokenizer, [e.text_a for e in examples])
+  texts_a = text_ids(tokenizer, [e.text_a for e in examples])
   paired = [i for i, e in enumerate(examples) if e.text_b is not None]
-  texts_b = dict(zip(paired, _token_ids(tokenizer, [examples[i].text_b for i in paired])))
+  texts_b = dict(zip(paired, text_ids(tokenizer, [examples[i].text_b for i in paired])))
   n = len(examples)
   out = {name: np.zeros([n, max_seq_length], np.int32)
          for name in ("input_ids", "input_mask", "segment_ids")}

@@ -170,7 +170,6 @@ def load_custom_task(json_path: str, spec: dict) -> SentenceTask:
 
 @dataclasses.dataclass(frozen=True)
 class SentenceSettings:
-  """The config fields of sentence tasks."""
   double_unordered: bool = hparams.field(
       True, help="MRPC and STS-B train on both sentence orders.")
 
@@ -181,5 +180,6 @@ def _runner():
 
 
 FAMILY = Family(name="sentence", task_type=SentenceTask, tasks=GLUE_TASKS,
-                read_examples=data.read_examples, runner=_runner,
+                split_file=data.split_file, read_file=data.read_file,
+                read_tfds=data.read_tfds, runner=_runner,
                 settings=SentenceSettings, load_task_file=load_custom_task)

@@ -1,8 +1,6 @@
 """The fine-tuning model of sentence and sentence-pair tasks (GLUE, users' own): the head
-on [CLS], its loss, scores and predictions (the TaskRunner), and GLUE's submission files.
-
-Features come from data.py; the loss is cross-entropy (or squared error for regression,
-as STS-B), scores are metrics.py's, and test predictions become GLUE submission files.
+on [CLS], its loss (cross-entropy, or a regression's squared error as STS-B's), scores
+and predictions (the TaskRunner), and GLUE's submission files.
 """
 
 import os

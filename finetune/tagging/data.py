@@ -1,20 +1,16 @@
 """Sequence tagging data: the tasks (CoNLL-2000 chunking, CoNLL-2003 and CoNLL-2002 named
 entities, XTREME's part of speech, and users' own from their task files), their files
+(CoNLL columns, CoNLL-U or JSON lines: docs/finetuning.md, "A tagging task of your own")
 or else TFDS, the tag schemes, and the model's inputs.
 
-A split is CoNLL columns, CoNLL-U or JSON lines (docs/finetuning.md, "A tagging task of
-your own"); a malformed line, an unknown tag or an empty sentence is an error at
-file:line. An entity task trains, as the original does, on the BIOES labels of its
-entities (a last word E-, a one-word entity S-); its predictions go back to IOB2 tags
-(BIOES for a BIOES task).
-
-Features: each word is WordPiece-tokenized on its own and its label sits on its first
-piece (word_positions). A sentence longer than max_seq_length - 2 pieces is read in
-windows of [CLS] pieces [SEP] starting every tagging_stride pieces, as QA reads a
-context (finetune/windows.py); every window trains on the words whose first piece it
-holds, and each word is predicted from the window where that piece has the most
-context (max_context_owner). numpy only: the exported models' reader (deployed.py)
-ships this module.
+An entity task trains, as the original does, on the BIOES labels of its entities (a
+last word E-, a one-word entity S-); its predictions go back to IOB2 tags (BIOES for a
+BIOES task). Each word is WordPiece-tokenized on its own, its label on its first piece
+(word_positions). A sentence longer than max_seq_length - 2 pieces is read in windows
+starting every tagging_stride pieces, as QA reads a context (finetune/windows.py): each
+trains on the words whose first piece it holds, and each word is predicted from the
+window where that piece has the most context. numpy only: the exported models' reader
+(deployed.py) ships this module.
 """
 
 import dataclasses
@@ -27,7 +23,7 @@ import numpy as np
 from data_prep.tokenizer import Tokenizer
 from finetune import layout, tfds_source
 from finetune.errors import DataError, at, json_lines
-from finetune.windows import doc_spans, max_context_owner
+from finetune.windows import WordPieces, doc_spans, max_context_owner
 from finetune.tagging.metrics import entity_spans
 
 # The tag schemes, by the names a task file gives them.
@@ -202,8 +198,7 @@ def _json_sentences(path: str) -> Iterator[Tuple[List[int], List[str], List[str]
 
 
 def _sentences(path: str, file_format: str, word_column: int, tag_column: int):
-  """Each sentence of a file of any FORMATS: its words' line numbers, words and tags; a
-  file without any is an error."""
+  """Each sentence (line numbers, words, tags) of a file of any FORMATS; none: an error."""
   try:
     read = (_json_sentences(path) if file_format == "jsonl" else
             _conll_sentences(path, file_format, word_column, tag_column))
@@ -217,8 +212,9 @@ def _sentences(path: str, file_format: str, word_column: int, tag_column: int):
     raise DataError(f"{path}: no sentences")
 
 
-def read_file(task: TaggingTask, path: str) -> List[TaggingExample]:
+def read_file(task: TaggingTask, path: str, split: str = "") -> List[TaggingExample]:
   """Every sentence of one of a task's files, each tag one of the task's."""
+  del split  # a test file is labelled
   known = frozenset(task.tags)
   examples = []
   for lines, words, tags in _sentences(path, task.file_format, task.word_column,
@@ -258,8 +254,7 @@ def split_file(task: TaggingTask, data_dir: str, split: str) -> str:
 
 
 def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
-  """The sentences of the dataset `builder` has prepared in TensorFlow Datasets: its
-  "tokens" and its tags' class ids."""
+  """The sentences of a TFDS dataset: its "tokens" and its tags' class ids."""
   names = builder.info.features[task.tfds_tags].feature.names
   known = frozenset(task.tags)
   source = f"TFDS {task.tfds_name} {split}"
@@ -277,20 +272,10 @@ def read_tfds(task: TaggingTask, split: str, builder) -> List[TaggingExample]:
   return examples
 
 
-def read_examples(task: TaggingTask, data_dir: str, split: str,
-                  tfds_data_dir: Optional[str] = None,
-                  fetch_missing: bool = False) -> List[TaggingExample]:
-  """The sentences of a split (tfds_source.files_else_tfds)."""
-  return tfds_source.files_else_tfds(
-      lambda: split_file(task, data_dir, split), lambda path: read_file(task, path),
-      lambda builder: read_tfds(task, split, builder), task.tfds_name, tfds_data_dir,
-      fetch_missing)
-
-
 def read_sentences(path: str) -> Iterator[TaggingExample]:
   """Sentences to tag, read as they come: JSON lines of {"words": [...]} (a path ending
-  .jsonl), else one text line each (words split at whitespace); each numbered by its line from 0,
-blank lines skipped."""
+  .jsonl), else one text line each (words split at whitespace), numbered by line from 0,
+  blank lines skipped."""
   try:
     if path.endswith(".jsonl"):
       for number, record in json_lines(path):
@@ -347,29 +332,18 @@ def as_output_tags(task: TaggingTask, tags: Sequence[str]) -> List[str]:
 
 def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: int,
             stride: int, task: Optional[TaggingTask] = None) -> Dict[str, np.ndarray]:
-  """Every sentence's windows, in order: int32 input_ids, input_mask, segment_ids,
-  word_positions, word_labels [N, length] (labels of `task`, the examples' when they
-  are labelled), float32 word_label_mask (1 at each word whose first piece the window
-  holds, all of which train), which sentence (its position in `examples`) and first
-  word each window holds (sentence_index, first_word [N]), and word_owned [N, length]
-  (1 at the words this window predicts: where they have the most context)."""
+  """Every sentence's windows: int32 input_ids, input_mask, segment_ids, word_positions,
+  word_labels (`task`'s, when the examples are labelled) [N, length], float32
+  word_label_mask (the words whose first piece it holds, all trained on), the sentence
+  and first word each window holds (sentence_index, first_word [N]), and word_owned
+  [N, length] (the words it predicts: where they have the most context)."""
   vocab, room = tokenizer.vocab, length - 2
-  word_ids: Dict[str, int] = {}
-  for example in examples:
-    for word in example.words:
-      word_ids.setdefault(word, len(word_ids))
-  # Each word alone ("\n" would end a line of batch_ids).
-  ids, offsets = tokenizer.batch_ids([w.replace("\n", " ") for w in word_ids])
   # A word BERT's cleaning empties (only control characters) still needs a slot.
-  pieces = [ids[offsets[i]:offsets[i + 1]] if offsets[i + 1] > offsets[i] else
-            np.array([vocab.unk_id], np.int32) for i in range(len(word_ids))]
+  words = WordPieces(tokenizer, (e.words for e in examples), empty_as_unk=True)
   label_id = {label: i for i, label in enumerate(task.labels if task else ())}
   rows = []  # (sentence, its first word, pieces, word positions, labels, owned words)
   for index, example in enumerate(examples):
-    word_pieces = [pieces[word_ids[w]] for w in example.words]
-    counts = np.array([len(p) for p in word_pieces], np.int64)
-    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    sentence = np.concatenate(word_pieces) if word_pieces else np.zeros([0], np.int32)
+    sentence, first, _ = words.pieces(example.words)
     labels = np.array([label_id[label] for label in (
         as_labels(task, example.tags) if example.tags else ())], np.int64)
     spans = doc_spans(len(sentence), room, stride)
@@ -400,8 +374,7 @@ def windows(tokenizer: Tokenizer, examples: Sequence[TaggingExample], length: in
 
 def predicted_tags(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                    logits: np.ndarray, output_tags: Sequence[str]) -> List[List[str]]:
-  """Each sentence's predicted tags, each word's label (its tag in output_tags) from the
-  window that owns it."""
+  """Each sentence's tags (of output_tags), each word's from the window that owns it."""
   best = logits.argmax(-1)
   tags = [[output_tags[0]] * len(e.words) for e in examples]
   for row, column in zip(*np.nonzero(features["word_owned"])):
@@ -427,8 +400,8 @@ def entities(example: TaggingExample, tags: Sequence[str]) -> List[Dict[str, obj
 
 def prediction_records(examples: Sequence[TaggingExample], features: Dict[str, np.ndarray],
                        logits: np.ndarray, output_tags: Sequence[str], with_entities: bool):
-  """--predict's record of each sentence: its index, words, tags and (an entity task)
-  entities."""
+  """--predict's record of each sentence: index, words, tags (and an entity task's
+  entities)."""
   records = []
   for example, tags in zip(examples, predicted_tags(examples, features, logits,
                                                     output_tags)):

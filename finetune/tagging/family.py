@@ -90,7 +90,6 @@ def load_task_file(json_path: str, spec: dict) -> data.TaggingTask:
 
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings:
-  """The config fields of tagging tasks."""
   tagging_stride: int = hparams.field(
       64, at_least=1,
       help="New: a sentence longer than max_seq_length - 2 pieces is read in windows "
@@ -104,5 +103,6 @@ def _runner():
 
 
 FAMILY = Family(name="tagging", task_type=data.TaggingTask, tasks=data.TAGGING_TASKS,
-                read_examples=data.read_examples, runner=_runner,
+                split_file=data.split_file, read_file=data.read_file,
+                read_tfds=data.read_tfds, runner=_runner,
                 settings=TaggingSettings, load_task_file=load_task_file)

@@ -1,11 +1,7 @@
 """The fine-tuning model of sequence tagging, as the original does it: its head, loss,
-scores and predictions (the TaggingRunner).
-
-Features come from data.py: a sentence's windows, a word's label on its first piece
-(the others carry no loss). An entity task's labels are the BIOES form of its tags, and
-a softmax over the labels is trained with cross-entropy summed over each window's
-words. Predictions (each word's from its window of most context) are scored as
-conlleval scores entities, overall and per type (metrics.py; the per-type figures in
+scores and predictions (the TaggingRunner). A softmax over the labels at each word's
+first piece, trained with cross-entropy summed over each window's words; predictions
+scored as conlleval scores entities (the per-type figures in
 results/<tasks>_tagging/<task>_<split>_eval.json), or by word accuracy.
 """
 
