@@ -361,7 +361,7 @@ class Finetuner:
             scores = before["scores"]
             self.log(f"trial {trial} epoch {epoch}: {format_scores(scores)} (kept, as "
                      "scored before)")
-          else:  # trained without do_eval
+          else:  # passed by an earlier run without do_eval
             scores = None
             self.log(f"trial {trial} epoch {epoch}: not scored (the run resumed past "
                      f"it, at step {loop.start_step}, with no scores kept of it)")
