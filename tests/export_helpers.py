@@ -302,11 +302,13 @@ def add_outlier_channel(finetuned, channel: int = 3, factor: float = 20.0):
   layers.intermediate.kernel.assign(kernel)
 
 
+# shared_glue_models' hparams (--hparams of a command reading its models).
+GLUE = {"train_batch_size": 16, "max_seq_length": 32, "num_train_epochs": 2.0,
+        "learning_rate": 1e-3, "do_eval": False, "write_curves": False}
+
+
 def glue_config(data, task):
-  return finetune_config.load_config(
-      "tiny", [task], str(data), {"train_batch_size": 16, "max_seq_length": 32,
-                                  "num_train_epochs": 2.0, "learning_rate": 1e-3,
-                                  "do_eval": False, "write_curves": False})
+  return finetune_config.load_config("tiny", [task], str(data), GLUE)
 
 
 # max_seq_length 24 reads the longer sentences in windows, one every 8 pieces.

@@ -337,26 +337,37 @@ def test_float16_uses_loss_scaling_and_only_the_last_trial_is_kept(tmp_path):
       step * 2 * 8 * model_flops.inference_flops(model, 16))
 
 
-@pytest.mark.slow
-def test_a_users_task_writes_its_test_predictions(tmp_path):
-  """write_test_outputs on a user's task with a test split: its predictions as JSON
-  lines (GLUE's tasks write their submission files), not predicted and dropped."""
-  data = tmp_path / "data"
+# A user's task with a test split, trained at seed 0 (one trial), its test predictions
+# written: the resume test's batch and length (one compilation of the fused layers,
+# model/fused.py, per shape serves both).
+SEED_0 = {"max_seq_length": 16, "train_batch_size": 8, "num_train_epochs": 1.0,
+          "write_test_outputs": True, "export_serving": False, "do_eval": False,
+          "write_curves": False, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def seed_0_run(tmp_path_factory):
+  """(its task file, data dir, config) of a run of SEED_0 on a user's task of 16 rows
+  with a test split, which two tests read."""
+  folder = tmp_path_factory.mktemp("seed_0_run")
+  data = folder / "data"
   data.mkdir()
   write_tiny_pretrained_model(data)
-  task = write_reviews_task(tmp_path, 48)
+  task = write_reviews_task(folder, 16)
   spec = json.loads(open(task, encoding="utf-8").read())
-  (tmp_path / "test.csv").write_text("id,review\n" + "\n".join(
+  (folder / "test.csv").write_text("id,review\n" + "\n".join(
       f"t{i},a film {i}" for i in range(5)))
-  (tmp_path / "task.json").write_text(json.dumps({**spec, "test": "test.csv"}))
-  config = finetune_config.load_config(
-      # The resume test's batch and length: one compilation of the fused layers
-      # (model/fused.py) per shape serves both.
-      "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
-                                  "num_train_epochs": 1.0, "write_test_outputs": True,
-                                  "export_serving": False, "do_eval": False,
-                                  "write_curves": False})
+  (folder / "task.json").write_text(json.dumps({**spec, "test": "test.csv"}))
+  config = finetune_config.load_config("tiny", [task], str(data), SEED_0)
   trainer.run(config, log=lambda _: None)
+  return task, data, config
+
+
+@pytest.mark.slow
+def test_a_users_task_writes_its_test_predictions(seed_0_run):
+  """write_test_outputs on a user's task with a test split: its predictions as JSON
+  lines (GLUE's tasks write their submission files), not predicted and dropped."""
+  _, _, config = seed_0_run
   out = os.path.join(config.results_dir, "test_predictions", "reviews_trial1",
                      "reviews_test.jsonl")
   rows = [json.loads(line) for line in open(out, encoding="utf-8")]
@@ -366,29 +377,17 @@ def test_a_users_task_writes_its_test_predictions(tmp_path):
 
 
 @pytest.mark.slow
-def test_trial_seeds_wrap_round_to_0_past_the_largest_seed(tmp_path):
+def test_trial_seeds_wrap_round_to_0_past_the_largest_seed(tmp_path, seed_0_run):
   """Trials take seed, seed + 1, ...: past the largest seed, the next trial's is 0 and
-  it trains as a run of seed 0 does, step for step (not a seeding error once the first
-  trial is done)."""
-  data = tmp_path / "data"
-  data.mkdir()
-  write_tiny_pretrained_model(data)
-  task = write_reviews_task(tmp_path, 16)
-
-  def trained(name, **overrides):
-    # The resume test's batch and length: one compilation of the fused layers.
-    config = finetune_config.load_config(
-        "tiny", [task], str(data), {"max_seq_length": 16, "train_batch_size": 8,
-                                    "num_train_epochs": 1.0, "export_serving": False,
-                                    "do_eval": False, "write_curves": False,
-                                    "model_dir": str(tmp_path / name),
-                                    "results_dir": str(tmp_path / f"{name}_results"),
-                                    **overrides})
-    trainer.run(config, log=lambda _: None)
-    return config.model_dir
-
-  last = trained("last", seed=4294967295, num_trials=2)
-  first = trained("first", seed=0)
+  it trains as a run of seed 0 does (seed_0_run's), step for step (not a seeding error
+  once the first trial is done)."""
+  task, data, seed_0 = seed_0_run
+  config = finetune_config.load_config(
+      "tiny", [task], str(data), {**SEED_0, "seed": 4294967295, "num_trials": 2,
+                                  "model_dir": str(tmp_path / "last"),
+                                  "results_dir": str(tmp_path / "last_results")})
+  trainer.run(config, log=lambda _: None)
+  last, first = config.model_dir, seed_0.model_dir
   losses = [{step: row["loss"] for step, row in read_log(
       os.path.join(model_dir, LOG_NAME)).items()} for model_dir in (f"{last}_2",
                                                                     f"{first}_1")]

@@ -5,11 +5,12 @@ its serving SavedModel and ONNX files through the shipped reader; the task file'
 readings and refusals; CoNLL-2003, CoNLL-2002 and XTREME's part of speech by name, from
 their original files and from TFDS (faked)."""
 
+import contextlib
+import io
 import json
+import logging
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from finetune.tagging import data as tagging_data
 from finetune.tagging import metrics as tagging_metrics
 from finetune.tagging.model import TaggingRunner
 from tests.export_helpers import call_in_clean_process, run_readers
-from tests.helpers import ROOT, shared_folder, shared_path, write_tiny_pretrained_model
+from tests.helpers import shared_folder, shared_path, write_tiny_pretrained_model
 from tools import export_lite
 
 ENTITIES = {
@@ -91,18 +92,24 @@ def flags(home, *extra):
 
 def shared_ner_model(tmp_path_factory):
   """The folder of a tiny one-layer model fine-tuned on write_ner_task's task by
-  run_finetuning.py (its own process, as a user runs it), with its output (run.out,
-  run.err). Trained once per session."""
+  run_finetuning.py's main (in this process: no process boundary is checked), with what
+  it wrote to stdout (run.out) and to stderr and the log (run.err). Trained once per
+  session."""
   def train(home):
     (home / "data").mkdir()
     write_tiny_pretrained_model(home / "data", layers=1)
     write_ner_task(home)
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "run_finetuning.py"),
-                             *flags(home)], capture_output=True, text=True, cwd=home,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (home / "run.out").write_text(result.stdout)
-    (home / "run.err").write_text(result.stderr)
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)  # a process's log goes to its stderr
+    logging.getLogger().addHandler(handler)
+    try:
+      with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_finetuning.main(flags(home))
+    finally:
+      logging.getLogger().removeHandler(handler)
+    assert code == 0, err.getvalue()[-3000:]
+    (home / "run.out").write_text(out.getvalue())
+    (home / "run.err").write_text(err.getvalue())
   return shared_folder(tmp_path_factory, "ner_model", train)
 
 

@@ -37,11 +37,20 @@ def test_a_cut_batch_drops_the_units_its_padded_batch_drops():
                           padded)
 
 
-def sst2_data(tmp_path, rows=65):
+# A training example longer than max_seq_length (cut to it).
+LONG_ROW = " ".join(["wonderful"] * 200) + "\t1\n"
+
+
+def sst2_data(tmp_path, rows=65, long_row=False):
+  """SST-2's first `rows` lines of each split (and LONG_ROW after the training ones)."""
   data = tmp_path / "data"
   for split in ("train", "dev"):
     head_of(shared_path("glue", "SST-2", f"{split}.tsv"),
             data / "finetuning_data" / "SST-2" / f"{split}.tsv", rows)
+  if long_row:
+    with open(data / "finetuning_data" / "SST-2" / "train.tsv", "a",
+              encoding="utf-8") as f:
+      f.write(LONG_ROW)
   write_tiny_pretrained_model(data)
   return data
 
@@ -72,7 +81,9 @@ def run(data, task, multiple, tmp_path, **overrides):
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["glue/sst2", "chunk"])
 def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_path, task):
-  data = (sst2_data(tmp_path) if task == "glue/sst2"
+  # SST-2's 64 training examples hold one cut to max_seq_length: its batch trains at
+  # max_seq_length.
+  data = (sst2_data(tmp_path, rows=64, long_row=True) if task == "glue/sst2"
           else chunk_data(tmp_path, train=48, test=24))
   # Dropout stays on: the cut batches must drop the units the padded ones drop.
   cut, cut_result, cut_log = run(data, task, 8, tmp_path)
@@ -91,6 +102,8 @@ def test_training_at_the_batches_length_equals_training_at_max_seq_length(tmp_pa
   lengths = cut.train_lengths(train, order)
   assert set(lengths.tolist()) <= set(range(8, MAX_LENGTH + 1, 8))
   assert lengths.min() < MAX_LENGTH
+  if task == "glue/sst2":
+    assert lengths.max() == MAX_LENGTH  # the long example's batch
   assert np.all(lengths >= padding.token_counts(train)[order].reshape(-1, 8).max(-1))
 
 
@@ -174,12 +187,9 @@ def test_qa_logits_are_padded_back_off_every_span_and_its_beams_kept():
 
 @pytest.mark.slow
 def test_an_example_longer_than_max_seq_length_is_cut_as_before(tmp_path):
-  data = sst2_data(tmp_path, rows=9)
-  long_text = " ".join(["wonderful"] * 200)
-  with open(data / "finetuning_data" / "SST-2" / "train.tsv", "a",
-            encoding="utf-8") as f:
-    f.write(f"{long_text}\t1\n")
-  finetuner, _, _ = run(data, "glue/sst2", 8, tmp_path, num_train_epochs=1.0)
+  # (Training on it, cut or padded, is the training test's: its SST-2 split holds it.)
+  finetuner = finetuner_of(sst2_data(tmp_path, rows=9, long_row=True), "glue/sst2", 8,
+                           tmp_path, num_train_epochs=1.0)
   train = finetuner.train_features()
   assert padding.token_counts(train).max() == MAX_LENGTH
   order = finetuner.example_order(len(train["input_ids"]), 8, seed=1)

@@ -1,6 +1,8 @@
 """run_finetuning.py --predict: a fine-tuned tiny model's predictions on a user's file
 equal what its own evaluation path computes on the same inputs, for sentence pairs,
-regression, SQuAD 2.0 (JSON lines and SQuAD JSON) and chunking; refusals are one line."""
+regression, SQuAD 2.0 (JSON lines and SQuAD JSON) and chunking; refusals are one line.
+The single-sentence, regression and chunking models are export_helpers' (trained once
+per session), which --predict only reads."""
 
 import json
 import os
@@ -16,8 +18,10 @@ from finetune import config as finetune_config
 from finetune import tasks, trainer
 from finetune.tagging import data as tagging_data
 from finetune.tagging import metrics as tagging_metrics
-from tests.helpers import (as_v2, chunk_data, head_of, ROOT, shared_path, squad_subset,
-                           write_json, write_tiny_pretrained_model)
+from tests.export_helpers import (CHUNK, GLUE, GLUE_DEV_ROWS, shared_chunk_model,
+                                   shared_glue_models)
+from tests.helpers import (as_v2, head_of, ROOT, shared_path, squad_subset, write_json,
+                           write_tiny_pretrained_model)
 
 
 def train(data, task, overrides):
@@ -55,12 +59,12 @@ SENTENCE = {"train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
 
 
 @pytest.mark.slow
-def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, capsys):
+def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path,
+                                                                   tmp_path_factory, capsys):
   data = tmp_path / "data"
-  for folder in ("MRPC", "STS-B"):
-    for split in ("train", "dev"):
-      head_of(shared_path("glue", folder, f"{split}.tsv"),
-              data / "finetuning_data" / folder / f"{split}.tsv", 49)
+  for split in ("train", "dev"):
+    head_of(shared_path("glue", "MRPC", f"{split}.tsv"),
+            data / "finetuning_data" / "MRPC" / f"{split}.tsv", 49)
   write_tiny_pretrained_model(data)
   mrpc_dev = data / "finetuning_data" / "MRPC" / "dev.tsv"
   output = tmp_path / "mrpc.jsonl"
@@ -85,11 +89,13 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
   assert [line["index"] for line in lines] == list(range(48))
 
   # STS-B: a test-layout file (the dev rows without their score) gives scores.
-  config = train(data, "glue/stsb", SENTENCE)
-  rows = open(data / "finetuning_data" / "STS-B" / "dev.tsv").read().splitlines()
+  config, _ = shared_glue_models(tmp_path_factory)["glue/stsb"]
+  stsb_dev = os.path.join(config.data_dir, "finetuning_data", "STS-B", "dev.tsv")
+  rows = open(stsb_dev).read().splitlines()
   unlabeled = tmp_path / "stsb.tsv"
   unlabeled.write_text("".join("\t".join(r.split("\t")[:9]) + "\n" for r in rows))
-  code, err, lines = predict(data, "glue/stsb", SENTENCE, unlabeled, output, capsys)
+  code, err, lines = predict(config.data_dir, "glue/stsb", GLUE, unlabeled, output,
+                             capsys)
   assert code == 0, err
   finetuner, _, scores, direct = eval_outputs(config, "dev")
   np.testing.assert_allclose([line["score"] for line in lines], scores, atol=1e-6)
@@ -100,19 +106,18 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
   # (the labelled dev file), or only those two, no index (lines are numbered). --predict
   # reads every file through the runner's read_unlabeled (finetune/predict.py): the
   # same examples as the test-layout file's give its scores, checked above.
-  stsb_dev = data / "finetuning_data" / "STS-B" / "dev.tsv"
   named = tmp_path / "named.tsv"
   named.write_text("sentence1\tsentence2\n" + "".join(
       "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
   read = lambda path: [(e.eid, e.text_a, e.text_b)
                        for e in finetuner.runners[0].read_unlabeled(str(path))]
-  assert [eid for eid, _, _ in read(unlabeled)] == list(range(48))
+  assert [eid for eid, _, _ in read(unlabeled)] == list(range(GLUE_DEV_ROWS))
   for path in (stsb_dev, named):
     assert read(path) == read(unlabeled)
   # A header that names neither: the test layout's column count is expected.
   named.write_text("first\tsecond\n" + "".join(
       "\t".join(r.split("\t")[7:9]) + "\n" for r in rows[1:]))
-  code, err, _ = predict(data, "glue/stsb", SENTENCE, named, output, capsys)
+  code, err, _ = predict(config.data_dir, "glue/stsb", GLUE, named, output, capsys)
   assert code == 2 and err.strip() == (
       f"error: {named}:1: the header (first, second) names no column glue/stsb reads; "
       "expected a header row naming 'sentence1' and 'sentence2' (its text columns; other "
@@ -120,19 +125,13 @@ def test_sentence_pair_and_regression_predictions_match_evaluation(tmp_path, cap
 
 
 @pytest.mark.slow
-def test_script_streams_predictions_to_stdout(tmp_path, capsys):
-  data = tmp_path / "data"
-  head_of(shared_path("glue", "SST-2", "train.tsv"),
-          data / "finetuning_data" / "SST-2" / "train.tsv", 33)
-  head_of(shared_path("glue", "SST-2", "dev.tsv"),
-          data / "finetuning_data" / "SST-2" / "dev.tsv", 9)
-  write_tiny_pretrained_model(data)
-  train(data, "glue/sst2", SENTENCE)
+def test_script_streams_predictions_to_stdout(tmp_path, tmp_path_factory, capsys):
+  data = shared_glue_models(tmp_path_factory)["glue/sst2"][0].data_dir
   inputs = tmp_path / "sentences.tsv"
   inputs.write_text("index\tsentence\n0\ta gripping , funny film\n1\tdull and long\n")
   run = subprocess.run(
       [sys.executable, os.path.join(ROOT, "run_finetuning.py"), "--task", "sst",
-       "--model-name", "tiny", "--data-dir", str(data), "--hparams", json.dumps(SENTENCE),
+       "--model-name", "tiny", "--data-dir", data, "--hparams", json.dumps(GLUE),
        "--predict", str(inputs)], capture_output=True, text=True)
   assert run.returncode == 0, run.stderr[-2000:]
   lines = [json.loads(line) for line in run.stdout.splitlines()]
@@ -145,9 +144,8 @@ def test_script_streams_predictions_to_stdout(tmp_path, capsys):
   # A header naming other columns: refused, not predicted on the column where GLUE's
   # test.tsv has its sentence (here the ids).
   inputs.write_text("text\tid\na gripping , funny film\t0\ndull and long\t1\n")
-  capsys.readouterr()  # the training's progress lines
-  code, err, _ = predict(data, "glue/sst2", SENTENCE, inputs, tmp_path / "out.jsonl",
-                         capsys)
+  capsys.readouterr()  # anything before (the shared model's training, run here or not)
+  code, err, _ = predict(data, "glue/sst2", GLUE, inputs, tmp_path / "out.jsonl", capsys)
   assert code == 2 and err == (
       f"error: {inputs}:1: the header (text, id) names no column glue/sst2 reads; "
       "expected a header row naming 'sentence' (its text columns; other columns are "
@@ -206,22 +204,22 @@ def test_squad_v2_predictions_match_evaluation(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_chunking_predictions_match_evaluation(tmp_path, capsys):
-  data = chunk_data(tmp_path, 96, 40)
-  overrides = {"max_seq_length": 48, "train_batch_size": 16, "eval_batch_size": 20,
-               "num_train_epochs": 1.0, "learning_rate": 2e-3}
-  config = train(data, "chunk", overrides)
+def test_chunking_predictions_match_evaluation(tmp_path, tmp_path_factory, capsys):
+  # max_seq_length 24: the longer sentences are read in several windows.
+  config = shared_chunk_model(tmp_path_factory)
   task = tasks.get_task("chunk")
-  sentences = tagging_data.read_file(task, data / "finetuning_data" / "chunk" / "test.txt")
+  sentences = tagging_data.read_file(
+      task, os.path.join(config.data_dir, "finetuning_data", "chunk", "test.txt"))
   inputs = tmp_path / "sentences.txt"
   inputs.write_text("".join(" ".join(s.words) + "\n\n" for s in sentences))
   output = tmp_path / "tags.jsonl"
-  code, err, lines = predict(data, "chunk", overrides, inputs, output, capsys)
+  code, err, lines = predict(config.data_dir, "chunk", CHUNK, inputs, output, capsys)
   assert code == 0, err
   _, split, outputs, _ = eval_outputs(config, "test")
   expected = tagging_data.predicted_tags(split.examples, split.features, outputs,
                                          task.output_tags)
-  assert len(lines) == len(sentences) == 40
+  assert len(lines) == len(sentences) == 24
+  assert len(split.features["input_ids"]) > len(sentences)  # several windows
   for line, sentence, tags in zip(lines, sentences, expected):
     assert line["words"] == list(sentence.words)
     assert len(line["tags"]) == len(sentence.words) and line["tags"] == tags
