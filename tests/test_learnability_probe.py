@@ -4,11 +4,12 @@ checkpoint evaluated (the driver's main() in-process, the build in a process of 
 own); the generator learns the successor map (masked-LM accuracy >= 0.9)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from experiments import learnability_probe
-from tests.helpers import run_as_main
 
 # Measured at this size (100 words, 32 tokens; docs/studies/2026-11-23-mimetic-start.md):
 # eval masked-LM accuracy 0.04 / 0.74 / 0.93 / 0.96 at steps 25 / 50 / 75 / 150 of a
@@ -42,12 +43,13 @@ def test_corpus_is_a_successor_map(tmp_path):
 
 @pytest.mark.slow
 def test_mimetic_start_learns_the_successor_map(tmp_path, capsys):
-  # The script as -m runs it once (its flags), in this process as the probe itself: the
-  # build is a process of its own either way, and a process of the driver would only
-  # load TensorFlow again to pre-train and evaluate.
+  # The script as a process once (its flags); the probe itself runs here: the build is
+  # a process of its own either way, and a process of the driver would only load
+  # TensorFlow again to pre-train and evaluate.
+  usage = subprocess.run([sys.executable, "-m", "experiments.learnability_probe", "--help"],
+                         capture_output=True, text=True, check=False)
+  assert usage.returncode == 0 and "--eval-every" in usage.stdout, usage.stderr[-3000:]
   capsys.readouterr()
-  assert run_as_main("experiments.learnability_probe", ["--help"]) == 0
-  assert "--eval-every" in capsys.readouterr().out
   learnability_probe.main(
       ["--work-dir", str(tmp_path),
        "--arm", 'mimetic={"init_scheme": "mimetic", "disc_lr_multiplier": 1.0}',
