@@ -6,6 +6,7 @@ other."""
 import contextlib
 import json
 import os
+import runpy
 import shutil
 import signal
 import stat
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import time
 import unicodedata
+import warnings
+from unittest import mock
 
 import filelock
 import numpy as np
@@ -64,6 +67,19 @@ def shared_folder(tmp_path_factory, name, make):
       make(home)
       done.write_text("")
   return home
+
+
+def run_as_main(module: str, argv) -> int:
+  """`python -m <module> <argv>` in this process, as -m runs it (runpy, under the name
+  __main__): its exit status. For a command run whole whose process start is not what a
+  test checks: TensorFlow is not loaded a second time."""
+  with mock.patch.object(sys, "argv", [module, *argv]), warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # "found in sys.modules": imported here
+    try:
+      runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+      return 0 if exit_.code is None else exit_.code
+  return 0
 
 
 def save_original(pair, prefix: str, part: str = "pair", global_step=None) -> str:

@@ -3,8 +3,6 @@ parameter counts, embedding sharing, and the errors for bad checkpoints."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from model.weights import CheckpointError
 from runs.pretrained import open_weights
 from tools import reference_outputs
 from tests import numpy_electra
-from tests.helpers import TINY, make_checkpoint, padded_batch, save_original
+from tests.helpers import TINY, make_checkpoint, padded_batch, run_as_main, save_original
 
 # electra_small with the released model's generator (generator_hidden_size 1.0 there;
 # 0.25 here so the generator has its own, smaller size and heads).
@@ -82,19 +80,18 @@ def test_reference_outputs_command(tmp_path, capsys):
             "generator_layers": 1.0, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
             "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
   (tmp_path / "config.json").write_text(json.dumps(config))
-  run = subprocess.run(
-      [sys.executable, "-m", "tools.reference_outputs", "--checkpoint", prefix,
-       "--config", str(tmp_path / "config.json"), "--inputs", str(tmp_path / "in.npz"),
-       "--output", str(tmp_path / "out.npz")], capture_output=True, text=True)
-  assert run.returncode == 0, run.stderr
+  # The command as -m runs it, in this process: TensorFlow is loaded already.
+  assert run_as_main("tools.reference_outputs", [
+      "--checkpoint", prefix, "--config", str(tmp_path / "config.json"), "--inputs",
+      str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0, (
+          capsys.readouterr().err)
   got = np.load(tmp_path / "out.npz")
   want = numpy_electra.forward(weights, **inputs, disc_heads=1, gen_heads=1)
   assert sorted(got.files) == sorted(want)
   for name, value in want.items():
     np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-5, err_msg=name)
 
-  # A config that does not fit the checkpoint: in-process (the command's refusal, not
-  # the process's start-up, which the run above shows).
+  # A config that does not fit the checkpoint: the command's refusal.
   config["hidden_size"] = 64
   (tmp_path / "config.json").write_text(json.dumps(config))
   capsys.readouterr()
